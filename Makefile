@@ -1,0 +1,37 @@
+# commitgym: `make demo` to try it, `make test` for the whole suite, `make bench` for figures.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+TIMED := deploy/dev/timed.sh
+
+# The test suite runs against real services.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/commitgym
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
+
+.PHONY: demo test bench install services worker serve clean
+
+$(VENV)/.installed: pyproject.toml uv.lock
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q uv
+	$(VENV)/bin/uv sync --frozen --inexact --extra test --python $(PY) -q
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(PY) manage.py migrate --verbosity 0
+	$(PY) manage.py demo
+
+test:
+	@$(TIMED) install $(MAKE) --no-print-directory install
+	@$(TIMED) services deploy/dev/services.sh
+	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker -q -p no:cacheprovider
+	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+	  $(TIMED) "suite: apps" $(PY) -m pytest tests/apps -q -p no:cacheprovider
+
+bench: install
+	@for b in bench/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf var

@@ -1,0 +1,186 @@
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+from django.db.models import Q
+
+from worker.engine.commit_filters import (
+    DEFAULT_TEST_DIR_NAMES,
+    DEFAULT_TEST_FILE_GLOBS,
+    MiningFilters,
+    TestFileRules,
+)
+from worker.engine.git_repo import GitCredentials
+from worker.engine.reasons import MINING_DROP_REASONS, reason_sentence
+
+from .secrets import secret_decrypt
+
+
+def _default_test_file_globs():
+    return list(DEFAULT_TEST_FILE_GLOBS)
+
+
+def _default_test_dir_names():
+    return list(DEFAULT_TEST_DIR_NAMES)
+
+
+class Repository(models.Model):
+    name = models.CharField(max_length=200, unique=True, help_text="owner/name, used in task ids.")
+    url = models.CharField(max_length=1000, help_text="URL or local path, without credentials.")
+    # Encrypted; never rendered. See apps.repositories.secrets.
+    credential_username = models.CharField(max_length=200, blank=True)
+    credential_token = models.TextField(blank=True)
+    credential_ssh_key = models.TextField(blank=True)
+    allowed_groups = models.ManyToManyField(
+        Group, blank=True, related_name="repositories",
+        help_text="If any are set, only members of these groups (and admins) see the repository.",
+    )
+    default_branch = models.CharField(max_length=255, blank=True)
+    mined_head = models.CharField(max_length=40, blank=True, help_text="Tip of the last complete mining run.")
+    max_files = models.PositiveIntegerField(default=MiningFilters.max_files)
+    max_lines = models.PositiveIntegerField(default=MiningFilters.max_lines)
+    max_patch_chars = models.PositiveIntegerField(default=MiningFilters.max_patch_chars)
+    test_file_globs = models.JSONField(default=_default_test_file_globs)
+    test_dir_names = models.JSONField(default=_default_test_dir_names)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "repositories"
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def mirror_dir(self) -> Path:
+        return Path(settings.COMMITGYM_MIRROR_DIR) / f"{self.pk}.git"
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.credential_token or self.credential_ssh_key)
+
+    def git_credentials(self) -> GitCredentials:
+        return GitCredentials(
+            username=self.credential_username,
+            token=secret_decrypt(self.credential_token),
+            ssh_key=secret_decrypt(self.credential_ssh_key),
+        )
+
+    def mining_filters(self) -> MiningFilters:
+        return MiningFilters(max_files=self.max_files, max_lines=self.max_lines, max_patch_chars=self.max_patch_chars)
+
+    def test_file_rules(self) -> TestFileRules:
+        return TestFileRules(file_globs=tuple(self.test_file_globs), dir_names=tuple(self.test_dir_names))
+
+    @property
+    def owner_and_name(self) -> tuple[str, str]:
+        owner, _, name = self.name.rpartition("/")
+        return owner or "local", name
+
+
+class MiningJob(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="mining_jobs")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    error_code = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    new_commits = models.PositiveIntegerField(default=0)
+    seconds = models.FloatField(null=True, blank=True, help_text="From the first git call to the last stored row.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["repository"], condition=Q(state__in=["queued", "running"]),
+                name="one_active_mining_job_per_repository",
+            )
+        ]
+
+    def __str__(self):
+        return f"mining job {self.pk} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def error_sentence(self) -> str:
+        return reason_sentence(self.error_code) if self.error_code else ""
+
+
+class Commit(models.Model):
+    DROP_REASONS = list(MINING_DROP_REASONS)
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="commits")
+    sha = models.CharField(max_length=40)
+    parent_sha = models.CharField(max_length=40, blank=True)
+    author_name = models.CharField(max_length=255)
+    author_email = models.CharField(max_length=255)
+    authored_at = models.DateTimeField()
+    committed_at = models.DateTimeField()
+    message = models.TextField()
+    source_files = models.JSONField(default=list, help_text="Non-test .py files (at most 1,000 listed).")
+    test_files = models.JSONField(default=list)
+    other_files = models.JSONField(default=list)
+    source_file_count = models.PositiveIntegerField(default=0)
+    test_file_count = models.PositiveIntegerField(default=0)
+    other_file_count = models.PositiveIntegerField(default=0)
+    has_binary = models.BooleanField(default=False)
+    lines_added = models.PositiveIntegerField(default=0, help_text="Non-test lines.")
+    lines_deleted = models.PositiveIntegerField(default=0, help_text="Non-test lines.")
+    patch_chars = models.PositiveIntegerField(default=0, help_text="Characters of the non-test diff.")
+    python_change = models.BooleanField(
+        null=True, help_text="Non-test .py change beyond comments and docstrings; empty if never checked."
+    )
+    tests_changed = models.BooleanField(default=False)
+    drop_reason = models.CharField(max_length=32, blank=True, help_text="Empty: kept.")
+    mined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-committed_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["repository", "sha"], name="unique_commit_per_repository")]
+        indexes = [
+            models.Index(fields=["repository", "drop_reason"]),
+            models.Index(fields=["repository", "committed_at"]),
+        ]
+
+    def __str__(self):
+        return self.sha[:10]
+
+    @property
+    def subject(self) -> str:
+        return self.message.split("\n", 1)[0]
+
+    @property
+    def kept(self) -> bool:
+        return not self.drop_reason
+
+    @property
+    def non_test_file_count(self) -> int:
+        return self.source_file_count + self.other_file_count
+
+    @property
+    def lines_edited(self) -> int:
+        return self.lines_added + self.lines_deleted
+
+    @property
+    def drop_sentence(self) -> str:
+        return reason_sentence(self.drop_reason) if self.drop_reason else ""

@@ -1,0 +1,87 @@
+"""Reads for repositories and mining."""
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet
+
+from apps.accounts.roles import ADMIN, user_roles
+from worker.engine.reasons import MINING_DROP_REASONS
+
+from .models import Commit, MiningJob, Repository
+
+
+def repositories_visible(*, user) -> QuerySet:
+    """Repositories restricted to groups are seen only by those groups' members and admins."""
+    repositories = Repository.objects.all()
+    if ADMIN in user_roles(user):
+        return repositories
+    return repositories.filter(Q(allowed_groups__isnull=True) | Q(allowed_groups__in=user.groups.all())).distinct()
+
+
+@dataclass(frozen=True)
+class FunnelStep:
+    label: str
+    remaining: int
+    dropped: int
+    reason: str  # the reason code of the commits this step drops; "" for the first step
+
+
+def repository_drop_counts(*, repository: Repository) -> dict[str, int]:
+    """{reason: n} for dropped commits, and "" for kept ones."""
+    rows = Commit.objects.filter(repository=repository).values("drop_reason").annotate(n=Count("id"))
+    return {row["drop_reason"]: row["n"] for row in rows}
+
+
+def repository_funnel(*, repository: Repository) -> list[FunnelStep]:
+    """Commits left after each filter, in the order the filters run."""
+    counts = repository_drop_counts(repository=repository)
+    remaining = sum(counts.values())
+    steps = [FunnelStep("Commits mined", remaining, 0, "")]
+    labels = {
+        "binary_file": "Text files only",
+        "too_many_files": f"≤ {repository.max_files} non-test files",
+        "too_many_lines": f"≤ {repository.max_lines} edited lines",
+        "patch_too_long": f"≤ {repository.max_patch_chars:,} patch characters",
+        "no_python_change": "Python change beyond comments",
+    }
+    for reason in MINING_DROP_REASONS:
+        dropped = counts.get(reason, 0)
+        remaining -= dropped
+        steps.append(FunnelStep(labels[reason], remaining, dropped, reason))
+    return steps
+
+
+def repository_mining_summary(*, repository: Repository) -> dict:
+    """The funnel as the `mine --json` line reports it."""
+    counts = repository_drop_counts(repository=repository)
+    return {
+        "repo": repository.name,
+        "commits_seen": sum(counts.values()),
+        "kept": counts.get("", 0),
+        "dropped": {reason: counts[reason] for reason in MINING_DROP_REASONS if counts.get(reason)},
+    }
+
+
+def commits_filtered(
+    *, repository: Repository, status: str = "", since=None, until=None, text: str = ""
+) -> QuerySet:
+    """status: "" (all), "kept", "dropped", or a drop reason code."""
+    commits = Commit.objects.filter(repository=repository)
+    if status == "kept":
+        commits = commits.filter(drop_reason="")
+    elif status == "dropped":
+        commits = commits.exclude(drop_reason="")
+    elif status in MINING_DROP_REASONS:
+        commits = commits.filter(drop_reason=status)
+    if since:
+        commits = commits.filter(committed_at__date__gte=since)
+    if until:
+        commits = commits.filter(committed_at__date__lte=until)
+    if text:
+        commits = commits.filter(
+            Q(message__icontains=text) | Q(sha__startswith=text.lower()) | Q(author_name__icontains=text))
+    return commits.select_related("task")
+
+
+def mining_job_latest(*, repository: Repository):
+    return MiningJob.objects.filter(repository=repository).first()

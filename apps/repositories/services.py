@@ -1,0 +1,333 @@
+"""Writes for repositories and mining. Views, commands and Celery tasks call these."""
+
+import logging
+import re
+import shutil
+import time
+from datetime import datetime, timedelta
+from itertools import islice
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.tasks.services import tasks_create_for_commits, tasks_delete_unstarted
+from worker.engine.commit_filters import CommitStats, drop_reason, size_drop_reason
+from worker.engine.git_repo import (
+    BlobReader,
+    GitError,
+    commit_count,
+    commit_exists,
+    default_branch_tip,
+    mirror_sync,
+    url_split_credentials,
+)
+from worker.engine.mining import MinedCommit, commits_walk, python_change_check
+
+from .models import Commit, MiningJob, Repository
+from .secrets import secret_encrypt
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 200
+
+
+class MiningCancelled(Exception):
+    pass
+
+
+class MiningJobGone(Exception):
+    """The job's row was deleted (its repository was deleted) while it ran."""
+
+
+# --- repositories -------------------------------------------------------------
+
+
+def _is_remote(location: str) -> bool:
+    return "://" in location or re.match(r"^[\w.-]+@[\w.-]+:", location) is not None
+
+
+def location_normalize(location: str) -> str:
+    """Local paths become absolute; URLs stay as given."""
+    location = location.strip()
+    if _is_remote(location):
+        return location
+    return str(Path(location).expanduser().resolve())
+
+
+def repository_name_from_location(location: str) -> str:
+    """`https://host/owner/repo.git` -> `owner/repo`; a local path -> `local/<folder>`."""
+    if _is_remote(location):
+        path = urlsplit(location).path if "://" in location else location.split(":", 1)[1]
+        parts = [p for p in path.strip("/").split("/") if p]
+        parts = [re.sub(r"\.git$", "", p) for p in parts[-2:]] or ["repository"]
+        return "/".join(parts if len(parts) == 2 else ["remote", parts[0]])
+    folder = re.sub(r"\.git$", "", Path(location).name) or "repository"
+    return f"local/{folder}"
+
+
+def repository_find(*, location: str):
+    """A registered repository by its name, URL or path (credentials in a URL are ignored)."""
+    clean, _ = url_split_credentials(location.strip())
+    return (
+        Repository.objects.filter(Q(name=location.strip()) | Q(url=clean) | Q(url=location_normalize(clean)))
+        .order_by("id")
+        .first()
+    )
+
+
+@transaction.atomic
+def repository_register(
+    *, location: str, name: str = "", ssh_key: str = "", user=None, allowed_groups=()
+) -> Repository:
+    """Register a repository by URL or local path; a token in the URL is stored as a secret."""
+    url, credentials = url_split_credentials(location.strip())
+    url = location_normalize(url)
+    base = name.strip() or repository_name_from_location(url)
+    unique, n = base, 1
+    while Repository.objects.filter(name=unique).exists():
+        n += 1
+        unique = f"{base}-{n}"
+    repository = Repository.objects.create(
+        name=unique,
+        url=url,
+        credential_username=credentials.username,
+        credential_token=secret_encrypt(credentials.token),
+        credential_ssh_key=secret_encrypt(ssh_key.strip()),
+        created_by=user,
+    )
+    if allowed_groups:
+        repository.allowed_groups.set(allowed_groups)
+    return repository
+
+
+def repository_delete(*, repository: Repository) -> None:
+    """Remove the repository's rows and its mirror."""
+    mirror = repository.mirror_dir
+    MiningJob.objects.filter(repository=repository, state__in=MiningJob.ACTIVE_STATES).update(cancel_requested=True)
+    repository.delete()
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def repository_filters_update(
+    *, repository: Repository, max_files: int, max_lines: int, max_patch_chars: int,
+    test_file_globs: list[str], test_dir_names: list[str], user=None,
+):
+    """Save the filters. New limits re-apply to stored commits at once; new test-file
+    rules need every diff measured again, so they start a full mining run.
+
+    Returns the mining job started, or None."""
+    rules_changed = (list(test_file_globs), list(test_dir_names)) != (
+        list(repository.test_file_globs), list(repository.test_dir_names))
+    repository.max_files, repository.max_lines, repository.max_patch_chars = max_files, max_lines, max_patch_chars
+    repository.test_file_globs, repository.test_dir_names = list(test_file_globs), list(test_dir_names)
+    if rules_changed:
+        repository.mined_head = ""
+    repository.save()
+    if rules_changed:
+        return mining_job_start(repository=repository, user=user)[0]
+    commits_refilter(repository=repository)
+    return None
+
+
+# --- commits --------------------------------------------------------------------
+
+
+def _stats_from_row(commit: Commit) -> CommitStats:
+    return CommitStats(
+        source_file_count=commit.source_file_count, test_file_count=commit.test_file_count,
+        other_file_count=commit.other_file_count, has_binary=commit.has_binary,
+        lines_added=commit.lines_added, lines_deleted=commit.lines_deleted,
+        patch_chars=commit.patch_chars, python_change=commit.python_change,
+    )
+
+
+def _python_change_for(blobs: BlobReader, commit: Commit) -> bool:
+    mined = MinedCommit(
+        sha=commit.sha, parent_sha=commit.parent_sha, author_name="", author_email="",
+        authored_at="", committed_at="", message="",
+    )
+    # Renames are not stored per file; a renamed file is read at its new path on both sides.
+    mined.python_paths = [(path, path) for path in commit.source_files]
+    return python_change_check(blobs, mined)
+
+
+def commits_refilter(*, repository: Repository) -> dict[str, int]:
+    """Apply the repository's filters to its stored commits, without walking history."""
+    filters = repository.mining_filters()
+    changed, newly_kept, newly_dropped = [], [], []
+    blobs = None
+    try:
+        for commit in Commit.objects.filter(repository=repository).iterator(chunk_size=2000):
+            stats = _stats_from_row(commit)
+            if stats.python_change is None and stats.source_file_count and not size_drop_reason(stats, filters):
+                blobs = blobs or BlobReader(repository.mirror_dir)
+                commit.python_change = stats.python_change = _python_change_for(blobs, commit)
+            reason = drop_reason(stats, filters) or ""
+            if reason != commit.drop_reason:
+                (newly_dropped if reason else newly_kept).append(commit)
+                commit.drop_reason = reason
+                changed.append(commit)
+    finally:
+        if blobs:
+            blobs.close()
+    with transaction.atomic():
+        Commit.objects.bulk_update(changed, ["drop_reason", "python_change"], batch_size=1000)
+        tasks_create_for_commits(repository=repository, commits=newly_kept)
+        tasks_delete_unstarted(commit_ids=[c.id for c in newly_dropped])
+    return {"kept": len(newly_kept), "dropped": len(newly_dropped)}
+
+
+def _commit_row(repository: Repository, mined: MinedCommit, reason: str) -> Commit:
+    stats = mined.stats
+    return Commit(
+        repository=repository, sha=mined.sha, parent_sha=mined.parent_sha,
+        author_name=mined.author_name[:255], author_email=mined.author_email[:255],
+        authored_at=datetime.fromisoformat(mined.authored_at),
+        committed_at=datetime.fromisoformat(mined.committed_at),
+        message=mined.message, source_files=stats.source_files, test_files=stats.test_files,
+        other_files=stats.other_files, source_file_count=stats.source_file_count,
+        test_file_count=stats.test_file_count, other_file_count=stats.other_file_count,
+        has_binary=stats.has_binary, lines_added=stats.lines_added, lines_deleted=stats.lines_deleted,
+        patch_chars=stats.patch_chars, python_change=stats.python_change,
+        tests_changed=stats.tests_changed, drop_reason=reason,
+    )
+
+
+_MEASURED_FIELDS = [
+    "source_files", "test_files", "other_files", "source_file_count", "test_file_count", "other_file_count",
+    "has_binary", "lines_added", "lines_deleted", "patch_chars", "python_change", "tests_changed", "drop_reason",
+]
+
+
+def commits_store(*, repository: Repository, batch: list[MinedCommit], blobs: BlobReader) -> int:
+    """Filter and upsert one batch of mined commits; return how many were new."""
+    filters = repository.mining_filters()
+    rows = []
+    for mined in batch:
+        if not size_drop_reason(mined.stats, filters) and mined.stats.source_file_count:
+            mined.stats.python_change = python_change_check(blobs, mined)
+        rows.append(_commit_row(repository, mined, drop_reason(mined.stats, filters) or ""))
+    shas = [row.sha for row in rows]
+    with transaction.atomic():
+        known = set(Commit.objects.filter(repository=repository, sha__in=shas).values_list("sha", flat=True))
+        Commit.objects.bulk_create(
+            rows, update_conflicts=True, unique_fields=["repository", "sha"], update_fields=_MEASURED_FIELDS,
+        )
+        kept = Commit.objects.filter(repository=repository, sha__in=shas, drop_reason="")
+        tasks_create_for_commits(repository=repository, commits=list(kept))
+        dropped = Commit.objects.filter(repository=repository, sha__in=shas).exclude(drop_reason="")
+        tasks_delete_unstarted(commit_ids=list(dropped.values_list("id", flat=True)))
+    return len(set(shas) - known)
+
+
+# --- mining jobs ------------------------------------------------------------------
+
+
+def mining_job_start(*, repository: Repository, user=None) -> tuple[MiningJob, bool]:
+    """Queue a mining job; if one is already queued or running, return that one."""
+    from worker.tasks import mining_job_run_task
+
+    try:
+        with transaction.atomic():
+            job = MiningJob.objects.create(repository=repository, requested_by=user)
+    except IntegrityError:
+        active = MiningJob.objects.filter(repository=repository, state__in=MiningJob.ACTIVE_STATES).first()
+        if active is None:  # it finished between the two queries
+            return mining_job_start(repository=repository, user=user)
+        return active, False
+    transaction.on_commit(lambda: mining_job_run_task.delay(job.id))
+    return job, True
+
+
+def mining_job_cancel(*, job: MiningJob) -> None:
+    """Queued jobs stop at once; a running job stops at its next batch, keeping what it stored."""
+    MiningJob.objects.filter(id=job.id, state=MiningJob.State.QUEUED).update(
+        state=MiningJob.State.CANCELLED, finished_at=timezone.now(), cancel_requested=True)
+    MiningJob.objects.filter(id=job.id, state=MiningJob.State.RUNNING).update(cancel_requested=True)
+
+
+def mining_job_retry(*, job: MiningJob, user=None) -> MiningJob:
+    return mining_job_start(repository=job.repository, user=user)[0]
+
+
+def _job_finish(job_id: int, state: str, **fields) -> None:
+    MiningJob.objects.filter(id=job_id, state=MiningJob.State.RUNNING).update(
+        state=state, finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields)
+
+
+def _job_claim(job_id: int) -> bool:
+    """Move the job to running, unless another worker is running it. A redelivered
+    job whose worker died (no heartbeat for a while) is taken over."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
+    return bool(
+        MiningJob.objects.filter(id=job_id)
+        .filter(Q(state=MiningJob.State.QUEUED) | Q(state=MiningJob.State.RUNNING, heartbeat_at__lt=stale))
+        .update(state=MiningJob.State.RUNNING, started_at=now, heartbeat_at=now)
+    )
+
+
+def _job_progress(job_id: int, done: int) -> None:
+    """Record progress; raise if the job was cancelled or deleted meanwhile."""
+    updated = MiningJob.objects.filter(id=job_id, state=MiningJob.State.RUNNING).update(
+        progress_done=done, heartbeat_at=timezone.now())
+    if not updated:
+        raise MiningJobGone()
+    if MiningJob.objects.filter(id=job_id, cancel_requested=True).exists():
+        raise MiningCancelled()
+
+
+def _batches(iterable, size):
+    iterator = iter(iterable)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def mining_job_run(*, job_id: int) -> None:
+    """Run one mining job to its end state. Safe to call twice: the second call does nothing."""
+    if not _job_claim(job_id):
+        return
+    job = MiningJob.objects.select_related("repository").get(id=job_id)
+    repository = job.repository
+    credentials = repository.git_credentials()
+    try:
+        new, seconds = _mine(job_id, repository)
+    except MiningCancelled:
+        _job_finish(job_id, MiningJob.State.CANCELLED)
+    except MiningJobGone:
+        return
+    except GitError as error:
+        _job_finish(job_id, MiningJob.State.FAILED, error_code=error.code,
+                    error_message=credentials.redact(str(error))[:4000])
+    except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
+        log.exception("mining job %s failed", job_id)
+        _job_finish(job_id, MiningJob.State.FAILED, error_code="worker_error",
+                    error_message=credentials.redact(f"{type(error).__name__}: {error}")[:4000])
+    else:
+        _job_finish(job_id, MiningJob.State.SUCCEEDED, new_commits=new, seconds=seconds)
+
+
+def _mine(job_id: int, repository: Repository) -> tuple[int, float]:
+    started = time.monotonic()
+    mirror = repository.mirror_dir
+    mirror_sync(repository.url, mirror, credentials=repository.git_credentials(),
+                timeout=settings.COMMITGYM_GIT_TIMEOUT)
+    branch, tip = default_branch_tip(mirror)
+    exclude = (repository.mined_head,) if repository.mined_head and commit_exists(mirror, repository.mined_head) else ()
+    MiningJob.objects.filter(id=job_id).update(progress_total=commit_count(mirror, tip, list(exclude)))
+    new = done = 0
+    with BlobReader(mirror) as blobs:
+        walk = commits_walk(mirror, tip, exclude=exclude, rules=repository.test_file_rules())
+        try:
+            for batch in _batches(walk, BATCH_SIZE):
+                new += commits_store(repository=repository, batch=batch, blobs=blobs)
+                done += len(batch)
+                _job_progress(job_id, done)
+        finally:
+            walk.close()
+    Repository.objects.filter(id=repository.id).update(mined_head=tip, default_branch=branch)
+    return new, time.monotonic() - started

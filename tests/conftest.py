@@ -1,0 +1,130 @@
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from apps.repositories.models import MiningJob
+from apps.repositories.services import mining_job_start, mining_job_run, repository_register
+from tests.gitrepo import GitRepo
+
+
+@pytest.fixture(autouse=True)
+def _mirror_dir(settings, tmp_path):
+    settings.COMMITGYM_MIRROR_DIR = tmp_path / "mirrors"
+
+
+def _user(username: str, role: str) -> User:
+    user = User.objects.create_user(username=username, password="pw-" + username)
+    user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def curator(db):
+    return _user("carla", "curator")
+
+
+@pytest.fixture
+def annotator(db):
+    return _user("anton", "annotator")
+
+
+@pytest.fixture
+def admin_user(db):
+    return _user("ada", "admin")
+
+
+@pytest.fixture
+def curator_client(curator) -> Client:
+    client = Client()
+    client.force_login(curator)
+    return client
+
+
+@pytest.fixture
+def annotator_client(annotator) -> Client:
+    client = Client()
+    client.force_login(annotator)
+    return client
+
+
+@pytest.fixture
+def git_repo(tmp_path) -> GitRepo:
+    return GitRepo(tmp_path / "project")
+
+
+def mine_now(repository) -> MiningJob:
+    """Run a mining job in this process, as a worker would."""
+    job, _ = mining_job_start(repository=repository)
+    mining_job_run(job_id=job.id)
+    job.refresh_from_db()
+    return job
+
+
+@pytest.fixture
+def small_repository(db, git_repo, curator):
+    """A registered, mined repository: a kept fix, a docs-only commit, a binary file."""
+    git_repo.commit("Initial library", {"lib/calc.py": "def add(a, b):\n    return a - b\n",
+                                        "README.md": "# calc\n"})
+    git_repo.commit("Fix add returning the difference", {
+        "lib/calc.py": "def add(a, b):\n    return a + b\n",
+        "tests/test_calc.py": "from lib.calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    })
+    git_repo.commit("Document add", {"README.md": "# calc\n\n`add(a, b)` adds.\n"})
+    git_repo.commit("Add logo", {"docs/logo.png": b"\x89PNG\r\n\x1a\n\x00\x00binary", "lib/calc.py":
+                                 "def add(a, b):\n    return b + a\n"})
+    repository = repository_register(location=str(git_repo.path), user=curator)
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.SUCCEEDED, job.error_message
+    return repository
+
+
+@pytest.fixture(scope="session")
+def _worker_mirror_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("worker-mirrors")
+
+
+@pytest.fixture(scope="session")
+def _celery_worker_process(django_db_setup, _worker_mirror_dir):
+    """A real Celery worker process on the configured broker, using the test database."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from urllib.parse import urlsplit, urlunsplit
+
+    import redis
+    from django.conf import settings
+
+    broker = settings.CELERY_BROKER_URL
+    source_url = os.environ.get("DATABASE_URL", "")
+    if not broker.startswith("redis://") or not source_url.startswith("postgres"):
+        pytest.fail("end-to-end tests need DATABASE_URL=postgres://... and CELERY_BROKER_URL=redis://... "
+                    "(make test sets both)")
+    redis.Redis.from_url(broker).flushdb()
+    parts = urlsplit(source_url)
+    test_database_url = urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
+    env = {**os.environ, "DATABASE_URL": test_database_url, "CELERY_BROKER_URL": broker,
+           "COMMITGYM_MIRROR_DIR": str(_worker_mirror_dir)}
+    log_path = _worker_mirror_dir.parent / "worker.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "mining",
+             "--concurrency", "1", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    deadline = time.monotonic() + 60
+    while "ready." not in log_path.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail("the Celery worker did not start:\n" + log_path.read_text())
+        time.sleep(0.2)
+    yield proc
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def celery_worker(_celery_worker_process, _worker_mirror_dir, settings, transactional_db):
+    """Jobs published in this test run in the real worker process; mirrors are shared with it."""
+    settings.COMMITGYM_MIRROR_DIR = _worker_mirror_dir
+    return _celery_worker_process

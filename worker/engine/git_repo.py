@@ -1,0 +1,234 @@
+"""git as a subprocess: mirrors, credentials, and reading objects.
+
+Credentials never appear on a command line, in a URL git sees, or in an
+error message: tokens go through GIT_ASKPASS, SSH keys through a private
+temporary file, and every message is redacted before it leaves this module.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+# Settings that make git's output the same whatever the user's configuration.
+GIT_CONFIG = (
+    "-c", "core.quotePath=false",
+    "-c", "color.ui=never",
+    "-c", "diff.noprefix=false",
+    "-c", "diff.mnemonicPrefix=false",
+    "-c", "diff.renames=true",
+    "-c", "log.showSignature=false",
+    "-c", "core.pager=cat",
+)
+
+_ASKPASS = """#!/bin/sh
+case "$1" in
+  Username*) printf '%s\\n' "$COMMITGYM_GIT_USERNAME" ;;
+  *) printf '%s\\n' "$COMMITGYM_GIT_PASSWORD" ;;
+esac
+"""
+
+
+class GitError(Exception):
+    """A git operation failed; `code` is a reason code, the message is safe to show."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class GitCredentials:
+    username: str = ""
+    token: str = ""
+    ssh_key: str = ""
+
+    def secrets(self) -> list[str]:
+        return [s for s in (self.token, self.ssh_key) if s]
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets():
+            text = text.replace(secret, "***")
+        # A URL with a password in it, however it got into the message.
+        return re.sub(r"(://[^/\s:@]*:)[^@\s/]+@", r"\1***@", text)
+
+
+def url_split_credentials(url: str) -> tuple[str, GitCredentials]:
+    """`https://user:token@host/x` -> (`https://host/x`, credentials)."""
+    parts = urlsplit(url)
+    if not parts.scheme or parts.scheme == "file" or "@" not in parts.netloc:
+        return url, GitCredentials()
+    if parts.scheme == "ssh" and not parts.password:
+        return url, GitCredentials()
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    username, _, token = userinfo.partition(":")
+    if not token:
+        username, token = "", username
+    clean = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return clean, GitCredentials(username=username, token=token)
+
+
+@contextmanager
+def git_environment(credentials: GitCredentials = GitCredentials()) -> Iterator[dict]:
+    """The environment for a git process: never prompts, and carries credentials privately."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="/bin/false", LC_ALL="C")
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new")
+    with tempfile.TemporaryDirectory(prefix="commitgym-git-") as tmp:
+        if credentials.token:
+            askpass = Path(tmp) / "askpass"
+            askpass.write_text(_ASKPASS)
+            askpass.chmod(0o700)
+            env.update(
+                GIT_ASKPASS=str(askpass),
+                COMMITGYM_GIT_USERNAME=credentials.username or "git",
+                COMMITGYM_GIT_PASSWORD=credentials.token,
+            )
+        if credentials.ssh_key:
+            key = Path(tmp) / "key"
+            key.touch(mode=0o600)
+            key.write_text(credentials.ssh_key.strip() + "\n")
+            env["GIT_SSH_COMMAND"] = (
+                f"ssh -i {key} -o IdentitiesOnly=yes -o BatchMode=yes "
+                "-o StrictHostKeyChecking=accept-new"
+            )
+        yield env
+
+
+def _failure_code(stderr: str) -> str:
+    text = stderr.lower()
+    if any(s in text for s in (
+        "authentication failed", "could not read username", "could not read password",
+        "permission denied (publickey", "invalid username or password",
+        "the requested url returned error: 401", "the requested url returned error: 403",
+    )):
+        return "auth_failed"
+    if any(s in text for s in (
+        "does not appear to be a git repository", "not a git repository",
+        "does not exist", "repository not found", "returned error: 404",
+    )):
+        return "not_a_repository"
+    if any(s in text for s in (
+        "could not resolve host", "connection refused", "timed out", "unable to access",
+        "network is unreachable", "no route to host", "could not resolve hostname",
+    )):
+        return "unreachable"
+    return "git_failed"
+
+
+def git_run(
+    args: list[str],
+    *,
+    cwd: Optional[Path] = None,
+    credentials: GitCredentials = GitCredentials(),
+    timeout: float = 600,
+) -> str:
+    """Run git, return its standard output; raise GitError with a redacted message."""
+    with git_environment(credentials) as env:
+        try:
+            done = subprocess.run(
+                ["git", *GIT_CONFIG, *args], cwd=cwd, env=env, capture_output=True,
+                timeout=timeout, stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise GitError("timeout", f"git {args[0]} took longer than {timeout:.0f} s") from None
+    if done.returncode != 0:
+        stderr = done.stderr.decode("utf-8", "replace").strip()
+        raise GitError(_failure_code(stderr), credentials.redact(stderr) or f"git {args[0]} failed")
+    return done.stdout.decode("utf-8", "replace")
+
+
+def mirror_sync(
+    url: str, mirror_dir: Path, *, credentials: GitCredentials = GitCredentials(), timeout: float = 1800
+) -> None:
+    """Clone a bare mirror, or fetch into the one we have."""
+    if (mirror_dir / "HEAD").exists():
+        git_run(["fetch", "--prune", "--quiet", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+                cwd=mirror_dir, credentials=credentials, timeout=timeout)
+        return
+    mirror_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = mirror_dir.with_name(mirror_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        git_run(["clone", "--mirror", "--quiet", url, str(partial)], credentials=credentials, timeout=timeout)
+    except GitError:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    partial.rename(mirror_dir)
+
+
+def default_branch_tip(mirror_dir: Path) -> tuple[str, str]:
+    """(branch name, sha) of the mirror's default branch."""
+    branch = git_run(["symbolic-ref", "--short", "HEAD"], cwd=mirror_dir).strip()
+    try:
+        sha = git_run(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"], cwd=mirror_dir)
+    except GitError:
+        raise GitError("empty_repository", "The repository has no commits on its default branch.") from None
+    return branch, sha.strip()
+
+
+def commit_exists(mirror_dir: Path, sha: str) -> bool:
+    try:
+        git_run(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=mirror_dir)
+        return True
+    except GitError:
+        return False
+
+
+def commit_count(mirror_dir: Path, tip: str, exclude: list[str]) -> int:
+    out = git_run(["rev-list", "--count", "--no-merges", tip, *[f"^{sha}" for sha in exclude]], cwd=mirror_dir)
+    return int(out.strip() or 0)
+
+
+def commit_patch(mirror_dir: Path, sha: str, *, max_bytes: int = 4_000_000) -> tuple[str, bool]:
+    """The commit's unified diff against its parent (3 lines of context); (text, truncated)."""
+    with git_environment() as env:
+        proc = subprocess.Popen(
+            ["git", *GIT_CONFIG, "show", "--format=", "--patch", "--no-ext-diff", "--no-textconv",
+             "--src-prefix=a/", "--dst-prefix=b/", "-U3", sha],
+            cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        data = proc.stdout.read(max_bytes + 1)
+        proc.kill()
+        proc.wait()
+    truncated = len(data) > max_bytes
+    return data[:max_bytes].decode("utf-8", "replace"), truncated
+
+
+class BlobReader:
+    """Reads file contents at revisions through one long-lived `git cat-file --batch`."""
+
+    def __init__(self, mirror_dir: Path):
+        self._proc = subprocess.Popen(
+            ["git", "cat-file", "--batch"], cwd=mirror_dir, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+
+    def read(self, rev: str, path: str) -> Optional[bytes]:
+        """The file's bytes, or None if it does not exist there."""
+        if "\n" in path:
+            raise ValueError("path with a newline")
+        self._proc.stdin.write(f"{rev}:{path}\n".encode())
+        self._proc.stdin.flush()
+        header = self._proc.stdout.readline().split()
+        if len(header) != 3 or header[1] != b"blob":
+            return None
+        data = self._proc.stdout.read(int(header[2]))
+        self._proc.stdout.read(1)
+        return data
+
+    def close(self) -> None:
+        self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,222 @@
+"""Walk a repository's history in one streaming `git log -p` and measure each commit.
+
+One git process writes every commit's diff; this module reads it line by line
+and keeps only counters and file names, so memory does not grow with history
+or with the size of a commit.
+"""
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Optional
+
+from worker.engine.commit_filters import CommitStats, TestFileRules
+from worker.engine.git_repo import GIT_CONFIG, BlobReader, git_environment
+from worker.engine.python_change import is_semantic_python_change
+
+_COMMIT_MARK = b"\x00\x01"
+_HEADER_FIELDS = 7  # sha, parents, author name, author email, author date, committer date, message
+_LOG_FORMAT = "%x00%x01%H%x00%P%x00%an%x00%ae%x00%aI%x00%cI%x00%B%x00"
+# Stored file lists are capped; the counts stay exact.
+MAX_LISTED_FILES = 1000
+
+
+@dataclass
+class MinedCommit:
+    sha: str
+    parent_sha: str  # "" for a root commit
+    author_name: str
+    author_email: str
+    authored_at: str  # ISO 8601
+    committed_at: str
+    message: str
+    stats: CommitStats = field(default_factory=CommitStats)
+    # (path before, path after) of non-test .py files; None where the file did not exist.
+    python_paths: list[tuple[Optional[str], Optional[str]]] = field(default_factory=list)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace").replace("\x00", "")
+
+
+def _unquote(raw: bytes) -> bytes:
+    """Undo git's C-style quoting of a path ("a\\tb" or octal escapes)."""
+    if not (raw.startswith(b'"') and raw.endswith(b'"')):
+        return raw
+    out, i, body = bytearray(), 0, raw[1:-1]
+    escapes = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7,
+               ord("b"): 8, ord("f"): 12, ord("r"): 13, ord("v"): 11}
+    while i < len(body):
+        c = body[i]
+        if c == 92 and i + 1 < len(body):
+            nxt = body[i + 1]
+            if 48 <= nxt <= 55:
+                out.append(int(body[i + 1:i + 4], 8))
+                i += 4
+                continue
+            out.append(escapes.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return bytes(out)
+
+
+def _header_path(rest: bytes, prefix: bytes) -> Optional[bytes]:
+    rest = rest.rstrip(b"\n").rstrip(b"\t")
+    if rest == b"/dev/null":
+        return None
+    rest = _unquote(rest)
+    return rest[len(prefix):] if rest.startswith(prefix) else rest
+
+
+def _diff_git_paths(line: bytes) -> tuple[bytes, bytes]:
+    """Paths from `diff --git a/X b/Y`; exact when X == Y, else fixed later by other headers."""
+    rest = line[len(b"diff --git "):].rstrip(b"\n")
+    if rest.startswith(b'"'):
+        end = rest.index(b'" ', 1) + 1
+        old, new = _unquote(rest[:end]), _unquote(rest[end + 1:])
+        return old[2:], new[2:]
+    half = (len(rest) - 5) // 2
+    if len(rest) % 2 == 1 and rest[2 + half:5 + half] == b" b/":
+        return rest[2:2 + half], rest[5 + half:]
+    old, _, new = rest.partition(b" b/")
+    return old[2:], new
+
+
+class _FileSection:
+    __slots__ = ("old", "new", "binary", "added", "deleted", "chars", "in_hunks")
+
+    def __init__(self, line: bytes):
+        self.old, self.new = _diff_git_paths(line)
+        self.binary = False
+        self.added = self.deleted = 0
+        self.chars = 0
+        self.in_hunks = False
+
+
+def _add_section(commit: MinedCommit, section: _FileSection, rules: TestFileRules) -> None:
+    path = _text(section.new if section.new is not None else section.old)
+    stats = commit.stats
+    stats.has_binary |= section.binary
+    if rules.is_test(path):
+        stats.test_file_count += 1
+        if len(stats.test_files) < MAX_LISTED_FILES:
+            stats.test_files.append(path)
+        return
+    stats.lines_added += section.added
+    stats.lines_deleted += section.deleted
+    stats.patch_chars += section.chars
+    if path.endswith(".py"):
+        stats.source_file_count += 1
+        if len(stats.source_files) < MAX_LISTED_FILES:
+            stats.source_files.append(path)
+            commit.python_paths.append((
+                None if section.old is None else _text(section.old),
+                None if section.new is None else _text(section.new),
+            ))
+    else:
+        stats.other_file_count += 1
+        if len(stats.other_files) < MAX_LISTED_FILES:
+            stats.other_files.append(path)
+
+
+def _parse_header(raw: bytes) -> MinedCommit:
+    sha, parents, name, email, authored, committed, message = raw[len(_COMMIT_MARK):].split(b"\x00")[:_HEADER_FIELDS]
+    parent_list = parents.split()
+    return MinedCommit(
+        sha=sha.decode(), parent_sha=parent_list[0].decode() if parent_list else "",
+        author_name=_text(name), author_email=_text(email), authored_at=authored.decode(),
+        committed_at=committed.decode(), message=_text(message).strip("\n"),
+    )
+
+
+def _line_chars(line: bytes) -> int:
+    return len(line) if line.isascii() else len(line.decode("utf-8", "replace"))
+
+
+def commits_walk(
+    mirror_dir: Path, tip: str, *, exclude: tuple[str, ...] = (), rules: TestFileRules = TestFileRules()
+) -> Iterator[MinedCommit]:
+    """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first."""
+    args = ["git", *GIT_CONFIG, "log", "--no-merges", "--patch", "-U3", "--no-ext-diff", "--no-textconv",
+            "--src-prefix=a/", "--dst-prefix=b/", f"--format={_LOG_FORMAT}", tip,
+            *[f"^{sha}" for sha in exclude], "--"]
+    with git_environment() as env:
+        proc = subprocess.Popen(args, cwd=mirror_dir, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, bufsize=1 << 20)
+        try:
+            yield from _parse_log(proc.stdout, rules)
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def _parse_log(stream, rules: TestFileRules) -> Iterator[MinedCommit]:
+    commit: Optional[MinedCommit] = None
+    section: Optional[_FileSection] = None
+    header: Optional[bytes] = None
+    for line in stream:
+        if header is not None:
+            header += line
+            if header.count(b"\x00") > _HEADER_FIELDS:
+                commit, header = _parse_header(header), None
+            continue
+        if line.startswith(_COMMIT_MARK):
+            if section is not None:
+                _add_section(commit, section, rules)
+                section = None
+            if commit is not None:
+                yield commit
+            commit, header = None, line
+            if header.count(b"\x00") > _HEADER_FIELDS:
+                commit, header = _parse_header(header), None
+            continue
+        if line.startswith(b"diff --git "):
+            if section is not None:
+                _add_section(commit, section, rules)
+            section = _FileSection(line)
+            section.chars = _line_chars(line)
+            continue
+        if section is None:
+            continue
+        section.chars += _line_chars(line)
+        first = line[:1]
+        if section.in_hunks:
+            if first == b"+":
+                section.added += 1
+            elif first == b"-":
+                section.deleted += 1
+        elif first == b"@":
+            section.in_hunks = True
+        elif line.startswith(b"--- "):
+            section.old = _header_path(line[4:], b"a/")
+        elif line.startswith(b"+++ "):
+            section.new = _header_path(line[4:], b"b/")
+        elif line.startswith(b"new file mode"):
+            section.old = None
+        elif line.startswith(b"deleted file mode"):
+            section.new = None
+        elif line.startswith(b"rename from "):
+            section.old = _unquote(line[12:].rstrip(b"\n"))
+        elif line.startswith(b"rename to "):
+            section.new = _unquote(line[10:].rstrip(b"\n"))
+        elif line.startswith((b"Binary files ", b"GIT binary patch")):
+            section.binary = True
+    if section is not None:
+        _add_section(commit, section, rules)
+    if commit is not None:
+        yield commit
+
+
+def python_change_check(blobs: BlobReader, commit: MinedCommit) -> bool:
+    """Whether any non-test .py file changes beyond comments and docstrings."""
+    for old_path, new_path in commit.python_paths:
+        try:
+            old = blobs.read(commit.parent_sha, old_path) if old_path and commit.parent_sha else b""
+            new = blobs.read(commit.sha, new_path) if new_path else b""
+        except ValueError:
+            return True
+        if is_semantic_python_change(old or b"", new or b""):
+            return True
+    return False

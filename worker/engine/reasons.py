@@ -1,0 +1,32 @@
+"""Every reason code in the product, with the sentence people see.
+
+Codes are short snake_case words stored on rows; the UI and the command line
+show the sentence beside them.
+"""
+
+# Why the mining filters dropped a commit, in the order the filters run.
+MINING_DROP_REASONS = {
+    "binary_file": "The commit changes a binary file.",
+    "too_many_files": "The commit changes more non-test files than the filter allows.",
+    "too_many_lines": "The commit edits more non-test lines than the filter allows.",
+    "patch_too_long": "The non-test part of the diff is longer than the filter allows.",
+    "no_python_change": "No non-test Python file changes beyond comments and docstrings.",
+}
+
+# Why a mining job failed.
+MINING_JOB_FAILURES = {
+    "unreachable": "The repository could not be reached (network, host or path).",
+    "not_a_repository": "The URL or path is not a git repository.",
+    "auth_failed": "The repository refused the credentials (or needs some).",
+    "empty_repository": "The repository has no commits.",
+    "git_failed": "git failed while reading the repository.",
+    "timeout": "git took longer than the time limit.",
+    "already_running": "Another mining job is already running for this repository.",
+    "worker_error": "The mining job stopped on an unexpected error.",
+}
+
+REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES}
+
+
+def reason_sentence(code: str) -> str:
+    return REASONS.get(code, code.replace("_", " "))
