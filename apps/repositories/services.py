@@ -145,13 +145,13 @@ def _stats_from_row(commit: Commit) -> CommitStats:
     )
 
 
-def _python_change_for(blobs: BlobReader, commit: Commit) -> bool:
-    mined = MinedCommit(
-        sha=commit.sha, parent_sha=commit.parent_sha, author_name="", author_email="",
-        authored_at="", committed_at="", message="",
-    )
-    # Renames are not stored per file; a renamed file is read at its new path on both sides.
-    mined.python_paths = [(path, path) for path in commit.source_files]
+def _python_change_for(blobs: BlobReader, repository: Repository, commit: Commit) -> bool:
+    """Measure one stored commit's diff again, for the Python check the walk skipped."""
+    walk = commits_walk(repository.mirror_dir, commit.sha, rules=repository.test_file_rules(), max_count=1)
+    try:
+        mined = next(walk)
+    finally:
+        walk.close()
     return python_change_check(blobs, mined)
 
 
@@ -163,12 +163,16 @@ def commits_refilter(*, repository: Repository) -> dict[str, int]:
     try:
         for commit in Commit.objects.filter(repository=repository).iterator(chunk_size=2000):
             stats = _stats_from_row(commit)
-            if stats.python_change is None and stats.source_file_count and not size_drop_reason(stats, filters):
+            checked = stats.python_change is None and stats.source_file_count and not size_drop_reason(stats, filters)
+            if checked:
                 blobs = blobs or BlobReader(repository.mirror_dir)
-                commit.python_change = stats.python_change = _python_change_for(blobs, commit)
+                commit.python_change = stats.python_change = _python_change_for(blobs, repository, commit)
             reason = drop_reason(stats, filters) or ""
-            if reason != commit.drop_reason:
-                (newly_dropped if reason else newly_kept).append(commit)
+            if not reason and commit.drop_reason:
+                newly_kept.append(commit)
+            elif reason and not commit.drop_reason:
+                newly_dropped.append(commit)
+            if checked or reason != commit.drop_reason:
                 commit.drop_reason = reason
                 changed.append(commit)
     finally:

@@ -1,16 +1,244 @@
-import pytest
+"""Mining services against PostgreSQL, with jobs run in this process as a worker would."""
 
-from apps.repositories.models import Commit
+import threading
+
+import pytest
+from django.db import connection
+
+from apps.repositories.models import Commit, MiningJob
+from apps.repositories.services import (
+    commits_refilter,
+    mining_job_cancel,
+    mining_job_run,
+    mining_job_start,
+    repository_delete,
+    repository_filters_update,
+    repository_register,
+)
 from apps.tasks.models import Task
+from tests.conftest import mine_now
+
+
+def _reasons(repository) -> dict[str, str]:
+    return dict(Commit.objects.filter(repository=repository).values_list("message", "drop_reason"))
 
 
 @pytest.mark.django_db
 def test_small_repository_is_mined_with_reasons(small_repository):
-    reasons = dict(Commit.objects.filter(repository=small_repository).values_list("message", "drop_reason"))
-    assert reasons == {
+    assert _reasons(small_repository) == {
         "Initial library": "",
         "Fix add returning the difference": "",
         "Document add": "no_python_change",
         "Add logo": "binary_file",
     }
     assert Task.objects.filter(repository=small_repository).count() == 2
+
+
+@pytest.mark.django_db
+def test_file_and_line_limits_at_their_boundaries(git_repo):
+    git_repo.commit("init", {"README.md": "x\n"})
+    git_repo.commit("five files", {f"pkg/m{i}.py": f"x = {i}\n" for i in range(5)})
+    git_repo.commit("six files", {f"pkg/n{i}.py": f"x = {i}\n" for i in range(6)})
+    git_repo.commit("100 lines", {"pkg/big.py": "".join(f"v{i} = {i}\n" for i in range(100))})
+    git_repo.commit("101 lines", {"pkg/bigger.py": "".join(f"v{i} = {i}\n" for i in range(101))})
+    git_repo.commit("50 changed lines", {"pkg/big.py": "".join(f"v{i} = {i + (i < 50)}\n" for i in range(100))})
+    git_repo.commit("tests do not count", {"tests/test_big.py": "".join(f"t{i} = 1\n" for i in range(300)),
+                                           "pkg/m0.py": "x = 10\n"})
+    repository = repository_register(location=str(git_repo.path))
+    mine_now(repository)
+    reasons = _reasons(repository)
+    assert reasons["five files"] == "" and reasons["six files"] == "too_many_files"
+    assert reasons["100 lines"] == "" and reasons["101 lines"] == "too_many_lines"
+    assert reasons["50 changed lines"] == ""  # 50 added + 50 deleted
+    assert reasons["tests do not count"] == ""
+
+
+@pytest.mark.django_db
+def test_remining_only_adds_new_commits_and_never_duplicates(small_repository, git_repo):
+    before = set(Commit.objects.filter(repository=small_repository).values_list("id", "sha"))
+    again = mine_now(small_repository)
+    assert again.new_commits == 0 and again.progress_total == 0
+    new_sha = git_repo.commit("Fix add for strings", {"lib/calc.py": "def add(a, b):\n    return a + b  # ok\n\n"
+                                                                     "def concat(a, b):\n    return a + b\n"})
+    third = mine_now(small_repository)
+    assert third.new_commits == 1 and third.progress_total == 1
+    after = set(Commit.objects.filter(repository=small_repository).values_list("id", "sha"))
+    assert before < after and {sha for _, sha in after - before} == {new_sha}
+    assert Task.objects.filter(repository=small_repository).count() == 3
+
+
+@pytest.mark.django_db
+def test_running_the_same_job_twice_changes_nothing(small_repository):
+    job, _ = mining_job_start(repository=small_repository)
+    mining_job_run(job_id=job.id)
+    finished = MiningJob.objects.get(id=job.id)
+    mining_job_run(job_id=job.id)
+    assert MiningJob.objects.get(id=job.id).finished_at == finished.finished_at
+
+
+@pytest.mark.django_db
+def test_one_active_job_per_repository(small_repository):
+    first, created = mining_job_start(repository=small_repository)
+    second, created_again = mining_job_start(repository=small_repository)
+    assert created and not created_again and first.id == second.id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_mining_one_repository_at_once_store_each_commit_once(git_repo):
+    git_repo.commit("init", {"pkg/a.py": "x = 0\n"})
+    for i in range(1, 40):
+        git_repo.commit(f"change {i}", {"pkg/a.py": f"x = {i}\n"})
+    repository = repository_register(location=str(git_repo.path))
+    job, _ = mining_job_start(repository=repository)
+    errors = []
+
+    def run():
+        try:
+            mining_job_run(job_id=job.id)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert Commit.objects.filter(repository=repository).count() == 40
+    assert Task.objects.filter(repository=repository).count() == 40
+    assert MiningJob.objects.get(id=job.id).state == MiningJob.State.SUCCEEDED
+
+
+@pytest.mark.django_db
+def test_cancelled_job_keeps_what_it_stored_and_the_next_run_finishes(git_repo, monkeypatch):
+    import apps.repositories.services as services
+
+    git_repo.commit("init", {"pkg/a.py": "x = 0\n"})
+    for i in range(1, 10):
+        git_repo.commit(f"change {i}", {"pkg/a.py": f"x = {i}\n"})
+    repository = repository_register(location=str(git_repo.path))
+    monkeypatch.setattr(services, "BATCH_SIZE", 3)
+    job, _ = mining_job_start(repository=repository)
+    original_store = services.commits_store
+
+    def store_then_cancel(**kwargs):
+        new = original_store(**kwargs)
+        mining_job_cancel(job=job)
+        return new
+
+    monkeypatch.setattr(services, "commits_store", store_then_cancel)
+    mining_job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == MiningJob.State.CANCELLED and job.progress_done == 3
+    assert Commit.objects.filter(repository=repository).count() == 3
+
+    monkeypatch.setattr(services, "commits_store", original_store)
+    retry = mine_now(repository)
+    assert retry.state == MiningJob.State.SUCCEEDED and retry.new_commits == 7
+    assert Commit.objects.filter(repository=repository).count() == 10
+
+
+@pytest.mark.django_db
+def test_queued_job_can_be_cancelled_and_then_does_not_run(small_repository):
+    job, _ = mining_job_start(repository=small_repository)
+    mining_job_cancel(job=job)
+    mining_job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == MiningJob.State.CANCELLED and job.started_at is None
+
+
+@pytest.mark.django_db
+def test_changing_limits_refilters_stored_commits_without_walking(small_repository, monkeypatch):
+    import apps.repositories.services as services
+
+    monkeypatch.setattr(services, "commits_walk", lambda *a, **k: pytest.fail("history walked"))
+    job = repository_filters_update(repository=small_repository, max_files=0, max_lines=100, max_patch_chars=2000,
+                                    test_file_globs=small_repository.test_file_globs,
+                                    test_dir_names=small_repository.test_dir_names)
+    assert job is None
+    reasons = _reasons(small_repository)
+    assert reasons["Fix add returning the difference"] == "too_many_files"
+    assert reasons["Add logo"] == "binary_file"
+    assert not Task.objects.filter(repository=small_repository).exists()
+
+    small_repository.max_files = 5
+    small_repository.save()
+    assert commits_refilter(repository=small_repository) == {"kept": 2, "dropped": 0}
+    assert Task.objects.filter(repository=small_repository).count() == 2
+
+
+@pytest.mark.django_db
+def test_refilter_checks_python_changes_of_commits_it_newly_lets_through(git_repo):
+    git_repo.commit("init", {"pkg/a.py": "x = 1\n"})
+    git_repo.commit("big docstring edit", {"pkg/a.py": '"""' + "doc\n" * 150 + '"""\nx = 1\n'})
+    repository = repository_register(location=str(git_repo.path))
+    mine_now(repository)
+    commit = Commit.objects.get(repository=repository, message="big docstring edit")
+    assert commit.drop_reason == "too_many_lines" and commit.python_change is None
+    repository.max_lines = 1000
+    repository.save()
+    commits_refilter(repository=repository)
+    commit.refresh_from_db()
+    assert commit.drop_reason == "no_python_change" and commit.python_change is False
+
+
+@pytest.mark.django_db
+def test_new_test_file_rules_remeasure_every_commit(small_repository):
+    job = repository_filters_update(repository=small_repository, max_files=5, max_lines=100, max_patch_chars=2000,
+                                    test_file_globs=["test_*.py"], test_dir_names=["lib"])
+    assert job is not None
+    mining_job_run(job_id=job.id)
+    fix = Commit.objects.get(repository=small_repository, message="Fix add returning the difference")
+    assert fix.source_file_count == 0 and fix.test_file_count == 2 and fix.drop_reason == "no_python_change"
+    assert Commit.objects.filter(repository=small_repository).count() == 4
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("make_location, code", [
+    (lambda tmp: str(tmp / "missing"), "not_a_repository"),
+    (lambda tmp: str((tmp / "plain").mkdir() or tmp / "plain"), "not_a_repository"),
+    (lambda tmp: "http://127.0.0.1:9/nothing.git", "unreachable"),
+])
+def test_bad_locations_fail_with_a_reason(tmp_path, make_location, code):
+    repository = repository_register(location=make_location(tmp_path))
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.FAILED and job.error_code == code and job.error_message
+
+
+@pytest.mark.django_db
+def test_empty_repository_fails_with_a_reason(git_repo):
+    job = mine_now(repository_register(location=str(git_repo.path)))
+    assert job.state == MiningJob.State.FAILED and job.error_code == "empty_repository"
+
+
+@pytest.mark.django_db
+def test_a_failed_fetch_loses_nothing_already_mined(small_repository, git_repo):
+    import shutil
+
+    count = Commit.objects.filter(repository=small_repository).count()
+    shutil.rmtree(git_repo.path)
+    job = mine_now(small_repository)
+    assert job.state == MiningJob.State.FAILED and job.error_code == "not_a_repository"
+    assert Commit.objects.filter(repository=small_repository).count() == count
+
+
+@pytest.mark.django_db
+def test_token_in_url_is_stored_encrypted_and_never_in_errors():
+    repository = repository_register(location="http://reader:s3cr3t-token@127.0.0.1:9/team/private.git")
+    assert repository.url == "http://127.0.0.1:9/team/private.git" and repository.name == "team/private"
+    assert "s3cr3t-token" not in repository.credential_token
+    assert repository.git_credentials().token == "s3cr3t-token"
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.FAILED
+    assert "s3cr3t-token" not in job.error_message
+
+
+@pytest.mark.django_db
+def test_deleting_a_repository_removes_rows_and_mirror(small_repository):
+    mirror = small_repository.mirror_dir
+    assert mirror.exists()
+    repository_delete(repository=small_repository)
+    assert not mirror.exists()
+    assert not Commit.objects.exists() and not Task.objects.exists() and not MiningJob.objects.exists()

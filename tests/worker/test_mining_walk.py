@@ -79,10 +79,19 @@ def test_renames_and_binary_files(git_repo):
     git_repo.commit("image", {"docs/logo.png": b"\x89PNG\r\n\x1a\n\x00\x01\x02"})
     commits = _walk(git_repo)
     assert commits["rename"].stats.source_files == ["pkg/new_name.py"]
-    assert commits["rename"].python_paths == [("pkg/old_name.py", "pkg/new_name.py")]
+    (change,) = commits["rename"].python_changes
+    assert (change.old_path, change.new_path, change.blocks) == ("pkg/old_name.py", "pkg/new_name.py", [])
     assert commits["image"].stats.has_binary
     with BlobReader(git_repo.path) as blobs:
         assert python_change_check(blobs, commits["rename"]) is False
+
+
+def test_changed_line_numbers_follow_the_hunks(git_repo):
+    git_repo.commit("init", {"m.py": "".join(f"line{i} = {i}\n" for i in range(1, 31))})
+    git_repo.commit("edit", {"m.py": "".join(f"line{i} = {i}\n" for i in range(1, 31) if i != 5)
+                                     .replace("line20 = 20", "line20 = 200") + "tail = 1\n"})
+    (change,) = _walk(git_repo)["edit"].python_changes
+    assert change.blocks == [([5], []), ([20], [19]), ([], [30])] and change.complete
 
 
 def test_python_check_reads_both_sides(git_repo):

@@ -1,42 +1,82 @@
+import difflib
+
 import pytest
 
 from worker.engine.python_change import is_semantic_python_change
 
+
+def _semantic(old: bytes, new: bytes) -> bool:
+    """Blocks of changed line numbers as a diff gives them, then the check."""
+    matcher = difflib.SequenceMatcher(a=old.split(b"\n"), b=new.split(b"\n"), autojunk=False)
+    blocks = [(list(range(i1 + 1, i2 + 1)), list(range(j1 + 1, j2 + 1)))
+              for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+    return is_semantic_python_change(old, new, blocks)
+
+
 BASE = b'''"""Module docs."""
+import math
 
 
 def area(r):
-    """Area of a circle."""
+    """Area of a circle.
+
+    Long explanation
+    over several lines.
+    """
     # pi is close enough
-    return 3.14 * r * r
+    return 3.14 * r * r  # the formula
+
+
+class Shape:
+    \'\'\'A shape.\'\'\'
+
+    sides = 0
+    query = """
+    select 1
+    """
 '''
 
 
-@pytest.mark.parametrize("new, semantic", [
-    (BASE.replace(b"Module docs.", b"Better module docs."), False),
-    (BASE.replace(b"Area of a circle.", b"Area of a disc."), False),
-    (BASE.replace(b"# pi is close enough", b"# an approximation"), False),
-    (BASE.replace(b"    return", b"\n    return"), False),
-    (BASE.replace(b'    """Area of a circle."""\n', b""), False),
-    (BASE.replace(b"3.14", b"3.14159"), True),
-    (BASE.replace(b"r * r", b"r ** 2"), True),
-    (BASE + b"\nPI = 3.14\n", True),
+@pytest.mark.parametrize("old, new", [
+    (b"Module docs.", b"Better module docs."),
+    (b"Area of a circle.", b"Area of a disc."),
+    (b"over several lines.", b"over several lines, reworded."),
+    (b"    Long explanation\n", b""),
+    (b"# pi is close enough", b"# an approximation"),
+    (b"  # the formula", b"  # area formula"),
+    (b"    return", b"\n    return"),
+    (b"A shape.", b"Any shape."),
 ])
-def test_only_code_changes_count(new, semantic):
-    assert is_semantic_python_change(BASE, new) is semantic
+def test_comments_docstrings_and_blank_lines_are_not_semantic(old, new):
+    assert BASE.count(old) == 1
+    assert _semantic(BASE, BASE.replace(old, new)) is False
 
 
-def test_new_file_with_code_is_semantic_and_empty_one_is_not():
-    assert is_semantic_python_change(b"", b"x = 1\n")
-    assert not is_semantic_python_change(b"", b"# just a comment\n")
-    assert not is_semantic_python_change(b"", b'"""Docs only."""\n')
+@pytest.mark.parametrize("old, new", [
+    (b"3.14 * r", b"math.pi * r"),
+    (b"r * r", b"r ** 2"),
+    (b"    sides = 0", b"    sides = 1"),
+    (b"    select 1", b"    select 2"),  # a string that is not a docstring
+    (b"    return 3.14", b"        return 3.14"),  # indentation is code in Python
+    (b"import math\n", b"import math\nimport os\n"),
+])
+def test_code_changes_are_semantic(old, new):
+    assert BASE.count(old) == 1
+    assert _semantic(BASE, BASE.replace(old, new)) is True
 
 
-def test_python2_code_is_compared_without_comments():
+def test_new_files():
+    assert _semantic(b"", b"x = 1\n")
+    assert not _semantic(b"", b"# just a comment\n")
+    assert not _semantic(b"", b'"""Docs only."""\n')
+    assert not _semantic(b"", b"")
+
+
+def test_moving_lines_around_is_semantic():
+    assert _semantic(b"a = 1\nb = a\n", b"b = a\na = 1\n")
+
+
+def test_python2_code_works_too():
     old = b"print 'hi'  # greet\n"
-    assert not is_semantic_python_change(old, b"print 'hi'  # say hello\n")
-    assert is_semantic_python_change(old, b"print 'bye'  # greet\n")
-
-
-def test_unparseable_code_counts_as_a_change():
-    assert is_semantic_python_change(b"def f(:\n  '''", b"def f(:\n  '''x")
+    assert _semantic(old, b"print 'bye'  # greet\n")
+    assert not _semantic(b"def f():\n    '''Doc.'''\n    print x\n", b"def f():\n    '''Docs.'''\n    print x\n")

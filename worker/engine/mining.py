@@ -5,20 +5,26 @@ and keeps only counters and file names, so memory does not grow with history
 or with the size of a commit.
 """
 
+import queue
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
 
 from worker.engine.commit_filters import CommitStats, TestFileRules
-from worker.engine.git_repo import GIT_CONFIG, BlobReader, git_environment
-from worker.engine.python_change import is_semantic_python_change
+from worker.engine.git_repo import GIT_CONFIG, BlobReader, GitError, git_environment
+from worker.engine.python_change import ChangeBlock, is_semantic_python_change
 
 _COMMIT_MARK = b"\x00\x01"
 _HEADER_FIELDS = 7  # sha, parents, author name, author email, author date, committer date, message
 _LOG_FORMAT = "%x00%x01%H%x00%P%x00%an%x00%ae%x00%aI%x00%cI%x00%B%x00"
+_QUEUE_SIZE = 1000  # parsed commits waiting for the caller
+_END = object()
 # Stored file lists are capped; the counts stay exact.
 MAX_LISTED_FILES = 1000
+# Past this many changed lines in one .py file, its change counts as semantic unread.
+MAX_TRACKED_LINES = 20_000
 
 
 @dataclass
@@ -31,8 +37,17 @@ class MinedCommit:
     committed_at: str
     message: str
     stats: CommitStats = field(default_factory=CommitStats)
-    # (path before, path after) of non-test .py files; None where the file did not exist.
-    python_paths: list[tuple[Optional[str], Optional[str]]] = field(default_factory=list)
+    python_changes: list["PythonFileChange"] = field(default_factory=list)
+
+
+@dataclass
+class PythonFileChange:
+    """A non-test .py file's change: its paths (None where the file did not exist) and changed line numbers."""
+
+    old_path: Optional[str]
+    new_path: Optional[str]
+    blocks: list[ChangeBlock]  # runs of changed lines: (line numbers in the old file, in the new file)
+    complete: bool = True  # False when too many lines changed to track
 
 
 def _text(raw: bytes) -> str:
@@ -85,7 +100,8 @@ def _diff_git_paths(line: bytes) -> tuple[bytes, bytes]:
 
 
 class _FileSection:
-    __slots__ = ("old", "new", "binary", "added", "deleted", "chars", "in_hunks")
+    __slots__ = ("old", "new", "binary", "added", "deleted", "chars", "in_hunks",
+                 "track", "old_line", "new_line", "blocks", "block", "tracked")
 
     def __init__(self, line: bytes):
         self.old, self.new = _diff_git_paths(line)
@@ -93,6 +109,32 @@ class _FileSection:
         self.added = self.deleted = 0
         self.chars = 0
         self.in_hunks = False
+        # Line numbers are tracked for Python files only.
+        self.track = line.rstrip(b"\n").rstrip(b'"').endswith(b".py")
+        self.old_line = self.new_line = 0
+        self.blocks: list[ChangeBlock] = []
+        self.block: Optional[ChangeBlock] = None  # the run of -/+ lines being read
+        self.tracked = 0
+
+    def changed(self, deleted: bool) -> None:
+        if self.block is None:
+            self.block = ([], [])
+            self.blocks.append(self.block)
+        if deleted:
+            self.block[0].append(self.old_line)
+            self.old_line += 1
+        else:
+            self.block[1].append(self.new_line)
+            self.new_line += 1
+        self.tracked += 1
+        if self.tracked >= MAX_TRACKED_LINES:
+            self.track, self.blocks, self.block = False, [], None
+
+    def hunk_start(self, line: bytes) -> None:
+        old, new = line.split(b" ", 3)[1:3]
+        self.old_line = int(old[1:].split(b",")[0])
+        self.new_line = int(new[1:].split(b",")[0])
+        self.block = None
 
 
 def _add_section(commit: MinedCommit, section: _FileSection, rules: TestFileRules) -> None:
@@ -111,9 +153,10 @@ def _add_section(commit: MinedCommit, section: _FileSection, rules: TestFileRule
         stats.source_file_count += 1
         if len(stats.source_files) < MAX_LISTED_FILES:
             stats.source_files.append(path)
-            commit.python_paths.append((
-                None if section.old is None else _text(section.old),
-                None if section.new is None else _text(section.new),
+            commit.python_changes.append(PythonFileChange(
+                old_path=None if section.old is None else _text(section.old),
+                new_path=None if section.new is None else _text(section.new),
+                blocks=section.blocks, complete=section.track,
             ))
     else:
         stats.other_file_count += 1
@@ -132,24 +175,65 @@ def _parse_header(raw: bytes) -> MinedCommit:
 
 
 def _line_chars(line: bytes) -> int:
-    return len(line) if line.isascii() else len(line.decode("utf-8", "replace"))
+    return len(line.decode("utf-8", "replace"))
 
 
 def commits_walk(
-    mirror_dir: Path, tip: str, *, exclude: tuple[str, ...] = (), rules: TestFileRules = TestFileRules()
+    mirror_dir: Path, tip: str, *, exclude: tuple[str, ...] = (), rules: TestFileRules = TestFileRules(),
+    max_count: Optional[int] = None,
 ) -> Iterator[MinedCommit]:
-    """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first."""
-    args = ["git", *GIT_CONFIG, "log", "--no-merges", "--patch", "-U3", "--no-ext-diff", "--no-textconv",
+    """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first.
+
+    A reader thread keeps git's output drained while the caller works on what it
+    was given, so git never waits on the caller; the queue between them is
+    bounded, so memory is too.
+    """
+    limit = [f"--max-count={max_count}"] if max_count else []
+    args = ["git", *GIT_CONFIG, "log", "--no-merges", *limit, "--patch", "-U3", "--no-ext-diff", "--no-textconv",
             "--src-prefix=a/", "--dst-prefix=b/", f"--format={_LOG_FORMAT}", tip,
             *[f"^{sha}" for sha in exclude], "--"]
     with git_environment() as env:
         proc = subprocess.Popen(args, cwd=mirror_dir, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, bufsize=1 << 20)
+                                stderr=subprocess.PIPE, bufsize=1 << 20)
+        results: queue.Queue = queue.Queue(maxsize=_QUEUE_SIZE)
+        stop = threading.Event()
+
+        def put(item) -> bool:
+            while not stop.is_set():
+                try:
+                    results.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
+        def read() -> None:
+            try:
+                for commit in _parse_log(proc.stdout, rules):
+                    if not put(commit):
+                        return
+                proc.wait()
+                if proc.returncode != 0:
+                    message = proc.stderr.read().decode("utf-8", "replace").strip()
+                    put(GitError("git_failed", message or "git log failed"))
+            except Exception as error:  # noqa: BLE001 - handed to the caller's thread
+                put(error)
+            put(_END)
+
+        reader = threading.Thread(target=read, name="git-log-reader", daemon=True)
+        reader.start()
         try:
-            yield from _parse_log(proc.stdout, rules)
+            while (item := results.get()) is not _END:
+                if isinstance(item, Exception):
+                    raise item
+                yield item
         finally:
+            stop.set()
             proc.kill()
             proc.wait()
+            reader.join()
+            proc.stdout.close()
+            proc.stderr.close()
 
 
 def _parse_log(stream, rules: TestFileRules) -> Iterator[MinedCommit]:
@@ -180,15 +264,26 @@ def _parse_log(stream, rules: TestFileRules) -> Iterator[MinedCommit]:
             continue
         if section is None:
             continue
-        section.chars += _line_chars(line)
+        section.chars += len(line) if line.isascii() else _line_chars(line)
         first = line[:1]
         if section.in_hunks:
             if first == b"+":
                 section.added += 1
+                if section.track:
+                    section.changed(deleted=False)
             elif first == b"-":
                 section.deleted += 1
+                if section.track:
+                    section.changed(deleted=True)
+            elif first == b" ":
+                section.old_line += 1
+                section.new_line += 1
+                section.block = None
+            elif first == b"@":
+                section.hunk_start(line)
         elif first == b"@":
             section.in_hunks = True
+            section.hunk_start(line)
         elif line.startswith(b"--- "):
             section.old = _header_path(line[4:], b"a/")
         elif line.startswith(b"+++ "):
@@ -211,12 +306,14 @@ def _parse_log(stream, rules: TestFileRules) -> Iterator[MinedCommit]:
 
 def python_change_check(blobs: BlobReader, commit: MinedCommit) -> bool:
     """Whether any non-test .py file changes beyond comments and docstrings."""
-    for old_path, new_path in commit.python_paths:
+    for change in commit.python_changes:
+        if not change.complete:
+            return True
         try:
-            old = blobs.read(commit.parent_sha, old_path) if old_path and commit.parent_sha else b""
-            new = blobs.read(commit.sha, new_path) if new_path else b""
+            old = blobs.read(commit.parent_sha, change.old_path) if change.old_path and commit.parent_sha else b""
+            new = blobs.read(commit.sha, change.new_path) if change.new_path else b""
         except ValueError:
             return True
-        if is_semantic_python_change(old or b"", new or b""):
+        if is_semantic_python_change(old or b"", new or b"", change.blocks):
             return True
     return False
