@@ -85,3 +85,41 @@ def commits_filtered(
 
 def mining_job_latest(*, repository: Repository):
     return MiningJob.objects.filter(repository=repository).first()
+
+
+# --- reads for the web pages --------------------------------------------------------
+
+
+def repositories_listed(*, user) -> QuerySet:
+    """Visible repositories, each with `commit_count`, `kept_count`, `latest_jobs` (a list of
+    at most one job) and its allowed groups, in a fixed number of queries."""
+    from django.db.models import Prefetch
+
+    latest_job = MiningJob.objects.order_by("-created_at", "-id")[:1]
+    return (
+        Repository.objects.filter(pk__in=repositories_visible(user=user).values("pk"))
+        .annotate(commit_count=Count("commits"), kept_count=Count("commits", filter=Q(commits__drop_reason="")))
+        .prefetch_related(Prefetch("mining_jobs", queryset=latest_job, to_attr="latest_jobs"), "allowed_groups")
+        .order_by("name")
+    )
+
+
+def mining_jobs_recent(*, repository: Repository, limit: int = 10) -> QuerySet:
+    jobs = MiningJob.objects.filter(repository=repository).select_related("requested_by")
+    return jobs.order_by("-created_at", "-id")[:limit]
+
+
+def _folder_bytes(folder) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
+
+
+def repository_delete_summary(*, repository: Repository) -> dict:
+    """What deleting the repository removes: row counts, and the mirror's size on disk (None if absent)."""
+    mirror = repository.mirror_dir
+    return {
+        "commits": repository.commits.count(),
+        "tasks": repository.tasks.count(),
+        "jobs": repository.mining_jobs.count(),
+        "mirror_dir": mirror,
+        "mirror_bytes": _folder_bytes(mirror) if mirror.is_dir() else None,
+    }

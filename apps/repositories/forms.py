@@ -1,0 +1,122 @@
+from django import forms
+from django.contrib.auth.models import Group
+
+from apps.accounts.roles import ADMIN, user_roles
+from worker.engine.git_repo import url_split_credentials
+
+from .models import Repository
+from .services import repository_find
+
+
+class LocationInput(forms.TextInput):
+    """Shows what was typed, minus any credentials: a token never goes back into a page."""
+
+    def format_value(self, value):
+        value = super().format_value(value)
+        return url_split_credentials(value)[0] if value else value
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """Accepts a secret and never renders it back."""
+
+    def format_value(self, value):
+        return None
+
+
+def _comma_list(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+class RepositoryRegisterForm(forms.Form):
+    location = forms.CharField(
+        max_length=1000,
+        widget=LocationInput(attrs={"placeholder": "https://github.com/owner/name.git or /srv/git/name"}),
+        help_text="A URL or a local path. A token in the URL (https://user:TOKEN@host/…) is stored as a secret.",
+    )
+    name = forms.CharField(
+        max_length=200, required=False, help_text="owner/name, used in task ids. Empty: taken from the location.")
+    ssh_key = forms.CharField(
+        label="SSH private key", required=False, strip=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="Optional. Stored encrypted; never shown again.",
+    )
+    allowed_groups = forms.ModelMultipleChoiceField(
+        queryset=Group.objects.order_by("name"), required=False,
+        help_text="Empty: everyone who can log in sees it. Otherwise only these groups (and admins).",
+    )
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_allowed_groups(self):
+        groups = self.cleaned_data["allowed_groups"]
+        if groups and self.user is not None and ADMIN not in user_roles(self.user) \
+                and not set(groups) & set(self.user.groups.all()):
+            raise forms.ValidationError("Include one of your own groups, or you would not see the repository.")
+        return groups
+
+    def clean_location(self):
+        location = self.cleaned_data["location"].strip()
+        if not location:
+            raise forms.ValidationError("Enter a URL or a local path.")
+        existing = repository_find(location=location)
+        if existing is not None:
+            raise forms.ValidationError("This repository is already registered.")
+        return location
+
+    def clean_name(self):
+        name = self.cleaned_data["name"].strip()
+        if name and Repository.objects.filter(name=name).exists():
+            raise forms.ValidationError("A repository with this name already exists.")
+        return name
+
+
+class RepositoryFiltersForm(forms.Form):
+    max_files = forms.IntegerField(min_value=0, label="Max non-test files")
+    max_lines = forms.IntegerField(min_value=0, label="Max edited lines")
+    max_patch_chars = forms.IntegerField(min_value=0, label="Max patch characters")
+    test_file_globs = forms.CharField(
+        required=False, label="Test file globs", help_text="Comma-separated file-name globs, e.g. test_*.py, *_test.py")
+    test_dir_names = forms.CharField(
+        required=False, label="Test folder names", help_text="Comma-separated folder names, e.g. tests, test")
+
+    @classmethod
+    def for_repository(cls, repository: Repository):
+        return cls(initial={
+            "max_files": repository.max_files,
+            "max_lines": repository.max_lines,
+            "max_patch_chars": repository.max_patch_chars,
+            "test_file_globs": ", ".join(repository.test_file_globs),
+            "test_dir_names": ", ".join(repository.test_dir_names),
+        })
+
+    def clean_test_file_globs(self):
+        return _comma_list(self.cleaned_data["test_file_globs"])
+
+    def clean_test_dir_names(self):
+        return _comma_list(self.cleaned_data["test_dir_names"])
+
+
+class CommitFilterForm(forms.Form):
+    status = forms.ChoiceField(required=False)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    q = forms.CharField(required=False, max_length=200, label="Search",
+                        widget=forms.TextInput(attrs={"type": "search", "placeholder": "message, sha or author"}))
+
+    def __init__(self, data, *, status_choices):
+        super().__init__(data)
+        self.fields["status"].choices = status_choices
+
+    def filters(self) -> dict:
+        """The valid filters, as keyword arguments for selectors.commits_filtered; invalid ones are ignored."""
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        return {
+            "status": data.get("status") or "",
+            "since": data.get("since"),
+            "until": data.get("until"),
+            "text": (data.get("q") or "").strip(),
+        }
+

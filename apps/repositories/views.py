@@ -1,0 +1,266 @@
+"""Pages of the Commit Mine. Reads go through selectors, writes through services.
+
+Every view checks permissions itself: a repository the user may not see is a 404,
+and writes by users who may not mine are a 403.
+"""
+
+from dataclasses import dataclass, field
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_http_methods, require_POST
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from apps.accounts.roles import user_can_mine
+from worker.engine.git_repo import GitError, commit_patch
+from worker.engine.reasons import MINING_DROP_REASONS
+
+from . import selectors, services
+from .forms import CommitFilterForm, RepositoryFiltersForm, RepositoryRegisterForm
+from .models import Commit, MiningJob
+
+COMMITS_PER_PAGE = 50
+
+
+# --- helpers ---------------------------------------------------------------------
+
+
+def _render(request, template: str, context: dict, *, partial: str = "", status: int = 200):
+    """The whole page, or only the named partial for an htmx request."""
+    is_partial = partial and request.htmx and not request.htmx.history_restore_request
+    response = render(request, f"{template}#{partial}" if is_partial else template, context, status=status)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _visible_repository(request, pk: int):
+    return get_object_or_404(selectors.repositories_visible(user=request.user), pk=pk)
+
+
+def _require_miner(request) -> None:
+    if not user_can_mine(request.user):
+        raise PermissionDenied("Only curators and admins can change repositories.")
+
+
+def _redirect_back(request, default):
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return redirect(target)
+    return default
+
+
+def _job_started_message(request, job: MiningJob, created: bool) -> None:
+    if created:
+        messages.success(request, f"Mining job {job.pk} queued for {job.repository.name}.")
+    else:
+        messages.info(request, f"Mining job {job.pk} is already {job.state} for {job.repository.name}.")
+
+
+# --- repositories ------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+def repository_list(request):
+    form = RepositoryRegisterForm()
+    if request.method == "POST":
+        _require_miner(request)
+        form = RepositoryRegisterForm(request.POST, user=request.user)
+        if form.is_valid():
+            repository = services.repository_register(**form.cleaned_data, user=request.user)
+            job, created = services.mining_job_start(repository=repository, user=request.user)
+            _job_started_message(request, job, created)
+            return redirect("repositories:detail", pk=repository.pk)
+    context = {
+        "repositories": selectors.repositories_listed(user=request.user),
+        "register_form": form,
+        "can_mine": user_can_mine(request.user),
+    }
+    return render(request, "repositories/repository_list.html", context, status=400 if form.errors else 200)
+
+
+def _detail_context(request, repository, *, filters_form=None) -> dict:
+    funnel = selectors.repository_funnel(repository=repository)
+    total = funnel[0].remaining or 1
+    return {
+        "repository": repository,
+        "funnel": [(step, 100 * step.remaining / total, 100 * step.dropped / total) for step in funnel],
+        "reasons": MINING_DROP_REASONS,
+        "jobs": selectors.mining_jobs_recent(repository=repository),
+        "filters_form": filters_form or RepositoryFiltersForm.for_repository(repository),
+        "can_mine": user_can_mine(request.user),
+    }
+
+
+def repository_detail(request, pk: int):
+    repository = _visible_repository(request, pk)
+    context = _detail_context(request, repository)
+    return _render(request, "repositories/repository_detail.html", context, partial="funnel")
+
+
+@require_POST
+def repository_mine(request, pk: int):
+    repository = _visible_repository(request, pk)
+    _require_miner(request)
+    job, created = services.mining_job_start(repository=repository, user=request.user)
+    _job_started_message(request, job, created)
+    return redirect("repositories:detail", pk=repository.pk)
+
+
+@require_POST
+def repository_filters(request, pk: int):
+    repository = _visible_repository(request, pk)
+    _require_miner(request)
+    form = RepositoryFiltersForm(request.POST)
+    if not form.is_valid():
+        context = _detail_context(request, repository, filters_form=form)
+        return render(request, "repositories/repository_detail.html", context, status=400)
+    job = services.repository_filters_update(repository=repository, user=request.user, **form.cleaned_data)
+    if job is not None:
+        messages.success(request, f"Test-file rules changed: mining job {job.pk} measures every commit again.")
+    else:
+        counts = selectors.repository_drop_counts(repository=repository)
+        messages.success(
+            request, f"Filters re-applied to the {sum(counts.values())} stored commits: "
+                     f"{counts.get('', 0)} kept.")
+    return redirect("repositories:detail", pk=repository.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def repository_delete(request, pk: int):
+    repository = _visible_repository(request, pk)
+    _require_miner(request)
+    summary = selectors.repository_delete_summary(repository=repository)
+    if request.method == "POST":
+        name = repository.name
+        services.repository_delete(repository=repository)
+        messages.success(
+            request, f"Deleted {name}: {summary['commits']} commits, {summary['tasks']} tasks, "
+                     f"{summary['jobs']} jobs and its mirror.")
+        return redirect("repositories:list")
+    return render(request, "repositories/repository_delete.html", {"repository": repository, "summary": summary})
+
+
+# --- mining jobs -------------------------------------------------------------------
+
+
+def mining_job_state(request, pk: int, job_id: int):
+    """The job's live state; htmx polls it while the job is queued or running."""
+    repository = _visible_repository(request, pk)
+    if not request.htmx:
+        return redirect("repositories:detail", pk=repository.pk)
+    job = get_object_or_404(MiningJob.objects.select_related("repository"), repository=repository, pk=job_id)
+    context = {"job": job, "can_mine": user_can_mine(request.user), "back_url": request.htmx.current_url_abs_path}
+    response = _render(request, "repositories/repository_list.html", context, partial="job_state")
+    if not job.is_active:
+        response["HX-Trigger"] = "mining-job-finished"  # the repository page reloads its funnel
+    return response
+
+
+@require_POST
+def mining_job_cancel(request, pk: int, job_id: int):
+    repository = _visible_repository(request, pk)
+    _require_miner(request)
+    job = get_object_or_404(MiningJob, repository=repository, pk=job_id)
+    services.mining_job_cancel(job=job)
+    messages.info(request, f"Mining job {job.pk} cancelled.")
+    return _redirect_back(request, redirect("repositories:detail", pk=repository.pk))
+
+
+@require_POST
+def mining_job_retry(request, pk: int, job_id: int):
+    repository = _visible_repository(request, pk)
+    _require_miner(request)
+    job = get_object_or_404(MiningJob.objects.select_related("repository"), repository=repository, pk=job_id)
+    new_job = services.mining_job_retry(job=job, user=request.user)
+    _job_started_message(request, new_job, new_job.pk != job.pk)
+    return _redirect_back(request, redirect("repositories:detail", pk=repository.pk))
+
+
+# --- commits -----------------------------------------------------------------------
+
+
+def _status_choices(counts: dict[str, int]) -> list[tuple[str, str]]:
+    total, kept = sum(counts.values()), counts.get("", 0)
+    return [
+        ("", f"All ({total:,})"),
+        ("kept", f"Kept ({kept:,})"),
+        ("dropped", f"Dropped ({total - kept:,})"),
+        *[(reason, f"{reason} ({counts.get(reason, 0):,})") for reason in MINING_DROP_REASONS],
+    ]
+
+
+def commit_list(request, pk: int):
+    repository = _visible_repository(request, pk)
+    counts = selectors.repository_drop_counts(repository=repository)
+    form = CommitFilterForm(request.GET, status_choices=_status_choices(counts))
+    commits = selectors.commits_filtered(repository=repository, **form.filters())
+    page = Paginator(commits, COMMITS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"repository": repository, "form": form, "page": page}
+    return _render(request, "repositories/commit_list.html", context, partial="results")
+
+
+@dataclass
+class DiffFile:
+    path: str
+    added: int
+    removed: int
+    html: str
+
+
+@dataclass
+class DiffSection:
+    title: str
+    files: list[DiffFile] = field(default_factory=list)
+
+
+def _diff_html(text: str) -> str:
+    """Pygments escapes the diff's text; the result is safe to insert."""
+    return mark_safe(highlight(text, DiffLexer(), HtmlFormatter(cssclass="highlight", nowrap=False)))
+
+
+def _diff_sections(repository, patch_text: str) -> list[DiffSection]:
+    """The diff's files split into source (non-test .py), tests and other files."""
+    rules = repository.test_file_rules()
+    source, tests, other = DiffSection("Source"), DiffSection("Tests"), DiffSection("Other")
+    for patched in PatchSet(patch_text):
+        path = patched.path
+        section = tests if rules.is_test(path) else source if path.endswith(".py") else other
+        section.files.append(DiffFile(path, patched.added, patched.removed, _diff_html(str(patched))))
+    return [section for section in (source, tests, other) if section.files]
+
+
+def _commit_diff(repository, commit: Commit) -> dict:
+    """{"sections", "truncated", "problem"}: problem is a sentence when the diff cannot be shown."""
+    if not repository.mirror_dir.is_dir():
+        return {"problem": "The repository's mirror is not on disk (it is made by the next mining job)."}
+    try:
+        text, truncated = commit_patch(repository.mirror_dir, commit.sha)
+    except (GitError, OSError):
+        return {"problem": "git could not read this commit from the mirror."}
+    last_file = text.rfind("\ndiff --git ")
+    if truncated and last_file > 0:  # drop the file cut in the middle
+        text = text[: last_file + 1]
+    if not text.strip():
+        return {"problem": "git returned no diff for this commit (it may be missing from the mirror, "
+                           "or change no file contents)."}
+    try:
+        sections = _diff_sections(repository, text)
+    except UnidiffParseError:
+        return {"problem": "The diff could not be parsed.", "truncated": truncated}
+    return {"sections": sections, "truncated": truncated}
+
+
+def commit_detail(request, pk: int, sha: str):
+    repository = _visible_repository(request, pk)
+    commit = get_object_or_404(Commit.objects.select_related("task"), repository=repository, sha=sha)
+    context = {"repository": repository, "commit": commit, "diff": _commit_diff(repository, commit)}
+    return render(request, "repositories/commit_detail.html", context)

@@ -1,0 +1,45 @@
+"""Admin for tasks: read-mostly. States move through services, which record every change."""
+
+from django.contrib import admin
+
+from .models import Task, TaskStateChange
+
+
+class TaskStateChangeInline(admin.TabularInline):
+    model = TaskStateChange
+    fields = ["at", "from_state", "to_state", "reason", "actor"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["instance_id", "repository", "state", "reason", "created_at", "updated_at"]
+    list_filter = ["state", "reason", "repository"]
+    list_select_related = ["repository"]
+    search_fields = ["instance_id", "commit__sha", "commit__message"]
+    readonly_fields = ["instance_id", "repository", "commit", "state", "reason", "created_at", "updated_at"]
+    date_hierarchy = "created_at"
+    inlines = [TaskStateChangeInline]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(TaskStateChange)
+class TaskStateChangeAdmin(admin.ModelAdmin):
+    list_display = ["task", "from_state", "to_state", "reason", "actor", "at"]
+    list_filter = ["to_state", "reason"]
+    list_select_related = ["task", "actor"]
+    search_fields = ["task__instance_id"]
+    date_hierarchy = "at"
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in TaskStateChange._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
