@@ -96,6 +96,8 @@ class MiningJob(models.Model):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    refilter_only = models.BooleanField(
+        default=False, help_text="Re-apply changed filters to stored commits without walking history.")
     error_code = models.CharField(max_length=32, blank=True)
     error_message = models.TextField(blank=True)
     new_commits = models.PositiveIntegerField(default=0)

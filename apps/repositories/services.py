@@ -112,14 +112,19 @@ def repository_delete(*, repository: Repository) -> None:
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+class RepositoryBusy(Exception):
+    """The change has to wait until the repository's mining job ends."""
+
+
 def repository_filters_update(
     *, repository: Repository, max_files: int, max_lines: int, max_patch_chars: int,
     test_file_globs: list[str], test_dir_names: list[str], user=None,
-):
-    """Save the filters. New limits re-apply to stored commits at once; new test-file
-    rules need every diff measured again, so they start a full mining run.
-
-    Returns the mining job started, or None."""
+) -> MiningJob:
+    """Save the filters and start the job that applies them. New limits are re-applied to
+    the stored commits without walking history; new test-file rules need every diff
+    measured again, so they start a full mining run."""
+    if MiningJob.objects.filter(repository=repository, state__in=MiningJob.ACTIVE_STATES).exists():
+        raise RepositoryBusy("A mining job is running for this repository; change the filters when it ends.")
     rules_changed = (list(test_file_globs), list(test_dir_names)) != (
         list(repository.test_file_globs), list(repository.test_dir_names))
     repository.max_files, repository.max_lines, repository.max_patch_chars = max_files, max_lines, max_patch_chars
@@ -127,10 +132,7 @@ def repository_filters_update(
     if rules_changed:
         repository.mined_head = ""
     repository.save()
-    if rules_changed:
-        return mining_job_start(repository=repository, user=user)[0]
-    commits_refilter(repository=repository)
-    return None
+    return mining_job_start(repository=repository, user=user, refilter_only=not rules_changed)[0]
 
 
 # --- commits --------------------------------------------------------------------
@@ -231,13 +233,13 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], blobs: Bl
 # --- mining jobs ------------------------------------------------------------------
 
 
-def mining_job_start(*, repository: Repository, user=None) -> tuple[MiningJob, bool]:
+def mining_job_start(*, repository: Repository, user=None, refilter_only: bool = False) -> tuple[MiningJob, bool]:
     """Queue a mining job; if one is already queued or running, return that one."""
     from worker.tasks import mining_job_run_task
 
     try:
         with transaction.atomic():
-            job = MiningJob.objects.create(repository=repository, requested_by=user)
+            job = MiningJob.objects.create(repository=repository, requested_by=user, refilter_only=refilter_only)
     except IntegrityError:
         active = MiningJob.objects.filter(repository=repository, state__in=MiningJob.ACTIVE_STATES).first()
         if active is None:  # it finished between the two queries
@@ -299,7 +301,10 @@ def mining_job_run(*, job_id: int) -> None:
     repository = job.repository
     credentials = repository.git_credentials()
     try:
-        new, seconds = _mine(job_id, repository)
+        if job.refilter_only:
+            new, seconds = _refilter(job_id, repository)
+        else:
+            new, seconds = _mine(job_id, repository)
     except MiningCancelled:
         _job_finish(job_id, MiningJob.State.CANCELLED)
     except MiningJobGone:
@@ -313,6 +318,18 @@ def mining_job_run(*, job_id: int) -> None:
                     error_message=credentials.redact(f"{type(error).__name__}: {error}")[:4000])
     else:
         _job_finish(job_id, MiningJob.State.SUCCEEDED, new_commits=new, seconds=seconds)
+
+
+def _refilter(job_id: int, repository: Repository) -> tuple[int, float]:
+    started = time.monotonic()
+    if not (repository.mirror_dir / "HEAD").exists():
+        mirror_sync(repository.url, repository.mirror_dir, credentials=repository.git_credentials(),
+                    timeout=settings.COMMITGYM_GIT_TIMEOUT)
+    total = Commit.objects.filter(repository=repository).count()
+    MiningJob.objects.filter(id=job_id).update(progress_total=total)
+    commits_refilter(repository=repository)
+    _job_progress(job_id, total)
+    return 0, time.monotonic() - started
 
 
 def _mine(job_id: int, repository: Repository) -> tuple[int, float]:

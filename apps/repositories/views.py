@@ -123,14 +123,16 @@ def repository_filters(request, pk: int):
     if not form.is_valid():
         context = _detail_context(request, repository, filters_form=form)
         return render(request, "repositories/repository_detail.html", context, status=400)
-    job = services.repository_filters_update(repository=repository, user=request.user, **form.cleaned_data)
-    if job is not None:
-        messages.success(request, f"Test-file rules changed: mining job {job.pk} measures every commit again.")
+    try:
+        job = services.repository_filters_update(repository=repository, user=request.user, **form.cleaned_data)
+    except services.RepositoryBusy as busy:
+        messages.error(request, str(busy))
+        context = _detail_context(request, repository, filters_form=form)
+        return render(request, "repositories/repository_detail.html", context, status=409)
+    if job.refilter_only:
+        messages.success(request, f"Filters saved: job {job.pk} re-applies them to the stored commits.")
     else:
-        counts = selectors.repository_drop_counts(repository=repository)
-        messages.success(
-            request, f"Filters re-applied to the {sum(counts.values())} stored commits: "
-                     f"{counts.get('', 0)} kept.")
+        messages.success(request, f"Test-file rules changed: mining job {job.pk} measures every commit again.")
     return redirect("repositories:detail", pk=repository.pk)
 
 

@@ -7,6 +7,7 @@ from django.db import connection
 
 from apps.repositories.models import Commit, MiningJob
 from apps.repositories.services import (
+    RepositoryBusy,
     commits_refilter,
     mining_job_cancel,
     mining_job_run,
@@ -89,7 +90,8 @@ def test_two_workers_mining_one_repository_at_once_store_each_commit_once(git_re
     for i in range(1, 40):
         git_repo.commit(f"change {i}", {"pkg/a.py": f"x = {i}\n"})
     repository = repository_register(location=str(git_repo.path))
-    job, _ = mining_job_start(repository=repository)
+    # Created directly: mining_job_start would also publish the job to a worker.
+    job = MiningJob.objects.create(repository=repository)
     errors = []
 
     def run():
@@ -154,10 +156,14 @@ def test_changing_limits_refilters_stored_commits_without_walking(small_reposito
     import apps.repositories.services as services
 
     monkeypatch.setattr(services, "commits_walk", lambda *a, **k: pytest.fail("history walked"))
+    monkeypatch.setattr(services, "mirror_sync", lambda *a, **k: pytest.fail("repository fetched"))
     job = repository_filters_update(repository=small_repository, max_files=0, max_lines=100, max_patch_chars=2000,
                                     test_file_globs=small_repository.test_file_globs,
                                     test_dir_names=small_repository.test_dir_names)
-    assert job is None
+    assert job.refilter_only and job.state == MiningJob.State.QUEUED
+    mining_job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == MiningJob.State.SUCCEEDED and job.progress_done == job.progress_total == 4
     reasons = _reasons(small_repository)
     assert reasons["Fix add returning the difference"] == "too_many_files"
     assert reasons["Add logo"] == "binary_file"
@@ -167,6 +173,30 @@ def test_changing_limits_refilters_stored_commits_without_walking(small_reposito
     small_repository.save()
     assert commits_refilter(repository=small_repository) == {"kept": 2, "dropped": 0}
     assert Task.objects.filter(repository=small_repository).count() == 2
+
+
+@pytest.mark.django_db
+def test_filters_wait_for_a_running_job(small_repository):
+    job, _ = mining_job_start(repository=small_repository)
+    with pytest.raises(RepositoryBusy):
+        repository_filters_update(repository=small_repository, max_files=1, max_lines=1, max_patch_chars=1,
+                                  test_file_globs=["x"], test_dir_names=[])
+    small_repository.refresh_from_db()
+    assert small_repository.max_files == 5 and small_repository.test_file_globs != ["x"]
+
+
+@pytest.mark.django_db
+def test_a_refilter_job_fetches_a_missing_mirror_first(small_repository):
+    import shutil
+
+    shutil.rmtree(small_repository.mirror_dir)
+    job = repository_filters_update(repository=small_repository, max_files=5, max_lines=1000, max_patch_chars=9000,
+                                    test_file_globs=small_repository.test_file_globs,
+                                    test_dir_names=small_repository.test_dir_names)
+    mining_job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == MiningJob.State.SUCCEEDED, job.error_message
+    assert (small_repository.mirror_dir / "HEAD").exists()
 
 
 @pytest.mark.django_db
@@ -188,7 +218,7 @@ def test_refilter_checks_python_changes_of_commits_it_newly_lets_through(git_rep
 def test_new_test_file_rules_remeasure_every_commit(small_repository):
     job = repository_filters_update(repository=small_repository, max_files=5, max_lines=100, max_patch_chars=2000,
                                     test_file_globs=["test_*.py"], test_dir_names=["lib"])
-    assert job is not None
+    assert not job.refilter_only
     mining_job_run(job_id=job.id)
     fix = Commit.objects.get(repository=small_repository, message="Fix add returning the difference")
     assert fix.source_file_count == 0 and fix.test_file_count == 2 and fix.drop_reason == "no_python_change"

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.repositories.models import Commit, MiningJob, Repository
-from apps.repositories.services import mining_job_run, repository_register
+from apps.repositories.services import mining_job_run, mining_job_start, repository_register
 from apps.tasks.models import Task
 from tests.conftest import mine_now
 
@@ -295,16 +295,31 @@ def test_filters_form_reapplies_to_stored_commits(curator_client, small_reposito
         "max_files": 0, "max_lines": 100, "max_patch_chars": 2000,
         "test_file_globs": "test_*.py, *_test.py, conftest.py", "test_dir_names": "test, tests",
     }, follow=True)
-    assert "re-applied" in html(response) and "0 kept" in html(response)
+    job = small_repository.mining_jobs.get(refilter_only=True)
+    assert f"job {job.pk} re-applies them" in html(response)
+    mining_job_run(job_id=job.pk)
     assert not Commit.objects.filter(repository=small_repository, drop_reason="").exists()
     assert not Task.objects.filter(repository=small_repository).exists()
-    assert small_repository.mining_jobs.count() == 1
 
     curator_client.post(reverse("repositories:filters", args=[small_repository.pk]), {
         "max_files": 5, "max_lines": 100, "max_patch_chars": 2000,
         "test_file_globs": "test_*.py, *_test.py, conftest.py", "test_dir_names": "test, tests",
     })
+    mining_job_run(job_id=small_repository.mining_jobs.filter(state=MiningJob.State.QUEUED).get().pk)
     assert Task.objects.filter(repository=small_repository).count() == 2
+
+
+@pytest.mark.django_db
+def test_filters_form_refuses_while_a_job_runs(curator_client, small_repository):
+    mining_job_start(repository=small_repository)
+    response = curator_client.post(reverse("repositories:filters", args=[small_repository.pk]), {
+        "max_files": 0, "max_lines": 100, "max_patch_chars": 2000,
+        "test_file_globs": "test_*.py", "test_dir_names": "tests",
+    })
+    assert response.status_code == 409
+    assert "change the filters when it ends" in html(response)
+    small_repository.refresh_from_db()
+    assert small_repository.max_files == 5
 
 
 @pytest.mark.django_db
