@@ -32,7 +32,7 @@ from .secrets import secret_encrypt
 
 log = logging.getLogger(__name__)
 
-BATCH_SIZE = 200
+BATCH_SIZE = 500
 
 
 class MiningCancelled(Exception):
@@ -210,24 +210,29 @@ _MEASURED_FIELDS = [
 
 
 def commits_store(*, repository: Repository, batch: list[MinedCommit], blobs: BlobReader) -> int:
-    """Filter and upsert one batch of mined commits; return how many were new."""
+    """Filter and store one batch of mined commits; return how many were new.
+
+    Commits stored before (measured again after the test-file rules changed)
+    are updated in place, and their tasks follow the new verdict."""
     filters = repository.mining_filters()
     rows = []
     for mined in batch:
         if not size_drop_reason(mined.stats, filters) and mined.stats.source_file_count:
             mined.stats.python_change = python_change_check(blobs, mined)
         rows.append(_commit_row(repository, mined, drop_reason(mined.stats, filters) or ""))
-    shas = [row.sha for row in rows]
     with transaction.atomic():
-        known = set(Commit.objects.filter(repository=repository, sha__in=shas).values_list("sha", flat=True))
-        Commit.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["repository", "sha"], update_fields=_MEASURED_FIELDS,
-        )
-        kept = Commit.objects.filter(repository=repository, sha__in=shas, drop_reason="")
-        tasks_create_for_commits(repository=repository, commits=list(kept))
-        dropped = Commit.objects.filter(repository=repository, sha__in=shas).exclude(drop_reason="")
-        tasks_delete_unstarted(commit_ids=list(dropped.values_list("id", flat=True)))
-    return len(set(shas) - known)
+        known = dict(Commit.objects.filter(repository=repository, sha__in=[row.sha for row in rows])
+                     .values_list("sha", "id"))
+        Commit.objects.bulk_create([row for row in rows if row.sha not in known], ignore_conflicts=True)
+        if known:
+            remeasured = [row for row in rows if row.sha in known]
+            for row in remeasured:
+                row.pk = known[row.sha]
+            Commit.objects.bulk_update(remeasured, _MEASURED_FIELDS, batch_size=500)
+            tasks_delete_unstarted(commit_ids=[row.pk for row in remeasured if row.drop_reason])
+        kept = Commit.objects.filter(repository=repository, sha__in=[row.sha for row in rows if not row.drop_reason])
+        tasks_create_for_commits(repository=repository, commits=list(kept.only("id", "sha")))
+    return len(rows) - len(known)
 
 
 # --- mining jobs ------------------------------------------------------------------

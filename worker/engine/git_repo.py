@@ -212,10 +212,22 @@ class BlobReader:
 
     def read(self, rev: str, path: str) -> Optional[bytes]:
         """The file's bytes, or None if it does not exist there."""
-        if "\n" in path:
+        return self.read_many([(rev, path)])[0]
+
+    def read_many(self, wanted: list[tuple[str, str]]) -> list[Optional[bytes]]:
+        """Several files at once: one round trip to git instead of one each."""
+        if any("\n" in path for _, path in wanted):
             raise ValueError("path with a newline")
-        self._proc.stdin.write(f"{rev}:{path}\n".encode())
-        self._proc.stdin.flush()
+        found = []
+        # In chunks, so the requests always fit in the pipe while git's answers wait to be read.
+        for i in range(0, len(wanted), 100):
+            chunk = wanted[i:i + 100]
+            self._proc.stdin.write(b"".join(f"{rev}:{path}\n".encode() for rev, path in chunk))
+            self._proc.stdin.flush()
+            found += [self._read_one() for _ in chunk]
+        return found
+
+    def _read_one(self) -> Optional[bytes]:
         header = self._proc.stdout.readline().split()
         if len(header) != 3 or header[1] != b"blob":
             return None

@@ -306,14 +306,24 @@ def _parse_log(stream, rules: TestFileRules) -> Iterator[MinedCommit]:
 
 def python_change_check(blobs: BlobReader, commit: MinedCommit) -> bool:
     """Whether any non-test .py file changes beyond comments and docstrings."""
-    for change in commit.python_changes:
-        if not change.complete:
-            return True
-        try:
-            old = blobs.read(commit.parent_sha, change.old_path) if change.old_path and commit.parent_sha else b""
-            new = blobs.read(commit.sha, change.new_path) if change.new_path else b""
-        except ValueError:
-            return True
-        if is_semantic_python_change(old or b"", new or b"", change.blocks):
-            return True
-    return False
+    changes = commit.python_changes
+    if not all(change.complete for change in changes):
+        return True
+    wanted = []
+    for change in changes:
+        if change.old_path and commit.parent_sha:
+            wanted.append((commit.parent_sha, change.old_path))
+        if change.new_path:
+            wanted.append((commit.sha, change.new_path))
+    try:
+        found = dict(zip(wanted, blobs.read_many(wanted)))
+    except ValueError:
+        return True
+    return any(
+        is_semantic_python_change(
+            found.get((commit.parent_sha, change.old_path)) or b"",
+            found.get((commit.sha, change.new_path)) or b"",
+            change.blocks,
+        )
+        for change in changes
+    )

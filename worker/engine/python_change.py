@@ -2,20 +2,20 @@
 
 Parsing whole files with `ast` for every candidate commit costs many times
 git's own diff, so the check works on the lines the diff changed: it blanks
-the parts of those lines that lie inside docstrings (found with one scan of
-the file for triple quotes), drops comments and blank lines, and compares
-what is left of the deleted lines with what is left of the added lines,
-block by block.
+the parts of those lines that lie inside docstrings (triple-quoted strings
+found by one scan for triple quotes), drops comments and blank lines, and
+compares what is left of the deleted lines with what is left of the added
+lines, block by block.
 """
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left
+from itertools import accumulate
 
 _TRIPLE_QUOTE = re.compile(rb'"""|\'\'\'')
 _STRING_PREFIX = re.compile(rb"[rRuU]?$")
 
 ChangeBlock = tuple[list[int], list[int]]  # (deleted line numbers in old, added line numbers in new)
-Span = tuple[int, int, int, int]  # docstring from (line, column) to (line, column), lines 1-based, end exclusive
 
 
 def _previous_code_line(lines: list[bytes], index: int) -> bytes:
@@ -26,52 +26,47 @@ def _previous_code_line(lines: list[bytes], index: int) -> bytes:
     return b""
 
 
-def _docstring_spans(source: bytes, lines: list[bytes]) -> list[Span]:
-    """Triple-quoted strings that stand alone after a block opener (or open the module)."""
-    spans, position, line_number, counted_to = [], 0, 1, 0
-    while match := _TRIPLE_QUOTE.search(source, position):
-        quote, start = match.group(), match.start()
-        end = source.find(quote, match.end())
-        end = len(source) if end < 0 else end + 3
-        line_number += source.count(b"\n", counted_to, start)
-        line_start = source.rfind(b"\n", 0, start) + 1
-        if _STRING_PREFIX.match(source[line_start:start].strip()):
-            previous = _previous_code_line(lines, line_number - 1)
-            if not previous or previous.endswith(b":"):
-                end_line = line_number + source.count(b"\n", start, end)
-                end_col = end - (source.rfind(b"\n", 0, end) + 1)
-                spans.append((line_number, start - line_start, end_line, end_col))
-        line_number += source.count(b"\n", start, end)
-        position = counted_to = end
-    return spans
-
-
-def _line_without_docstrings(line: bytes, number: int, spans: list[Span], span_starts: list[int]) -> bytes:
-    for i in range(bisect_right(span_starts, number) - 1, -1, -1):
-        start_line, start_col, end_line, end_col = spans[i]
-        if end_line < number:
-            break
-        left = start_col if start_line == number else 0
-        right = end_col if end_line == number else len(line)
-        line = line[:left] + b" " * (right - left) + line[right:]
-    return line
+def _is_docstring(source: bytes, lines: list[bytes], lengths_sum: list[int], start: int) -> bool:
+    """A string standing alone after a block opener (or opening the module)."""
+    line_start = source.rfind(b"\n", 0, start) + 1
+    if not _STRING_PREFIX.match(source[line_start:start].strip()):
+        return False
+    index = bisect_left(range(len(lines)), start, key=lambda i: lengths_sum[i] + i)
+    previous = _previous_code_line(lines, index)
+    return not previous or previous.endswith(b":")
 
 
 def _code_parts(source: bytes, line_numbers: list[int]) -> dict[int, bytes]:
     """What is left of each given line (1-based) without docstrings, comments and trailing blanks;
     lines with nothing left are omitted."""
-    if not line_numbers:
-        return {}
     lines = source.split(b"\n")
-    spans = _docstring_spans(source, lines) if b'""' in source or b"''" in source else []
-    span_starts = [span[0] for span in spans]
-    parts = {}
-    for number in line_numbers:
-        if number > len(lines):
+    wanted = sorted({n for n in line_numbers if 0 < n <= len(lines)})
+    if not wanted:
+        return {}
+    # Line n ends (at its newline) at offset lengths_sum[n - 1] + n - 1.
+    lengths_sum = list(accumulate(map(len, lines)))
+    wanted_ends = [lengths_sum[n - 1] + n - 1 for n in wanted]
+    wanted_starts = [end - len(lines[n - 1]) for n, end in zip(wanted, wanted_ends)]
+    text = {n: bytearray(lines[n - 1]) for n in wanted}
+    position = 0
+    while match := _TRIPLE_QUOTE.search(source, position, wanted_ends[-1] + 1):
+        start = match.start()
+        end = source.find(match.group(), start + 3)
+        end = position = len(source) if end < 0 else end + 3
+        first = bisect_left(wanted_ends, start)
+        if first == len(wanted) or wanted_starts[first] >= end:
             continue
-        code = lines[number - 1]
-        if spans:
-            code = _line_without_docstrings(code, number, spans, span_starts)
+        if not _is_docstring(source, lines, lengths_sum, start):
+            continue
+        for i in range(first, len(wanted)):
+            if wanted_starts[i] >= end:
+                break
+            left, right = max(start, wanted_starts[i]), min(end, wanted_ends[i])
+            offset = wanted_starts[i]
+            text[wanted[i]][left - offset:right - offset] = b" " * (right - left)
+    parts = {}
+    for number, line in text.items():
+        code = bytes(line)
         if b"#" in code and b"'" not in code and b'"' not in code:
             code = code.split(b"#", 1)[0]
         code = code.rstrip()
