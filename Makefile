@@ -25,10 +25,13 @@ demo: install
 test:
 	@$(TIMED) install $(MAKE) --no-print-directory install
 	@$(TIMED) services deploy/dev/services.sh
+	@$(TIMED) browser deploy/dev/browser.sh
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker -q -p no:cacheprovider
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 	  $(TIMED) "suite: apps" $(PY) -m pytest tests/apps -q -p no:cacheprovider
+	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+	  $(TIMED) "suite: browser" $(PY) -m pytest tests/browser -q -p no:cacheprovider
 
 bench: install
 	@for b in bench/*.py; do $(PY) $$b || exit 1; done

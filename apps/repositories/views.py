@@ -103,7 +103,7 @@ def _detail_context(request, repository, *, filters_form=None) -> dict:
 def repository_detail(request, pk: int):
     repository = _visible_repository(request, pk)
     context = _detail_context(request, repository)
-    return _render(request, "repositories/repository_detail.html", context, partial="funnel")
+    return render(request, "repositories/repository_detail.html", context)
 
 
 @require_POST
@@ -163,7 +163,8 @@ def mining_job_state(request, pk: int, job_id: int):
     context = {"job": job, "can_mine": user_can_mine(request.user), "back_url": request.htmx.current_url_abs_path}
     response = _render(request, "repositories/repository_list.html", context, partial="job_state")
     if not job.is_active:
-        response["HX-Trigger"] = "mining-job-finished"  # the repository page reloads its funnel
+        # Everything else on the page (funnel, counts, branch, job times) changed too.
+        response["HX-Refresh"] = "true"
     return response
 
 

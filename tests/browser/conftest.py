@@ -1,0 +1,105 @@
+"""A real browser for UI tests: Chromium from Debian packages, driven by Playwright.
+
+`deploy/dev/browser.sh` installs /usr/bin/chromium; Playwright's Python wheel brings
+its own driver and never downloads a browser here (do not run `playwright install`).
+Nothing in this folder skips: a missing piece fails with a sentence saying what to do.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread (in a greenlet); the test's own
+# ORM calls would otherwise be refused by Django as "sync in an async context".
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWPORT = {"width": 1280, "height": 900}
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the session. A plain launch gives it a fresh profile in a
+    temporary folder, removed when the browser closes."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the browser tests need Playwright's Python package: `make install` "
+                    "(it is in the `test` extra of pyproject.toml)")
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: run deploy/dev/browser.sh "
+                    "(as root on Debian it installs the `chromium` package)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class PageProblems:
+    """What went wrong in pages while a test ran: script errors, console errors, failed loads."""
+
+    def __init__(self):
+        self.items: list[str] = []
+        # The app has no favicon; Chromium asks for one on every page.
+        self.allowed_statuses: set[tuple[str, int]] = {("/favicon.ico", 404)}
+
+    def allow(self, path: str, status: int) -> None:
+        """An error response the test asks for on purpose (say, a 403)."""
+        self.allowed_statuses.add((path, status))
+
+    def watch(self, page) -> None:
+        from urllib.parse import urlsplit
+
+        page.on("pageerror", lambda error: self.items.append(f"script error on {page.url}: {error}"))
+        # "Failed to load resource" repeats an error response, which `response` judges below.
+        page.on("console", lambda msg: msg.type == "error" and not msg.text.startswith("Failed to load resource")
+                and self.items.append(f"console error on {page.url}: {msg.text}"))
+        page.on("requestfailed", lambda request: self.items.append(
+            f"request failed: {request.method} {request.url}: {request.failure}"))
+
+        def response(resp):
+            path = urlsplit(resp.url).path
+            if resp.status >= 400 and (path, resp.status) not in self.allowed_statuses:
+                self.items.append(f"HTTP {resp.status} for {resp.request.method} {resp.url}")
+
+        page.on("response", response)
+
+
+@pytest.fixture
+def page_problems():
+    return PageProblems()
+
+
+@pytest.fixture
+def new_page(browser, page_problems):
+    """new_page() -> a page in its own browser context (its own cookies), watched for problems."""
+    contexts = []
+
+    def make():
+        context = browser.new_context(viewport=VIEWPORT, locale="en-US", timezone_id="UTC")
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        page = context.new_page()
+        page_problems.watch(page)
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def screenshot_dir(settings):
+    path = Path(settings.BASE_DIR) / "var" / "screenshots"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
