@@ -10,7 +10,7 @@ from worker.engine.mining import MAX_LISTED_FILES, commits_walk, python_change_c
 
 
 def _walk(repo: GitRepo, **kwargs):
-    return {c.message: c for c in commits_walk(repo.path, "HEAD", **kwargs)}
+    return {c.message: c for c in commits_walk(repo.path, repo.git("rev-parse", "HEAD"), **kwargs)}
 
 
 def _git_show_chars(repo: GitRepo, sha: str, paths: list[str]) -> int:
@@ -65,7 +65,7 @@ def test_non_utf8_messages_diffs_and_odd_paths_are_mined(git_repo):
         "pkg/\xfcber.py": "y = 1\n",
         'pkg/quote"d.py': "z = 1\n",
     })
-    (commit,) = [c for c in commits_walk(git_repo.path, "HEAD") if c.message.startswith("caf")]
+    (commit,) = [c for c in commits_walk(git_repo.path, git_repo.git("rev-parse", "HEAD")) if c.message.startswith("caf")]
     # git re-encodes a latin-1 message to UTF-8 when it can; anything else becomes U+FFFD.
     assert commit.message in {"caf\xe9 fix \xff", "caf\ufffd fix \ufffd"}
     assert sorted(commit.stats.source_files) == ['pkg/quote"d.py', "pkg/with space.py", "pkg/\xfcber.py"]

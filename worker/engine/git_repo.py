@@ -43,6 +43,16 @@ class GitError(Exception):
         self.code = code
 
 
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def require_sha(value: str) -> str:
+    """Revisions reach git only as full hex shas, never as something git could read as an option."""
+    if not _SHA.fullmatch(value):
+        raise GitError("git_failed", f"not a commit sha: {value[:60]!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class GitCredentials:
     username: str = ""
@@ -149,14 +159,14 @@ def mirror_sync(
 ) -> None:
     """Clone a bare mirror, or fetch into the one we have."""
     if (mirror_dir / "HEAD").exists():
-        git_run(["fetch", "--prune", "--quiet", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+        git_run(["fetch", "--prune", "--quiet", "--", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
                 cwd=mirror_dir, credentials=credentials, timeout=timeout)
         return
     mirror_dir.parent.mkdir(parents=True, exist_ok=True)
     partial = mirror_dir.with_name(mirror_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     try:
-        git_run(["clone", "--mirror", "--quiet", url, str(partial)], credentials=credentials, timeout=timeout)
+        git_run(["clone", "--mirror", "--quiet", "--", url, str(partial)], credentials=credentials, timeout=timeout)
     except GitError:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -175,6 +185,7 @@ def default_branch_tip(mirror_dir: Path) -> tuple[str, str]:
 
 def commit_exists(mirror_dir: Path, sha: str) -> bool:
     try:
+        require_sha(sha)
         git_run(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=mirror_dir)
         return True
     except GitError:
@@ -182,7 +193,8 @@ def commit_exists(mirror_dir: Path, sha: str) -> bool:
 
 
 def commit_count(mirror_dir: Path, tip: str, exclude: list[str]) -> int:
-    out = git_run(["rev-list", "--count", "--no-merges", tip, *[f"^{sha}" for sha in exclude]], cwd=mirror_dir)
+    revisions = [require_sha(tip), *[f"^{require_sha(sha)}" for sha in exclude]]
+    out = git_run(["rev-list", "--count", "--no-merges", *revisions], cwd=mirror_dir)
     return int(out.strip() or 0)
 
 
@@ -191,7 +203,7 @@ def commit_patch(mirror_dir: Path, sha: str, *, max_bytes: int = 4_000_000) -> t
     with git_environment() as env:
         proc = subprocess.Popen(
             ["git", *GIT_CONFIG, "show", "--format=", "--patch", "--no-ext-diff", "--no-textconv",
-             "--src-prefix=a/", "--dst-prefix=b/", "-U3", sha],
+             "--src-prefix=a/", "--dst-prefix=b/", "-U3", require_sha(sha), "--"],
             cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
         data = proc.stdout.read(max_bytes + 1)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from worker.engine.commit_filters import CommitStats, TestFileRules
-from worker.engine.git_repo import GIT_CONFIG, BlobReader, GitError, git_environment
+from worker.engine.git_repo import GIT_CONFIG, BlobReader, GitError, git_environment, require_sha
 from worker.engine.python_change import ChangeBlock, is_semantic_python_change
 
 _COMMIT_MARK = b"\x00\x01"
@@ -190,8 +190,8 @@ def commits_walk(
     """
     limit = [f"--max-count={max_count}"] if max_count else []
     args = ["git", *GIT_CONFIG, "log", "--no-merges", *limit, "--patch", "-U3", "--no-ext-diff", "--no-textconv",
-            "--src-prefix=a/", "--dst-prefix=b/", f"--format={_LOG_FORMAT}", tip,
-            *[f"^{sha}" for sha in exclude], "--"]
+            "--src-prefix=a/", "--dst-prefix=b/", f"--format={_LOG_FORMAT}", require_sha(tip),
+            *[f"^{require_sha(sha)}" for sha in exclude], "--"]
     with git_environment() as env:
         proc = subprocess.Popen(args, cwd=mirror_dir, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, bufsize=1 << 20)

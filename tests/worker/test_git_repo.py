@@ -1,0 +1,124 @@
+"""git as a subprocess: credentials, failures and their reason codes, on loopback only."""
+
+import os
+import stat
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from worker.engine.git_repo import (
+    BlobReader,
+    GitCredentials,
+    GitError,
+    default_branch_tip,
+    git_environment,
+    mirror_sync,
+    url_split_credentials,
+)
+from worker.engine.mining import commits_walk
+
+
+@pytest.fixture
+def refusing_git_server():
+    """An HTTP server on loopback that asks for credentials and refuses all of them."""
+    seen_authorization = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            seen_authorization.append(self.headers.get("Authorization"))
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/team/private.git", seen_authorization
+    server.shutdown()
+
+
+def test_wrong_token_fails_as_auth_failed_without_showing_it(refusing_git_server, tmp_path):
+    url, seen = refusing_git_server
+    credentials = GitCredentials(username="reader", token="s3cr3t-token-value")
+    with pytest.raises(GitError) as failure:
+        mirror_sync(url, tmp_path / "mirror.git", credentials=credentials, timeout=60)
+    assert failure.value.code == "auth_failed"
+    assert "s3cr3t-token-value" not in str(failure.value)
+    assert any(header and header.startswith("Basic ") for header in seen), "git never offered the token"
+    assert not (tmp_path / "mirror.git").exists() and not (tmp_path / "mirror.git.partial").exists()
+
+
+def test_no_credentials_fail_as_auth_failed_without_prompting(refusing_git_server, tmp_path):
+    url, _ = refusing_git_server
+    with pytest.raises(GitError) as failure:
+        mirror_sync(url, tmp_path / "mirror.git", timeout=60)
+    assert failure.value.code == "auth_failed"
+
+
+def test_unreachable_and_not_a_repository(tmp_path):
+    with pytest.raises(GitError) as unreachable:
+        mirror_sync("http://127.0.0.1:9/x.git", tmp_path / "a.git", timeout=60)
+    assert unreachable.value.code == "unreachable"
+    with pytest.raises(GitError) as missing:
+        mirror_sync(str(tmp_path / "nothing"), tmp_path / "b.git", timeout=60)
+    assert missing.value.code == "not_a_repository"
+
+
+def test_empty_repository(git_repo, tmp_path):
+    mirror_sync(str(git_repo.path), tmp_path / "m.git")
+    with pytest.raises(GitError) as empty:
+        default_branch_tip(tmp_path / "m.git")
+    assert empty.value.code == "empty_repository"
+
+
+def test_mirror_is_fetched_again(git_repo, tmp_path):
+    git_repo.commit("one", {"a.py": "x = 1\n"})
+    mirror = tmp_path / "m.git"
+    mirror_sync(str(git_repo.path), mirror)
+    newer = git_repo.commit("two", {"a.py": "x = 2\n"})
+    mirror_sync(str(git_repo.path), mirror)
+    assert default_branch_tip(mirror) == ("main", newer)
+
+
+def test_option_like_locations_and_revisions_are_not_options(git_repo, tmp_path):
+    git_repo.commit("one", {"a.py": "x = 1\n"})
+    with pytest.raises(GitError):
+        mirror_sync("--upload-pack=touch /tmp/commitgym-pwned", tmp_path / "m.git", timeout=30)
+    assert not os.path.exists("/tmp/commitgym-pwned")
+    with pytest.raises(GitError):
+        list(commits_walk(git_repo.path, "--output=/tmp/commitgym-pwned"))
+    assert not os.path.exists("/tmp/commitgym-pwned")
+
+
+def test_ssh_key_goes_to_a_private_file_for_ssh_only():
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----"
+    with git_environment(GitCredentials(ssh_key=key)) as env:
+        command = env["GIT_SSH_COMMAND"]
+        key_path = command.split(" -i ", 1)[1].split(" ", 1)[0]
+        assert open(key_path).read().strip() == key
+        assert stat.S_IMODE(os.stat(key_path).st_mode) == 0o600
+        assert key not in " ".join(env.values())
+    assert not os.path.exists(key_path)
+
+
+def test_credentials_in_urls_are_split_off_and_redacted():
+    assert url_split_credentials("https://bot:tok@host/o/r.git") == (
+        "https://host/o/r.git", GitCredentials(username="bot", token="tok"))
+    assert url_split_credentials("https://tok@host/o/r.git")[1] == GitCredentials(token="tok")
+    assert url_split_credentials("git@host:o/r.git") == ("git@host:o/r.git", GitCredentials())
+    assert url_split_credentials("/srv/repo") == ("/srv/repo", GitCredentials())
+    creds = GitCredentials(token="tok-123")
+    assert creds.redact("fatal: https://x:tok-123@h/ failed tok-123") == "fatal: https://x:***@h/ failed ***"
+
+
+def test_blob_reader_reads_many_files_and_misses(git_repo):
+    sha = git_repo.commit("one", {"a.py": "x = 1\n", "b.py": ""})
+    with BlobReader(git_repo.path) as blobs:
+        assert blobs.read_many([(sha, "a.py"), (sha, "missing.py"), (sha, "b.py")]) == [b"x = 1\n", None, b""]
+        many = blobs.read_many([(sha, "a.py")] * 250)
+    assert many == [b"x = 1\n"] * 250
