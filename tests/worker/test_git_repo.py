@@ -116,9 +116,19 @@ def test_credentials_in_urls_are_split_off_and_redacted():
     assert creds.redact("fatal: https://x:tok-123@h/ failed tok-123") == "fatal: https://x:***@h/ failed ***"
 
 
-def test_blob_reader_reads_many_files_and_misses(git_repo):
+def test_blob_reader_reads_many_objects_and_misses(git_repo):
     sha = git_repo.commit("one", {"a.py": "x = 1\n", "b.py": ""})
+    blob = git_repo.git("rev-parse", f"{sha}:a.py")
+    names = [f"{sha}:a.py", f"{sha}:missing.py", f"{sha}:b.py", blob, "0" * 40]
     with BlobReader(git_repo.path) as blobs:
-        assert blobs.read_many([(sha, "a.py"), (sha, "missing.py"), (sha, "b.py")]) == [b"x = 1\n", None, b""]
-        many = blobs.read_many([(sha, "a.py")] * 250)
-    assert many == [b"x = 1\n"] * 250
+        assert blobs.read_objects(names) == [b"x = 1\n", None, b"", b"x = 1\n", None]
+        many = blobs.read_objects([f"{sha}:a.py"] * 250 + [blob] * 250)
+    assert many == [b"x = 1\n"] * 500
+
+
+def test_blob_reader_keeps_recent_blobs_within_its_budget(git_repo):
+    sha = git_repo.commit("one", {"a.py": "a" * 1000, "b.py": "b" * 1000})
+    ids = [git_repo.git("rev-parse", f"{sha}:{name}") for name in ("a.py", "b.py")]
+    with BlobReader(git_repo.path, cache_bytes=1500) as blobs:
+        blobs.read_objects(ids)
+        assert list(blobs._cache) == [ids[1]] and blobs._cache_bytes == 1000

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ class GitError(Exception):
 
 
 _SHA = re.compile(r"[0-9a-f]{40}")
+_OBJECT_ID = re.compile(r"[0-9a-f]{7,40}")
 
 
 def require_sha(value: str) -> str:
@@ -214,30 +216,44 @@ def commit_patch(mirror_dir: Path, sha: str, *, max_bytes: int = 4_000_000) -> t
 
 
 class BlobReader:
-    """Reads file contents at revisions through one long-lived `git cat-file --batch`."""
+    """Reads objects through one long-lived `git cat-file --batch`.
 
-    def __init__(self, mirror_dir: Path):
+    Blobs named by their (possibly abbreviated) id never change, so the most recent ones are kept
+    (up to `cache_bytes`): the file a commit changes is usually the file its
+    parent changed too."""
+
+    def __init__(self, mirror_dir: Path, *, cache_bytes: int = 32 << 20):
         self._proc = subprocess.Popen(
             ["git", "cat-file", "--batch"], cwd=mirror_dir, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
+        self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._cache_bytes, self._cache_limit = 0, cache_bytes
 
-    def read(self, rev: str, path: str) -> Optional[bytes]:
-        """The file's bytes, or None if it does not exist there."""
-        return self.read_many([(rev, path)])[0]
-
-    def read_many(self, wanted: list[tuple[str, str]]) -> list[Optional[bytes]]:
-        """Several files at once: one round trip to git instead of one each."""
-        if any("\n" in path for _, path in wanted):
-            raise ValueError("path with a newline")
-        found = []
+    def read_objects(self, names: list[str]) -> list[Optional[bytes]]:
+        """Each object's bytes (a blob id, or `rev:path`), or None where there is none;
+        one round trip to git for all that are not cached."""
+        if any("\n" in name for name in names):
+            raise ValueError("object name with a newline")
+        missing = list(dict.fromkeys(name for name in names if name not in self._cache))
+        found = {}
         # In chunks, so the requests always fit in the pipe while git's answers wait to be read.
-        for i in range(0, len(wanted), 100):
-            chunk = wanted[i:i + 100]
-            self._proc.stdin.write(b"".join(f"{rev}:{path}\n".encode() for rev, path in chunk))
+        for i in range(0, len(missing), 100):
+            chunk = missing[i:i + 100]
+            self._proc.stdin.write(b"".join(f"{name}\n".encode() for name in chunk))
             self._proc.stdin.flush()
-            found += [self._read_one() for _ in chunk]
-        return found
+            found.update((name, self._read_one()) for name in chunk)
+        for name, data in found.items():
+            if data is not None and _OBJECT_ID.fullmatch(name):
+                self._remember(name, data)
+        return [self._cache[name] if name in self._cache else found.get(name) for name in names]
+
+    def _remember(self, name: str, data: bytes) -> None:
+        self._cache[name] = data
+        self._cache_bytes += len(data)
+        while self._cache_bytes > self._cache_limit and self._cache:
+            _, evicted = self._cache.popitem(last=False)
+            self._cache_bytes -= len(evicted)
 
     def _read_one(self) -> Optional[bytes]:
         header = self._proc.stdout.readline().split()

@@ -5,6 +5,7 @@ and keeps only counters and file names, so memory does not grow with history
 or with the size of a commit.
 """
 
+import io
 import queue
 import subprocess
 import threading
@@ -19,8 +20,7 @@ from worker.engine.python_change import ChangeBlock, is_semantic_python_change
 _COMMIT_MARK = b"\x00\x01"
 _HEADER_FIELDS = 7  # sha, parents, author name, author email, author date, committer date, message
 _LOG_FORMAT = "%x00%x01%H%x00%P%x00%an%x00%ae%x00%aI%x00%cI%x00%B%x00"
-_QUEUE_SIZE = 1000  # parsed commits waiting for the caller
-_END = object()
+_QUEUED_CHUNKS = 128  # megabytes of git's output read ahead, at most
 # Stored file lists are capped; the counts stay exact.
 MAX_LISTED_FILES = 1000
 # Past this many changed lines in one .py file, its change counts as semantic unread.
@@ -46,6 +46,8 @@ class PythonFileChange:
 
     old_path: Optional[str]
     new_path: Optional[str]
+    old_blob: Optional[str]  # abbreviated blob ids from the diff's index line
+    new_blob: Optional[str]
     blocks: list[ChangeBlock]  # runs of changed lines: (line numbers in the old file, in the new file)
     complete: bool = True  # False when too many lines changed to track
 
@@ -100,7 +102,7 @@ def _diff_git_paths(line: bytes) -> tuple[bytes, bytes]:
 
 
 class _FileSection:
-    __slots__ = ("old", "new", "binary", "added", "deleted", "chars", "in_hunks",
+    __slots__ = ("old", "new", "binary", "added", "deleted", "chars", "in_hunks", "old_blob", "new_blob",
                  "track", "old_line", "new_line", "blocks", "block", "tracked")
 
     def __init__(self, line: bytes):
@@ -109,6 +111,7 @@ class _FileSection:
         self.added = self.deleted = 0
         self.chars = 0
         self.in_hunks = False
+        self.old_blob = self.new_blob = None
         # Line numbers are tracked for Python files only.
         self.track = line.rstrip(b"\n").rstrip(b'"').endswith(b".py")
         self.old_line = self.new_line = 0
@@ -156,6 +159,7 @@ def _add_section(commit: MinedCommit, section: _FileSection, rules: TestFileRule
             commit.python_changes.append(PythonFileChange(
                 old_path=None if section.old is None else _text(section.old),
                 new_path=None if section.new is None else _text(section.new),
+                old_blob=section.old_blob, new_blob=section.new_blob,
                 blocks=section.blocks, complete=section.track,
             ))
     else:
@@ -182,58 +186,79 @@ def commits_walk(
     mirror_dir: Path, tip: str, *, exclude: tuple[str, ...] = (), rules: TestFileRules = TestFileRules(),
     max_count: Optional[int] = None,
 ) -> Iterator[MinedCommit]:
-    """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first.
-
-    A reader thread keeps git's output drained while the caller works on what it
-    was given, so git never waits on the caller; the queue between them is
-    bounded, so memory is too.
-    """
+    """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first."""
     limit = [f"--max-count={max_count}"] if max_count else []
     args = ["git", *GIT_CONFIG, "log", "--no-merges", *limit, "--patch", "-U3", "--no-ext-diff", "--no-textconv",
             "--src-prefix=a/", "--dst-prefix=b/", f"--format={_LOG_FORMAT}", require_sha(tip),
             *[f"^{require_sha(sha)}" for sha in exclude], "--"]
     with git_environment() as env:
-        proc = subprocess.Popen(args, cwd=mirror_dir, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, bufsize=1 << 20)
-        results: queue.Queue = queue.Queue(maxsize=_QUEUE_SIZE)
-        stop = threading.Event()
-
-        def put(item) -> bool:
-            while not stop.is_set():
-                try:
-                    results.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    pass
-            return False
-
-        def read() -> None:
-            try:
-                for commit in _parse_log(proc.stdout, rules):
-                    if not put(commit):
-                        return
-                proc.wait()
-                if proc.returncode != 0:
-                    message = proc.stderr.read().decode("utf-8", "replace").strip()
-                    put(GitError("git_failed", message or "git log failed"))
-            except Exception as error:  # noqa: BLE001 - handed to the caller's thread
-                put(error)
-            put(_END)
-
-        reader = threading.Thread(target=read, name="git-log-reader", daemon=True)
-        reader.start()
+        proc = subprocess.Popen(args, cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        chunks = _DrainedPipe(proc.stdout)
         try:
-            while (item := results.get()) is not _END:
-                if isinstance(item, Exception):
-                    raise item
-                yield item
+            yield from _parse_log(chunks.lines(), rules)
+            proc.wait()
+            if proc.returncode != 0:
+                message = proc.stderr.read().decode("utf-8", "replace").strip()
+                raise GitError("git_failed", message or "git log failed")
         finally:
-            stop.set()
+            chunks.stop()
             proc.kill()
             proc.wait()
-            reader.join()
+            chunks.join()
             proc.stdout.close()
             proc.stderr.close()
+
+
+class _DrainedPipe:
+    """Reads a pipe in a thread so the writer never waits while the reader works.
+
+    The thread only moves bytes (it barely holds the GIL, so the consumer's own
+    round trips to git and the database are not slowed); the chunks waiting are
+    bounded, so memory is too."""
+
+    _CHUNK = 1 << 20
+
+    def __init__(self, pipe):
+        self._pipe = pipe
+        self._chunks: queue.Queue = queue.Queue(maxsize=_QUEUED_CHUNKS)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._drain, name="git-output", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while chunk := self._pipe.read1(self._CHUNK):
+            if not self._put(chunk):
+                return
+        self._put(b"")
+
+    def _put(self, chunk: bytes) -> bool:
+        while not self._stopped.is_set():
+            try:
+                self._chunks.put(chunk, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def lines(self) -> Iterator[bytes]:
+        pending = b""
+        while chunk := self._chunks.get():
+            for line in io.BytesIO(pending + chunk):
+                if line.endswith(b"\n"):
+                    yield line
+                else:
+                    pending = line
+                    break
+            else:
+                pending = b""
+        if pending:
+            yield pending
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def join(self) -> None:
+        self._thread.join()
 
 
 def _parse_log(stream, rules: TestFileRules) -> Iterator[MinedCommit]:
@@ -284,6 +309,10 @@ def _parse_log(stream, rules: TestFileRules) -> Iterator[MinedCommit]:
         elif first == b"@":
             section.in_hunks = True
             section.hunk_start(line)
+        elif line.startswith(b"index "):
+            old_blob, _, new_blob = line[6:].split(b" ", 1)[0].rstrip(b"\n").partition(b"..")
+            section.old_blob = None if old_blob.strip(b"0") == b"" else old_blob.decode()
+            section.new_blob = None if new_blob.strip(b"0") == b"" else new_blob.decode()
         elif line.startswith(b"--- "):
             section.old = _header_path(line[4:], b"a/")
         elif line.startswith(b"+++ "):
@@ -309,21 +338,18 @@ def python_change_check(blobs: BlobReader, commit: MinedCommit) -> bool:
     changes = commit.python_changes
     if not all(change.complete for change in changes):
         return True
-    wanted = []
-    for change in changes:
-        if change.old_path and commit.parent_sha:
-            wanted.append((commit.parent_sha, change.old_path))
-        if change.new_path:
-            wanted.append((commit.sha, change.new_path))
+    # A pure rename has no index line: read the file by its paths then.
+    sides = [
+        (change.old_blob or (change.old_path and commit.parent_sha and f"{commit.parent_sha}:{change.old_path}"),
+         change.new_blob or (change.new_path and f"{commit.sha}:{change.new_path}"))
+        for change in changes
+    ]
+    names = [name for pair in sides for name in pair if name]
     try:
-        found = dict(zip(wanted, blobs.read_many(wanted)))
+        found = dict(zip(names, blobs.read_objects(names)))
     except ValueError:
         return True
     return any(
-        is_semantic_python_change(
-            found.get((commit.parent_sha, change.old_path)) or b"",
-            found.get((commit.sha, change.new_path)) or b"",
-            change.blocks,
-        )
-        for change in changes
+        is_semantic_python_change(found.get(old, b"") or b"", found.get(new, b"") or b"", change.blocks)
+        for change, (old, new) in zip(changes, sides)
     )
