@@ -18,3 +18,23 @@ def user_roles(user) -> set[str]:
 def user_can_mine(user) -> bool:
     """Curators and admins register, mine and configure repositories; annotators read."""
     return bool(user_roles(user) & {CURATOR, ADMIN})
+
+
+def admin_group_permissions_grant(**kwargs) -> None:
+    """Admins manage everything in the Django admin: their group holds every permission."""
+    from django.contrib.auth.models import Group, Permission
+
+    group, _ = Group.objects.get_or_create(name=ADMIN)
+    group.permissions.set(Permission.objects.all())
+
+
+def user_staff_sync(sender, instance, action, **kwargs) -> None:
+    """Members of the admin group may open the Django admin; leaving the group takes that away."""
+    from django.contrib.auth.models import User
+
+    if action not in {"post_add", "post_remove", "post_clear"} or not isinstance(instance, User):
+        return
+    is_admin = instance.groups.filter(name=ADMIN).exists()
+    if instance.is_staff != is_admin and not instance.is_superuser:
+        User.objects.filter(pk=instance.pk).update(is_staff=is_admin)
+        instance.is_staff = is_admin

@@ -83,9 +83,6 @@ def commits_filtered(
     return commits.select_related("task")
 
 
-def mining_job_latest(*, repository: Repository):
-    return MiningJob.objects.filter(repository=repository).first()
-
 
 # --- reads for the web pages --------------------------------------------------------
 
