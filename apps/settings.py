@@ -124,6 +124,9 @@ COMMITGYM_MIRROR_DIR = Path(os.environ.get("COMMITGYM_MIRROR_DIR", VAR_DIR / "mi
 COMMITGYM_GIT_TIMEOUT = _env_int("COMMITGYM_GIT_TIMEOUT", 1800)
 # A running job whose worker has not reported for this long may be taken over.
 COMMITGYM_JOB_STALE_SECONDS = _env_int("COMMITGYM_JOB_STALE_SECONDS", 300)
+COMMITGYM_JOB_HEARTBEAT_SECONDS = _env_int("COMMITGYM_JOB_HEARTBEAT_SECONDS", 30)
+# Local folders people other than admins may register (the command line may register any).
+COMMITGYM_LOCAL_ROOTS = [p for p in os.environ.get("COMMITGYM_LOCAL_ROOTS", "").split(os.pathsep) if p]
 
 # --- Celery ------------------------------------------------------------------
 

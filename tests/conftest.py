@@ -8,8 +8,10 @@ from tests.gitrepo import GitRepo
 
 
 @pytest.fixture(autouse=True)
-def _mirror_dir(settings, tmp_path):
+def _local_folders(settings, tmp_path):
+    """Mirrors go to the test's own folder, and its repositories may be registered by curators."""
     settings.COMMITGYM_MIRROR_DIR = tmp_path / "mirrors"
+    settings.COMMITGYM_LOCAL_ROOTS = [str(tmp_path)]
 
 
 def _user(username: str, role: str) -> User:

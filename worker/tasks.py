@@ -3,8 +3,13 @@
 from worker.celery_app import app
 
 
-@app.task(name="worker.tasks.mining_job_run_task")
-def mining_job_run_task(job_id: int) -> None:
+@app.task(bind=True, name="worker.tasks.mining_job_run_task", max_retries=None)
+def mining_job_run_task(self, job_id: int) -> None:
+    from django.conf import settings
+
     from apps.repositories.services import mining_job_run
 
-    mining_job_run(job_id=job_id)
+    # Another worker holds the job (a redelivery while it still runs, or after it died):
+    # come back when its lease would be stale, and take the job over then if need be.
+    if not mining_job_run(job_id=job_id):
+        raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)

@@ -105,6 +105,7 @@ class MiningJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.CharField(max_length=32, blank=True, help_text="Which worker holds the running job.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

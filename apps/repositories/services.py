@@ -3,21 +3,28 @@
 import logging
 import re
 import shutil
+import threading
 import time
+import uuid
 from datetime import datetime, timedelta
 from itertools import islice
 from pathlib import Path
+from typing import Optional
 from urllib.parse import urlsplit
 
+from celery.exceptions import SoftTimeLimitExceeded
+from cryptography.fernet import InvalidToken
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.accounts.roles import ADMIN, user_roles
 from apps.tasks.services import tasks_create_for_commits, tasks_delete_unstarted
 from worker.engine.commit_filters import CommitStats, drop_reason, size_drop_reason
 from worker.engine.git_repo import (
     BlobReader,
+    GitCredentials,
     GitError,
     commit_count,
     commit_exists,
@@ -58,15 +65,53 @@ def location_normalize(location: str) -> str:
     return str(Path(location).expanduser().resolve())
 
 
+# owner/name, in the characters task ids use; no "__" in the owner, so `owner__name` reads back one way.
+REPOSITORY_NAME = re.compile(r"(?![^/]*__)[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
+
+
+class RepositoryRefused(ValueError):
+    """The location or name cannot be registered; the message says why."""
+
+
+def _name_part(text: str) -> str:
+    return re.sub(r"_{2,}", "_", re.sub(r"[^A-Za-z0-9._-]+", "-", text)).strip("-") or "repository"
+
+
 def repository_name_from_location(location: str) -> str:
     """`https://host/owner/repo.git` -> `owner/repo`; a local path -> `local/<folder>`."""
     if _is_remote(location):
         path = urlsplit(location).path if "://" in location else location.split(":", 1)[1]
         parts = [p for p in path.strip("/").split("/") if p]
         parts = [re.sub(r"\.git$", "", p) for p in parts[-2:]] or ["repository"]
-        return "/".join(parts if len(parts) == 2 else ["remote", parts[0]])
-    folder = re.sub(r"\.git$", "", Path(location).name) or "repository"
-    return f"local/{folder}"
+        owner, name = parts if len(parts) == 2 else ["remote", parts[0]]
+    else:
+        owner, name = "local", re.sub(r"\.git$", "", Path(location).name)
+    return f"{_name_part(owner)}/{_name_part(name)}"
+
+
+def _local_path(location: str):
+    """The folder a location reads from this machine, or None for a remote one."""
+    if location.startswith("file://"):
+        return Path(urlsplit(location).path).resolve()
+    return None if _is_remote(location) else Path(location).resolve()
+
+
+def _location_check(location: str, user) -> None:
+    """Local folders are read by the worker with its own rights: the mirrors are never
+    registered, and people who are not admins register only folders under the allowed roots."""
+    path = _local_path(location)
+    if path is None:
+        return
+    mirrors = Path(settings.COMMITGYM_MIRROR_DIR).resolve()
+    if path == mirrors or mirrors in path.parents:
+        raise RepositoryRefused("This folder holds commitgym's own mirrors and cannot be registered.")
+    if user is None or ADMIN in user_roles(user):
+        return
+    roots = [Path(root).resolve() for root in settings.COMMITGYM_LOCAL_ROOTS]
+    if not any(path == root or root in path.parents for root in roots):
+        raise RepositoryRefused(
+            "Local folders can be registered only by an admin, or under a folder the operator allowed "
+            "(COMMITGYM_LOCAL_ROOTS). Use the repository's URL instead.")
 
 
 def repository_find(*, location: str):
@@ -83,9 +128,13 @@ def repository_find(*, location: str):
 def repository_register(
     *, location: str, name: str = "", ssh_key: str = "", user=None, allowed_groups=()
 ) -> Repository:
-    """Register a repository by URL or local path; a token in the URL is stored as a secret."""
+    """Register a repository by URL or local path; a token in the URL is stored as a secret.
+    `user` None is the command line, which may register any local folder."""
     url, credentials = url_split_credentials(location.strip())
     url = location_normalize(url)
+    _location_check(url, user)
+    if name.strip() and not REPOSITORY_NAME.fullmatch(name.strip()):
+        raise RepositoryRefused("A name is owner/name, in letters, digits, '.', '-' and '_' (no '__' in the owner).")
     base = name.strip() or repository_name_from_location(url)
     unique, n = base, 1
     while Repository.objects.filter(name=unique).exists():
@@ -123,16 +172,20 @@ def repository_filters_update(
     """Save the filters and start the job that applies them. New limits are re-applied to
     the stored commits without walking history; new test-file rules need every diff
     measured again, so they start a full mining run."""
-    if MiningJob.objects.filter(repository=repository, state__in=MiningJob.ACTIVE_STATES).exists():
-        raise RepositoryBusy("A mining job is running for this repository; change the filters when it ends.")
     rules_changed = (list(test_file_globs), list(test_dir_names)) != (
         list(repository.test_file_globs), list(repository.test_dir_names))
-    repository.max_files, repository.max_lines, repository.max_patch_chars = max_files, max_lines, max_patch_chars
-    repository.test_file_globs, repository.test_dir_names = list(test_file_globs), list(test_dir_names)
-    if rules_changed:
-        repository.mined_head = ""
-    repository.save()
-    return mining_job_start(repository=repository, user=user, refilter_only=not rules_changed)[0]
+    with transaction.atomic():
+        job, created = mining_job_start(repository=repository, user=user, refilter_only=not rules_changed)
+        if not created:
+            raise RepositoryBusy("A mining job is running for this repository; change the filters when it ends.")
+        repository.max_files, repository.max_lines, repository.max_patch_chars = max_files, max_lines, max_patch_chars
+        repository.test_file_globs, repository.test_dir_names = list(test_file_globs), list(test_dir_names)
+        fields = ["max_files", "max_lines", "max_patch_chars", "test_file_globs", "test_dir_names"]
+        if rules_changed:
+            repository.mined_head = ""
+            fields.append("mined_head")
+        repository.save(update_fields=fields)
+    return job
 
 
 # --- commits --------------------------------------------------------------------
@@ -238,17 +291,26 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], blobs: Bl
 # --- mining jobs ------------------------------------------------------------------
 
 
+def _stale_jobs_end(repository: Repository) -> None:
+    """A running job whose worker stopped reporting (killed, out of memory, past its hard
+    time limit) would hold the repository for ever: end it so work can go on."""
+    stale = timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
+    MiningJob.objects.filter(repository=repository, state=MiningJob.State.RUNNING, heartbeat_at__lt=stale).update(
+        state=MiningJob.State.FAILED, error_code="worker_lost", finished_at=timezone.now())
+
+
 def mining_job_start(*, repository: Repository, user=None, refilter_only: bool = False) -> tuple[MiningJob, bool]:
     """Queue a mining job; if one is already queued or running, return that one."""
     from worker.tasks import mining_job_run_task
 
+    _stale_jobs_end(repository)
     try:
         with transaction.atomic():
             job = MiningJob.objects.create(repository=repository, requested_by=user, refilter_only=refilter_only)
     except IntegrityError:
         active = MiningJob.objects.filter(repository=repository, state__in=MiningJob.ACTIVE_STATES).first()
         if active is None:  # it finished between the two queries
-            return mining_job_start(repository=repository, user=user)
+            return mining_job_start(repository=repository, user=user, refilter_only=refilter_only)
         return active, False
     transaction.on_commit(lambda: mining_job_run_task.delay(job.id))
     return job, True
@@ -256,40 +318,70 @@ def mining_job_start(*, repository: Repository, user=None, refilter_only: bool =
 
 def mining_job_cancel(*, job: MiningJob) -> None:
     """Queued jobs stop at once; a running job stops at its next batch, keeping what it stored."""
+    _stale_jobs_end(job.repository)
     MiningJob.objects.filter(id=job.id, state=MiningJob.State.QUEUED).update(
         state=MiningJob.State.CANCELLED, finished_at=timezone.now(), cancel_requested=True)
     MiningJob.objects.filter(id=job.id, state=MiningJob.State.RUNNING).update(cancel_requested=True)
 
 
 def mining_job_retry(*, job: MiningJob, user=None) -> MiningJob:
-    return mining_job_start(repository=job.repository, user=user)[0]
+    """A new job doing what the given one was for."""
+    return mining_job_start(repository=job.repository, user=user, refilter_only=job.refilter_only)[0]
 
 
-def _job_finish(job_id: int, state: str, **fields) -> None:
-    MiningJob.objects.filter(id=job_id, state=MiningJob.State.RUNNING).update(
-        state=state, finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields)
+class _Lease:
+    """This worker's hold on a running job: a token on the row, kept fresh by a heartbeat
+    thread even while git clones for an hour. If another worker took the job over, or it
+    was deleted, every write through the lease stops the job here."""
 
+    def __init__(self, job_id: int, token: str):
+        self.job_id, self.token = job_id, token
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"mining-job-{job_id}-heartbeat", daemon=True)
 
-def _job_claim(job_id: int) -> bool:
-    """Move the job to running, unless another worker is running it. A redelivered
-    job whose worker died (no heartbeat for a while) is taken over."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
-    return bool(
-        MiningJob.objects.filter(id=job_id)
-        .filter(Q(state=MiningJob.State.QUEUED) | Q(state=MiningJob.State.RUNNING, heartbeat_at__lt=stale))
-        .update(state=MiningJob.State.RUNNING, started_at=now, heartbeat_at=now)
-    )
+    @classmethod
+    def claim(cls, job_id: int):
+        """The lease, or None if the job is not queued and no stale running job to take over."""
+        now = timezone.now()
+        stale = now - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
+        token = uuid.uuid4().hex
+        claimed = (
+            MiningJob.objects.filter(id=job_id)
+            .filter(Q(state=MiningJob.State.QUEUED) | Q(state=MiningJob.State.RUNNING, heartbeat_at__lt=stale))
+            .update(state=MiningJob.State.RUNNING, started_at=now, heartbeat_at=now, lease_token=token)
+        )
+        return cls(job_id, token) if claimed else None
 
+    def _rows(self):
+        return MiningJob.objects.filter(id=self.job_id, state=MiningJob.State.RUNNING, lease_token=self.token)
 
-def _job_progress(job_id: int, done: int) -> None:
-    """Record progress; raise if the job was cancelled or deleted meanwhile."""
-    updated = MiningJob.objects.filter(id=job_id, state=MiningJob.State.RUNNING).update(
-        progress_done=done, heartbeat_at=timezone.now())
-    if not updated:
-        raise MiningJobGone()
-    if MiningJob.objects.filter(id=job_id, cancel_requested=True).exists():
-        raise MiningCancelled()
+    def _beat(self) -> None:
+        try:
+            while not self._stopped.wait(settings.COMMITGYM_JOB_HEARTBEAT_SECONDS):
+                self._rows().update(heartbeat_at=timezone.now())
+        finally:
+            connection.close()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stopped.set()
+        self._thread.join()
+
+    def progress(self, *, done: int, total: Optional[int] = None) -> None:
+        """Record progress; raise if the job was cancelled, taken over or deleted meanwhile."""
+        fields = {"progress_done": done, "heartbeat_at": timezone.now()}
+        if total is not None:
+            fields["progress_total"] = total
+        if not self._rows().update(**fields):
+            raise MiningJobGone()
+        if self._rows().filter(cancel_requested=True).exists():
+            raise MiningCancelled()
+
+    def finish(self, state: str, **fields) -> None:
+        self._rows().update(state=state, finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields)
 
 
 def _batches(iterable, size):
@@ -298,53 +390,61 @@ def _batches(iterable, size):
         yield batch
 
 
-def mining_job_run(*, job_id: int) -> None:
-    """Run one mining job to its end state. Safe to call twice: the second call does nothing."""
-    if not _job_claim(job_id):
-        return
+def mining_job_run(*, job_id: int) -> bool:
+    """Run one mining job to its end state. Safe to call twice: a job that ended is left
+    as it is. Returns False when another worker holds the job and may still be running
+    it: the caller should try again later."""
+    lease = _Lease.claim(job_id)
+    if lease is None:
+        return not MiningJob.objects.filter(id=job_id, state=MiningJob.State.RUNNING).exists()
     job = MiningJob.objects.select_related("repository").get(id=job_id)
-    repository = job.repository
-    credentials = repository.git_credentials()
-    try:
-        if job.refilter_only:
-            new, seconds = _refilter(job_id, repository)
+    redact = GitCredentials().redact
+    with lease:
+        try:
+            credentials = job.repository.git_credentials()
+            redact = credentials.redact
+            work = _refilter if job.refilter_only else _mine
+            new, seconds = work(lease, job.repository, credentials)
+        except MiningCancelled:
+            lease.finish(MiningJob.State.CANCELLED)
+        except MiningJobGone:
+            pass
+        except InvalidToken:
+            lease.finish(MiningJob.State.FAILED, error_code="credentials_unreadable",
+                         error_message="The stored credentials cannot be decrypted with this SECRET_KEY.")
+        except SoftTimeLimitExceeded:
+            lease.finish(MiningJob.State.FAILED, error_code="timeout",
+                         error_message="The job ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT).")
+        except GitError as error:
+            lease.finish(MiningJob.State.FAILED, error_code=error.code, error_message=redact(str(error))[:4000])
+        except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
+            log.exception("mining job %s failed", job_id)
+            lease.finish(MiningJob.State.FAILED, error_code="worker_error",
+                         error_message=redact(f"{type(error).__name__}: {error}")[:4000])
         else:
-            new, seconds = _mine(job_id, repository)
-    except MiningCancelled:
-        _job_finish(job_id, MiningJob.State.CANCELLED)
-    except MiningJobGone:
-        return
-    except GitError as error:
-        _job_finish(job_id, MiningJob.State.FAILED, error_code=error.code,
-                    error_message=credentials.redact(str(error))[:4000])
-    except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
-        log.exception("mining job %s failed", job_id)
-        _job_finish(job_id, MiningJob.State.FAILED, error_code="worker_error",
-                    error_message=credentials.redact(f"{type(error).__name__}: {error}")[:4000])
-    else:
-        _job_finish(job_id, MiningJob.State.SUCCEEDED, new_commits=new, seconds=seconds)
+            lease.finish(MiningJob.State.SUCCEEDED, new_commits=new, seconds=seconds)
+    return True
 
 
-def _refilter(job_id: int, repository: Repository) -> tuple[int, float]:
+def _refilter(lease: _Lease, repository: Repository, credentials) -> tuple[int, float]:
     started = time.monotonic()
     if not (repository.mirror_dir / "HEAD").exists():
-        mirror_sync(repository.url, repository.mirror_dir, credentials=repository.git_credentials(),
+        mirror_sync(repository.url, repository.mirror_dir, credentials=credentials,
                     timeout=settings.COMMITGYM_GIT_TIMEOUT)
     total = Commit.objects.filter(repository=repository).count()
-    MiningJob.objects.filter(id=job_id).update(progress_total=total)
+    lease.progress(done=0, total=total)
     commits_refilter(repository=repository)
-    _job_progress(job_id, total)
+    lease.progress(done=total)
     return 0, time.monotonic() - started
 
 
-def _mine(job_id: int, repository: Repository) -> tuple[int, float]:
+def _mine(lease: _Lease, repository: Repository, credentials) -> tuple[int, float]:
     started = time.monotonic()
     mirror = repository.mirror_dir
-    mirror_sync(repository.url, mirror, credentials=repository.git_credentials(),
-                timeout=settings.COMMITGYM_GIT_TIMEOUT)
+    mirror_sync(repository.url, mirror, credentials=credentials, timeout=settings.COMMITGYM_GIT_TIMEOUT)
     branch, tip = default_branch_tip(mirror)
     exclude = (repository.mined_head,) if repository.mined_head and commit_exists(mirror, repository.mined_head) else ()
-    MiningJob.objects.filter(id=job_id).update(progress_total=commit_count(mirror, tip, list(exclude)))
+    lease.progress(done=0, total=commit_count(mirror, tip, list(exclude)))
     new = done = 0
     with BlobReader(mirror) as blobs:
         walk = commits_walk(mirror, tip, exclude=exclude, rules=repository.test_file_rules())
@@ -352,7 +452,7 @@ def _mine(job_id: int, repository: Repository) -> tuple[int, float]:
             for batch in _batches(walk, BATCH_SIZE):
                 new += commits_store(repository=repository, batch=batch, blobs=blobs)
                 done += len(batch)
-                _job_progress(job_id, done)
+                lease.progress(done=done)
         finally:
             walk.close()
     Repository.objects.filter(id=repository.id).update(mined_head=tip, default_branch=branch)

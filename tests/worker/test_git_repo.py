@@ -89,6 +89,9 @@ def test_option_like_locations_and_revisions_are_not_options(git_repo, tmp_path)
     git_repo.commit("one", {"a.py": "x = 1\n"})
     with pytest.raises(GitError):
         mirror_sync("--upload-pack=touch /tmp/commitgym-pwned", tmp_path / "m.git", timeout=30)
+    mirror_sync(str(git_repo.path), tmp_path / "existing.git")
+    with pytest.raises(GitError):
+        mirror_sync("--upload-pack=touch /tmp/commitgym-pwned", tmp_path / "existing.git", timeout=30)
     assert not os.path.exists("/tmp/commitgym-pwned")
     with pytest.raises(GitError):
         list(commits_walk(git_repo.path, "--output=/tmp/commitgym-pwned"))
@@ -132,3 +135,43 @@ def test_blob_reader_keeps_recent_blobs_within_its_budget(git_repo):
     with BlobReader(git_repo.path, cache_bytes=1500) as blobs:
         blobs.read_objects(ids)
         assert list(blobs._cache) == [ids[1]] and blobs._cache_bytes == 1000
+
+
+def test_the_operators_git_configuration_and_credential_helpers_stay_out(git_repo, tmp_path, monkeypatch):
+    helper_log = tmp_path / "helper.log"
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(f"[credential]\n\thelper = \"!f() {{ cat >> {helper_log}; }}; f\"\n")
+    monkeypatch.setenv("HOME", str(home))
+    with git_environment(GitCredentials(token="tok")) as env:
+        assert env["GIT_CONFIG_GLOBAL"] == os.devnull and env["GIT_CONFIG_NOSYSTEM"] == "1"
+    with pytest.raises(GitError):
+        mirror_sync("http://127.0.0.1:9/x.git", tmp_path / "m.git", credentials=GitCredentials(token="tok"),
+                    timeout=30)
+    assert not helper_log.exists()
+
+
+def test_a_renamed_default_branch_is_followed(git_repo, tmp_path):
+    git_repo.commit("one", {"a.py": "x = 1\n"})
+    mirror = tmp_path / "m.git"
+    mirror_sync(str(git_repo.path), mirror)
+    git_repo.git("branch", "-m", "main", "trunk")
+    newer = git_repo.commit("two", {"a.py": "x = 2\n"})
+    mirror_sync(str(git_repo.path), mirror)
+    assert default_branch_tip(mirror) == ("trunk", newer)
+
+
+def test_percent_encoded_credentials_are_decoded():
+    assert url_split_credentials("https://me%40corp.com:p%40ss%2Fw@host/r.git")[1] == GitCredentials(
+        username="me@corp.com", token="p@ss/w")
+
+
+def test_an_unreadable_side_counts_as_a_change(git_repo):
+    from worker.engine.mining import PythonFileChange, python_change_check
+
+    sha = git_repo.commit("one", {"a.py": "x = 1\n"})
+    commit = next(commits_walk(git_repo.path, sha))
+    commit.python_changes = [PythonFileChange(old_path=None, new_path="gone.py", old_blob=None, new_blob=None,
+                                              blocks=[([], [1])])]
+    with BlobReader(git_repo.path) as blobs:
+        assert python_change_check(blobs, commit) is True

@@ -80,3 +80,9 @@ def test_python2_code_works_too():
     old = b"print 'hi'  # greet\n"
     assert _semantic(old, b"print 'bye'  # greet\n")
     assert not _semantic(b"def f():\n    '''Doc.'''\n    print x\n", b"def f():\n    '''Docs.'''\n    print x\n")
+
+
+def test_a_triple_quote_inside_a_string_does_not_hide_a_code_change():
+    old = b'QUOTE = \'"""\'\n\n\ndef f(x):\n    """Doc.\n\n    Returns:\n        x\n    """\n    return x + 1\n'
+    assert _semantic(old, old.replace(b"x + 1", b"x + 2"))
+    # Fooled the other way, the scan errs towards keeping the commit (a docstring edit counts).

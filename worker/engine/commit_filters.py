@@ -22,6 +22,12 @@ class TestFileRules:
             return True
         return any(fnmatchcase(name, glob) for glob in self.file_globs)
 
+    def kind(self, path: str) -> str:
+        """"test", "source" (a non-test .py file) or "other"."""
+        if self.is_test(path):
+            return "test"
+        return "source" if path.endswith(".py") else "other"
+
 
 @dataclass(frozen=True)
 class MiningFilters:

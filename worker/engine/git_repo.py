@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 # Settings that make git's output the same whatever the user's configuration.
 GIT_CONFIG = (
@@ -26,6 +26,7 @@ GIT_CONFIG = (
     "-c", "diff.renames=true",
     "-c", "log.showSignature=false",
     "-c", "core.pager=cat",
+    "-c", "credential.helper=",  # the operator's stored credentials are never offered, nor ours stored
 )
 
 _ASKPASS = """#!/bin/sh
@@ -79,7 +80,7 @@ def url_split_credentials(url: str) -> tuple[str, GitCredentials]:
     if parts.scheme == "ssh" and not parts.password:
         return url, GitCredentials()
     userinfo, host = parts.netloc.rsplit("@", 1)
-    username, _, token = userinfo.partition(":")
+    username, _, token = (unquote(part) for part in userinfo.partition(":"))
     if not token:
         username, token = "", username
     clean = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
@@ -90,7 +91,9 @@ def url_split_credentials(url: str) -> tuple[str, GitCredentials]:
 def git_environment(credentials: GitCredentials = GitCredentials()) -> Iterator[dict]:
     """The environment for a git process: never prompts, and carries credentials privately."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="/bin/false", LC_ALL="C")
+    # Neither the machine's nor the user's git configuration applies (credential helpers, hooks, aliases).
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="/bin/false", LC_ALL="C",
+               GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new")
     with tempfile.TemporaryDirectory(prefix="commitgym-git-") as tmp:
         if credentials.token:
@@ -163,6 +166,7 @@ def mirror_sync(
     if (mirror_dir / "HEAD").exists():
         git_run(["fetch", "--prune", "--quiet", "--", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
                 cwd=mirror_dir, credentials=credentials, timeout=timeout)
+        _default_branch_follow(url, mirror_dir, credentials=credentials, timeout=timeout)
         return
     mirror_dir.parent.mkdir(parents=True, exist_ok=True)
     partial = mirror_dir.with_name(mirror_dir.name + ".partial")
@@ -173,6 +177,15 @@ def mirror_sync(
         shutil.rmtree(partial, ignore_errors=True)
         raise
     partial.rename(mirror_dir)
+
+
+def _default_branch_follow(url: str, mirror_dir: Path, *, credentials: GitCredentials, timeout: float) -> None:
+    """Point the mirror's HEAD where the remote's points now (its default branch may have been renamed)."""
+    out = git_run(["ls-remote", "--symref", "--", url, "HEAD"], credentials=credentials, timeout=timeout)
+    for line in out.splitlines():
+        if line.startswith("ref: refs/heads/") and line.endswith("\tHEAD"):
+            git_run(["symbolic-ref", "HEAD", line[len("ref: "):-len("\tHEAD")]], cwd=mirror_dir)
+            return
 
 
 def default_branch_tip(mirror_dir: Path) -> tuple[str, str]:
@@ -223,10 +236,11 @@ class BlobReader:
     parent changed too."""
 
     def __init__(self, mirror_dir: Path, *, cache_bytes: int = 32 << 20):
-        self._proc = subprocess.Popen(
-            ["git", "cat-file", "--batch"], cwd=mirror_dir, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )
+        with git_environment() as env:
+            self._proc = subprocess.Popen(
+                ["git", *GIT_CONFIG, "cat-file", "--batch"], cwd=mirror_dir, env=env, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes, self._cache_limit = 0, cache_bytes
 

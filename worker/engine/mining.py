@@ -1,8 +1,9 @@
 """Walk a repository's history in one streaming `git log -p` and measure each commit.
 
 One git process writes every commit's diff; this module reads it line by line
-and keeps only counters and file names, so memory does not grow with history
-or with the size of a commit.
+and keeps counters, file names (at most MAX_LISTED_FILES) and the numbers of
+changed lines in Python files (at most MAX_TRACKED_LINES a file), so memory
+does not grow with history and stays bounded for any one commit.
 """
 
 import io
@@ -144,7 +145,8 @@ def _add_section(commit: MinedCommit, section: _FileSection, rules: TestFileRule
     path = _text(section.new if section.new is not None else section.old)
     stats = commit.stats
     stats.has_binary |= section.binary
-    if rules.is_test(path):
+    kind = rules.kind(path)
+    if kind == "test":
         stats.test_file_count += 1
         if len(stats.test_files) < MAX_LISTED_FILES:
             stats.test_files.append(path)
@@ -152,7 +154,7 @@ def _add_section(commit: MinedCommit, section: _FileSection, rules: TestFileRule
     stats.lines_added += section.added
     stats.lines_deleted += section.deleted
     stats.patch_chars += section.chars
-    if path.endswith(".py"):
+    if kind == "source":
         stats.source_file_count += 1
         if len(stats.source_files) < MAX_LISTED_FILES:
             stats.source_files.append(path)
@@ -349,7 +351,9 @@ def python_change_check(blobs: BlobReader, commit: MinedCommit) -> bool:
         found = dict(zip(names, blobs.read_objects(names)))
     except ValueError:
         return True
+    if any(data is None for data in found.values()):
+        return True  # a side that cannot be read proves nothing: count the change
     return any(
-        is_semantic_python_change(found.get(old, b"") or b"", found.get(new, b"") or b"", change.blocks)
+        is_semantic_python_change(found[old] if old else b"", found[new] if new else b"", change.blocks)
         for change, (old, new) in zip(changes, sides)
     )

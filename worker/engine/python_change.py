@@ -5,9 +5,12 @@ git's own diff, so the check works on the lines the diff changed: it blanks
 the parts of those lines that lie inside docstrings (triple-quoted strings
 found by one scan for triple quotes), drops comments and blank lines, and
 compares what is left of the deleted lines with what is left of the added
-lines, block by block.
+lines, block by block. The scan can be fooled (a triple quote inside an
+ordinary string), so when it finds no change, which is rare, both files are
+compared by their syntax trees without docstrings before the answer is given.
 """
 
+import ast
 import re
 from bisect import bisect_left
 from itertools import accumulate
@@ -75,13 +78,35 @@ def _code_parts(source: bytes, line_numbers: list[int]) -> dict[int, bytes]:
     return parts
 
 
-def is_semantic_python_change(old: bytes, new: bytes, blocks: list[ChangeBlock]) -> bool:
-    """True unless, in every block of changed lines, the deleted and the added lines differ
-    only in comments, blank lines and docstrings. (A line moved elsewhere shows as two
-    blocks, so it counts as a change.)"""
+def _lines_differ(old: bytes, new: bytes, blocks: list[ChangeBlock]) -> bool:
     old_parts = _code_parts(old, [n for deleted, _ in blocks for n in deleted])
     new_parts = _code_parts(new, [n for _, added in blocks for n in added])
     return any(
         [old_parts[n] for n in deleted if n in old_parts] != [new_parts[n] for n in added if n in new_parts]
         for deleted, added in blocks
     )
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or ([] if isinstance(node, ast.Module) else [ast.Pass()])
+    return tree
+
+
+def _trees_differ(old: bytes, new: bytes) -> bool:
+    """Compare syntax trees without docstrings; code this Python cannot parse (say, Python 2) gives False."""
+    try:
+        return ast.dump(_without_docstrings(ast.parse(old))) != ast.dump(_without_docstrings(ast.parse(new)))
+    except (SyntaxError, ValueError):
+        return False
+
+
+def is_semantic_python_change(old: bytes, new: bytes, blocks: list[ChangeBlock]) -> bool:
+    """True unless, in every block of changed lines, the deleted and the added lines differ
+    only in comments, blank lines and docstrings. (A line moved elsewhere shows as two
+    blocks, so it counts as a change.)"""
+    return _lines_differ(old, new, blocks) or _trees_differ(old, new)

@@ -21,8 +21,9 @@ MINING_JOB_FAILURES = {
     "empty_repository": "The repository has no commits.",
     "git_failed": "git failed while reading the repository.",
     "timeout": "git took longer than the time limit.",
-    "already_running": "Another mining job is already running for this repository.",
     "worker_error": "The mining job stopped on an unexpected error.",
+    "worker_lost": "The worker running the job stopped reporting (killed, out of memory, or past its hard time limit).",
+    "credentials_unreadable": "The stored credentials cannot be decrypted: the SECRET_KEY changed. Enter them again.",
 }
 
 REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES}
