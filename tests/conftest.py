@@ -1,3 +1,6 @@
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
@@ -130,3 +133,26 @@ def celery_worker(_celery_worker_process, _worker_mirror_dir, settings, transact
     """Jobs published in this test run in the real worker process; mirrors are shared with it."""
     settings.COMMITGYM_MIRROR_DIR = _worker_mirror_dir
     return _celery_worker_process
+
+
+@pytest.fixture
+def refusing_git_server():
+    """An HTTP server on loopback that asks for credentials and refuses all of them."""
+    seen_authorization = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            seen_authorization.append(self.headers.get("Authorization"))
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/team/private.git", seen_authorization
+    server.shutdown()

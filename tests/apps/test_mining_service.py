@@ -85,7 +85,7 @@ def test_one_active_job_per_repository(small_repository):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_workers_mining_one_repository_at_once_store_each_commit_once(git_repo):
+def test_the_same_job_delivered_twice_at_once_runs_once(git_repo):
     git_repo.commit("init", {"pkg/a.py": "x = 0\n"})
     for i in range(1, 40):
         git_repo.commit(f"change {i}", {"pkg/a.py": f"x = {i}\n"})
@@ -255,7 +255,7 @@ def test_a_failed_fetch_loses_nothing_already_mined(small_repository, git_repo):
 
 
 @pytest.mark.django_db
-def test_token_in_url_is_stored_encrypted_and_never_in_errors():
+def test_token_in_url_is_split_off_and_stored_encrypted():
     repository = repository_register(location="http://reader:s3cr3t-token@127.0.0.1:9/team/private.git")
     assert repository.url == "http://127.0.0.1:9/team/private.git" and repository.name == "team/private"
     assert "s3cr3t-token" not in repository.credential_token
@@ -272,3 +272,130 @@ def test_deleting_a_repository_removes_rows_and_mirror(small_repository):
     repository_delete(repository=small_repository)
     assert not mirror.exists()
     assert not Commit.objects.exists() and not Task.objects.exists() and not MiningJob.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_wrong_token_ends_the_job_as_auth_failed_and_the_token_stays_secret(refusing_git_server):
+    url, seen = refusing_git_server
+    repository = repository_register(location=url.replace("http://", "http://reader:s3cr3t-token@"))
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.FAILED and job.error_code == "auth_failed"
+    assert any(header and header.startswith("Basic ") for header in seen)
+    assert "s3cr3t-token" not in job.error_message and "s3cr3t-token" not in repository.credential_token
+
+
+@pytest.mark.django_db
+def test_credentials_that_cannot_be_decrypted_end_the_job_with_that_reason(small_repository, settings):
+    small_repository.credential_token = "not-a-fernet-token"
+    small_repository.save()
+    job = mine_now(small_repository)
+    assert job.state == MiningJob.State.FAILED and job.error_code == "credentials_unreadable"
+
+
+@pytest.mark.django_db
+def test_a_job_whose_worker_died_is_taken_over_when_stale(small_repository, git_repo, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    git_repo.commit("More", {"lib/calc.py": "def add(a, b):\n    return a + b + 0\n"})
+    job = MiningJob.objects.create(repository=small_repository, state=MiningJob.State.RUNNING,
+                                   heartbeat_at=timezone.now(), lease_token="dead-worker")
+    assert mining_job_run(job_id=job.id) is False  # its holder may still be alive: try later
+    MiningJob.objects.filter(id=job.id).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
+    assert mining_job_run(job_id=job.id) is True
+    job.refresh_from_db()
+    assert job.state == MiningJob.State.SUCCEEDED and job.new_commits == 1 and job.lease_token != "dead-worker"
+
+
+@pytest.mark.django_db
+def test_a_stale_running_job_does_not_block_new_work(small_repository, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    stale = MiningJob.objects.create(
+        repository=small_repository, state=MiningJob.State.RUNNING,
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
+    job, created = mining_job_start(repository=small_repository)
+    stale.refresh_from_db()
+    assert created and job.id != stale.id
+    assert stale.state == MiningJob.State.FAILED and stale.error_code == "worker_lost"
+
+
+@pytest.mark.django_db
+def test_a_job_taken_over_stops_writing(small_repository):
+    from apps.repositories.services import MiningJobGone, _Lease
+
+    job = MiningJob.objects.create(repository=small_repository)
+    lease = _Lease.claim(job.id)
+    MiningJob.objects.filter(id=job.id).update(lease_token="someone-else")
+    with pytest.raises(MiningJobGone):
+        lease.progress(done=1)
+
+
+@pytest.mark.django_db(transaction=True)  # the heartbeat writes through its own connection
+def test_the_heartbeat_keeps_a_long_step_fresh(settings):
+    import time
+
+    from apps.repositories.models import Repository
+    from apps.repositories.services import _Lease
+
+    settings.COMMITGYM_JOB_HEARTBEAT_SECONDS = 0.05
+    job = MiningJob.objects.create(repository=Repository.objects.create(name="o/r", url="/nowhere"))
+    lease = _Lease.claim(job.id)
+    before = MiningJob.objects.get(id=job.id).heartbeat_at
+    with lease:
+        time.sleep(0.3)
+    assert MiningJob.objects.get(id=job.id).heartbeat_at > before
+
+
+@pytest.mark.django_db
+def test_retrying_a_failed_refilter_refilters(small_repository):
+    from apps.repositories.services import mining_job_retry
+
+    job = repository_filters_update(repository=small_repository, max_files=0, max_lines=100, max_patch_chars=2000,
+                                    test_file_globs=small_repository.test_file_globs,
+                                    test_dir_names=small_repository.test_dir_names)
+    mining_job_cancel(job=job)
+    retry = mining_job_retry(job=MiningJob.objects.get(id=job.id))
+    assert retry.refilter_only
+    mining_job_run(job_id=retry.id)
+    assert not Task.objects.filter(repository=small_repository).exists()
+
+
+@pytest.mark.django_db
+def test_curators_register_local_folders_only_under_allowed_roots(curator, admin_user, git_repo, settings, tmp_path):
+    from apps.repositories.services import RepositoryRefused
+
+    git_repo.commit("one", {"a.py": "x = 1\n"})
+    settings.COMMITGYM_LOCAL_ROOTS = []
+    with pytest.raises(RepositoryRefused):
+        repository_register(location=str(git_repo.path), user=curator)
+    with pytest.raises(RepositoryRefused):
+        repository_register(location=f"file://{git_repo.path}", user=curator)
+    assert repository_register(location=str(git_repo.path), user=admin_user).url == str(git_repo.path)
+    settings.COMMITGYM_MIRROR_DIR.mkdir(parents=True, exist_ok=True)
+    with pytest.raises(RepositoryRefused):
+        repository_register(location=str(settings.COMMITGYM_MIRROR_DIR / "1.git"), user=admin_user)
+    with pytest.raises(RepositoryRefused):
+        repository_register(location=str(settings.COMMITGYM_MIRROR_DIR / "1.git"))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["no-slash", "a__b/c", "a/b/c", "own er/x", "a/<b>"])
+def test_names_must_make_unambiguous_task_ids(git_repo, name):
+    from apps.repositories.services import RepositoryRefused
+
+    with pytest.raises(RepositoryRefused):
+        repository_register(location=str(git_repo.path), name=name)
+
+
+def test_names_derived_from_locations_are_valid():
+    from apps.repositories.services import REPOSITORY_NAME, repository_name_from_location
+
+    for location, name in [("https://h/acme/my lib.git", "acme/my-lib"), ("/srv/x__y/über repo", "local/ber-repo"),
+                           ("git@h:o__x/r.git", "o_x/r"), ("https://h/solo", "remote/solo")]:
+        assert repository_name_from_location(location) == name
+        assert REPOSITORY_NAME.fullmatch(name)

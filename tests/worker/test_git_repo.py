@@ -2,9 +2,6 @@
 
 import os
 import stat
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from worker.engine.git_repo import (
@@ -17,29 +14,6 @@ from worker.engine.git_repo import (
     url_split_credentials,
 )
 from worker.engine.mining import commits_walk
-
-
-@pytest.fixture
-def refusing_git_server():
-    """An HTTP server on loopback that asks for credentials and refuses all of them."""
-    seen_authorization = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's naming
-            seen_authorization.append(self.headers.get("Authorization"))
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="git"')
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/team/private.git", seen_authorization
-    server.shutdown()
 
 
 def test_wrong_token_fails_as_auth_failed_without_showing_it(refusing_git_server, tmp_path):
