@@ -5,9 +5,9 @@ git's own diff, so the check works on the lines the diff changed: it blanks
 the parts of those lines that lie inside docstrings (triple-quoted strings
 found by one scan for triple quotes), drops comments and blank lines, and
 compares what is left of the deleted lines with what is left of the added
-lines, block by block. The scan can be fooled (a triple quote inside an
-ordinary string), so when it finds no change, which is rare, both files are
-compared by their syntax trees without docstrings before the answer is given.
+lines, block by block. The scan can be fooled by a triple quote inside a
+comment or an ordinary string: when it finds no change in a file where that
+may have happened, the syntax trees without docstrings decide.
 """
 
 import ast
@@ -105,8 +105,26 @@ def _trees_differ(old: bytes, new: bytes) -> bool:
         return False
 
 
+def _scan_may_be_fooled(source: bytes) -> bool:
+    """A triple quote after a '#' or an unpaired quote on its line may sit inside a comment or
+    an ordinary string, where the scan would take it for the start or end of a docstring."""
+    position = 0
+    while match := _TRIPLE_QUOTE.search(source, position):
+        start = match.start()
+        prefix = source[source.rfind(b"\n", 0, start) + 1:start]
+        if b"#" in prefix or (prefix.count(b"'") + prefix.count(b'"')) % 2:
+            return True
+        end = source.find(match.group(), start + 3)
+        if end < 0:
+            return False
+        position = end + 3
+    return False
+
+
 def is_semantic_python_change(old: bytes, new: bytes, blocks: list[ChangeBlock]) -> bool:
     """True unless, in every block of changed lines, the deleted and the added lines differ
     only in comments, blank lines and docstrings. (A line moved elsewhere shows as two
     blocks, so it counts as a change.)"""
-    return _lines_differ(old, new, blocks) or _trees_differ(old, new)
+    if _lines_differ(old, new, blocks):
+        return True
+    return (_scan_may_be_fooled(old) or _scan_may_be_fooled(new)) and _trees_differ(old, new)
