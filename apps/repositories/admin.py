@@ -3,48 +3,42 @@ fields are never in a form or a list, only whether some are stored."""
 
 from django import forms
 from django.contrib import admin, messages
-
-from worker.engine.git_repo import url_split_credentials
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
 
 from . import services
-from .forms import LocationInput, WriteOnlyTextarea
+from .forms import LocationInput, RepositoryRegisterChecks, WriteOnlyTextarea
 from .models import Commit, MiningJob, Repository
 from .secrets import secret_encrypt
 
 
-class RepositoryAddForm(forms.ModelForm):
-    """Register by URL or local path, like the web form: a token in the URL becomes a secret."""
+class RepositoryAddForm(RepositoryRegisterChecks, forms.ModelForm):
+    """Register by URL or local path through `services.repository_register`, like the web form.
+
+    The admin saves a form only if it validated, so the service runs as the last step of
+    validation (inside the admin's transaction): a refusal is an error on its field, and
+    `save()` hands back the repository the service made."""
 
     location = forms.CharField(max_length=1000, widget=LocationInput(attrs={"size": 80}),
                                help_text="A URL or a local path; a token in the URL is stored as a secret.")
-    ssh_key = forms.CharField(label="SSH private key", required=False, strip=False, widget=WriteOnlyTextarea)
+    name = forms.CharField(max_length=200, required=False,
+                           help_text="owner/name, used in task ids. Empty: taken from the location.")
+    ssh_key = forms.CharField(label="SSH private key", required=False, strip=False, widget=WriteOnlyTextarea,
+                              help_text="Optional. Stored encrypted; never shown again.")
 
     class Meta:
         model = Repository
         fields = ["location", "name", "ssh_key", "allowed_groups"]
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["name"].required = False
-
-    def clean(self):
-        cleaned = super().clean()
-        location = cleaned.get("location", "").strip()
-        if location and services.repository_find(location=location):
-            self.add_error("location", "This repository is already registered.")
-        return cleaned
-
     def _post_clean(self):
-        location = self.cleaned_data.get("location", "").strip()
-        if location:
-            url, credentials = url_split_credentials(location)
-            self.instance.url = services.location_normalize(url)
-            self.instance.credential_username = credentials.username
-            self.instance.credential_token = secret_encrypt(credentials.token)
-            self.instance.credential_ssh_key = secret_encrypt(self.cleaned_data.get("ssh_key", "").strip())
-            if not self.cleaned_data.get("name"):
-                self.cleaned_data["name"] = services.repository_name_from_location(self.instance.url)
-        super()._post_clean()
+        # The service validates the location and name and builds the row; the model form's own
+        # construction and validation of the instance would only repeat it.
+        if not self.errors:
+            self.instance = self.register() or self.instance
+
+    def save(self, commit=True):
+        self.save_m2m = lambda: None  # the service set the groups
+        return self.instance
 
 
 class RepositoryChangeForm(forms.ModelForm):
@@ -89,10 +83,17 @@ class RepositoryAdmin(admin.ModelAdmin):
     def has_credentials(self, repository):
         return repository.has_credentials
 
+    @method_decorator(sensitive_post_parameters("location", "ssh_key", "new_token", "new_ssh_key"))
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
     def get_form(self, request, obj=None, change=False, **kwargs):
         kwargs["form"] = RepositoryChangeForm if obj else RepositoryAddForm
         kwargs["fields"] = None
-        return super().get_form(request, obj, change, **kwargs)
+        form = super().get_form(request, obj, change, **kwargs)
+        if obj is None:  # the add form registers as the user who sends it
+            form = type(form.__name__, (form,), {"user": request.user})
+        return form
 
     def get_fieldsets(self, request, obj=None):
         if obj is None:
@@ -110,9 +111,8 @@ class RepositoryAdmin(admin.ModelAdmin):
         return self.readonly_fields if obj else []
 
     def save_model(self, request, obj, form, change):
-        if not change:
-            obj.created_by = request.user
-        super().save_model(request, obj, form, change)
+        if change:  # an added repository was saved by services.repository_register
+            super().save_model(request, obj, form, change)
 
     def response_add(self, request, obj, post_url_continue=None):
         job, _ = services.mining_job_start(repository=obj, user=request.user)

@@ -4,8 +4,8 @@ from django.contrib.auth.models import Group
 from apps.accounts.roles import ADMIN, user_roles
 from worker.engine.git_repo import url_split_credentials
 
+from . import services
 from .models import Repository
-from .services import repository_find
 
 
 class LocationInput(forms.TextInput):
@@ -27,7 +27,47 @@ def _comma_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-class RepositoryRegisterForm(forms.Form):
+class RepositoryRegisterChecks:
+    """The checks registering needs that `services.repository_register` does not do itself,
+    shared by the web form and the admin's add form; `register()` calls the service and turns
+    its refusal into an error on the field it is about."""
+
+    user = None  # who registers; None is the command line
+
+    def clean_allowed_groups(self):
+        groups = self.cleaned_data["allowed_groups"]
+        if groups and self.user is not None and ADMIN not in user_roles(self.user) \
+                and not set(groups) & set(self.user.groups.all()):
+            raise forms.ValidationError("Include one of your own groups, or you would not see the repository.")
+        return groups
+
+    def clean_location(self):
+        location = self.cleaned_data["location"].strip()
+        if not location:
+            raise forms.ValidationError("Enter a URL or a local path.")
+        if services.repository_find(location=location) is not None:
+            raise forms.ValidationError("This repository is already registered.")
+        return location
+
+    def clean_name(self):
+        name = self.cleaned_data["name"].strip()
+        if name and Repository.objects.filter(name=name).exists():
+            raise forms.ValidationError("A repository with this name already exists.")
+        return name
+
+    def register(self):
+        """Register the valid form's repository; None, with the refusal as a field error, if the service refuses."""
+        data = self.cleaned_data
+        try:
+            return services.repository_register(
+                location=data["location"], name=data.get("name", ""), ssh_key=data.get("ssh_key", ""),
+                user=self.user, allowed_groups=data.get("allowed_groups") or ())
+        except services.RepositoryRefused as refused:
+            self.add_error(refused.field, str(refused))
+            return None
+
+
+class RepositoryRegisterForm(RepositoryRegisterChecks, forms.Form):
     location = forms.CharField(
         max_length=1000,
         widget=LocationInput(attrs={"placeholder": "https://github.com/owner/name.git or /srv/git/name"}),
@@ -48,28 +88,6 @@ class RepositoryRegisterForm(forms.Form):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
-
-    def clean_allowed_groups(self):
-        groups = self.cleaned_data["allowed_groups"]
-        if groups and self.user is not None and ADMIN not in user_roles(self.user) \
-                and not set(groups) & set(self.user.groups.all()):
-            raise forms.ValidationError("Include one of your own groups, or you would not see the repository.")
-        return groups
-
-    def clean_location(self):
-        location = self.cleaned_data["location"].strip()
-        if not location:
-            raise forms.ValidationError("Enter a URL or a local path.")
-        existing = repository_find(location=location)
-        if existing is not None:
-            raise forms.ValidationError("This repository is already registered.")
-        return location
-
-    def clean_name(self):
-        name = self.cleaned_data["name"].strip()
-        if name and Repository.objects.filter(name=name).exists():
-            raise forms.ValidationError("A repository with this name already exists.")
-        return name
 
 
 class RepositoryFiltersForm(forms.Form):

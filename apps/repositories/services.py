@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
 from apps.tasks.services import tasks_create_for_commits, tasks_delete_unstarted
-from worker.engine.commit_filters import CommitStats, drop_reason, size_drop_reason
+from worker.engine.commit_filters import drop_reason, size_drop_reason
 from worker.engine.git_repo import (
     BlobReader,
     GitCredentials,
@@ -70,7 +70,11 @@ REPOSITORY_NAME = re.compile(r"(?![^/]*__)[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
 
 
 class RepositoryRefused(ValueError):
-    """The location or name cannot be registered; the message says why."""
+    """The location or name cannot be registered; the message says why, `field` which input."""
+
+    def __init__(self, message: str, *, field: str = "location"):
+        super().__init__(message)
+        self.field = field
 
 
 def _name_part(text: str) -> str:
@@ -132,9 +136,10 @@ def repository_register(
     `user` None is the command line, which may register any local folder."""
     url, credentials = url_split_credentials(location.strip())
     url = location_normalize(url)
-    _location_check(url, user)
     if name.strip() and not REPOSITORY_NAME.fullmatch(name.strip()):
-        raise RepositoryRefused("A name is owner/name, in letters, digits, '.', '-' and '_' (no '__' in the owner).")
+        raise RepositoryRefused("A name is owner/name, in letters, digits, '.', '-' and '_' (no '__' in the owner).",
+                                field="name")
+    _location_check(url, user)
     base = name.strip() or repository_name_from_location(url)
     unique, n = base, 1
     while Repository.objects.filter(name=unique).exists():
@@ -191,15 +196,6 @@ def repository_filters_update(
 # --- commits --------------------------------------------------------------------
 
 
-def _stats_from_row(commit: Commit) -> CommitStats:
-    return CommitStats(
-        source_file_count=commit.source_file_count, test_file_count=commit.test_file_count,
-        other_file_count=commit.other_file_count, has_binary=commit.has_binary,
-        lines_added=commit.lines_added, lines_deleted=commit.lines_deleted,
-        patch_chars=commit.patch_chars, python_change=commit.python_change,
-    )
-
-
 def _python_change_for(blobs: BlobReader, repository: Repository, commit: Commit) -> bool:
     """Measure one stored commit's diff again, for the Python check the walk skipped."""
     walk = commits_walk(repository.mirror_dir, commit.sha, rules=repository.test_file_rules(), max_count=1)
@@ -217,7 +213,7 @@ def commits_refilter(*, repository: Repository) -> dict[str, int]:
     blobs = None
     try:
         for commit in Commit.objects.filter(repository=repository).iterator(chunk_size=2000):
-            stats = _stats_from_row(commit)
+            stats = commit.stats
             checked = stats.python_change is None and stats.source_file_count and not size_drop_reason(stats, filters)
             if checked:
                 blobs = blobs or BlobReader(repository.mirror_dir)

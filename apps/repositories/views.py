@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -68,14 +69,15 @@ def _job_started_message(request, job: MiningJob, created: bool) -> None:
 # --- repositories ------------------------------------------------------------------
 
 
+@sensitive_post_parameters("location", "ssh_key")
 @require_http_methods(["GET", "POST"])
 def repository_list(request):
     form = RepositoryRegisterForm()
     if request.method == "POST":
         _require_miner(request)
         form = RepositoryRegisterForm(request.POST, user=request.user)
-        if form.is_valid():
-            repository = services.repository_register(**form.cleaned_data, user=request.user)
+        repository = form.register() if form.is_valid() else None
+        if repository is not None:
             job, created = services.mining_job_start(repository=repository, user=request.user)
             _job_started_message(request, job, created)
             return redirect("repositories:detail", pk=repository.pk)
@@ -231,14 +233,13 @@ def _diff_html(text: str) -> str:
 
 
 def _diff_sections(repository, patch_text: str) -> list[DiffSection]:
-    """The diff's files split into source (non-test .py), tests and other files."""
+    """The diff's files split into source (non-test .py), tests and other files, as mining counts them."""
     rules = repository.test_file_rules()
-    source, tests, other = DiffSection("Source"), DiffSection("Tests"), DiffSection("Other")
+    sections = {"source": DiffSection("Source"), "test": DiffSection("Tests"), "other": DiffSection("Other")}
     for patched in PatchSet(patch_text):
-        path = patched.path
-        section = tests if rules.is_test(path) else source if path.endswith(".py") else other
-        section.files.append(DiffFile(path, patched.added, patched.removed, _diff_html(str(patched))))
-    return [section for section in (source, tests, other) if section.files]
+        sections[rules.kind(patched.path)].files.append(
+            DiffFile(patched.path, patched.added, patched.removed, _diff_html(str(patched))))
+    return [section for section in sections.values() if section.files]
 
 
 def _commit_diff(repository, commit: Commit) -> dict:

@@ -1,18 +1,24 @@
 import re
 import shutil
 from datetime import datetime, timezone
+from html import unescape
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
-from django.test import Client
+from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from apps.repositories import views
 from apps.repositories.models import Commit, MiningJob, Repository
 from apps.repositories.services import mining_job_run, mining_job_start, repository_register
+from apps.repositories.templatetags.commitgym import redact
 from apps.tasks.models import Task
 from tests.conftest import mine_now
+from worker.engine.commit_filters import TestFileRules
+from worker.engine.git_repo import GitCredentials
+from worker.engine.reasons import reason_sentence
 
 TOKEN = "s3cr3t-token"
 TOKEN_URL = f"https://user:{TOKEN}@127.0.0.1:9/x.git"
@@ -25,6 +31,12 @@ def commit_by_subject(repository, subject) -> Commit:
 
 def html(response) -> str:
     return response.content.decode()
+
+
+def field_errors(page: str, field: str) -> str:
+    """The text of the errors shown beside one field of the register form."""
+    match = re.search(rf'<div class="field has-errors">\s*<label for="id_{field}">.*?</div>', page, re.S)
+    return unescape(text_of(match.group(0))) if match else ""
 
 
 def text_of(page: str) -> str:
@@ -178,6 +190,69 @@ def test_register_rejects_an_empty_location_and_keeps_the_input(curator_client):
     assert "This field is required" in html(response) or "Enter a URL" in html(response)
     assert 'value="kept/name"' in html(response)
     assert not Repository.objects.exists()
+
+
+@pytest.mark.django_db
+def test_register_refuses_local_folders_outside_the_allowed_roots(curator_client, admin_user, git_repo, settings):
+    git_repo.commit("Initial", {"lib/a.py": "x = 1\n"})
+    settings.COMMITGYM_LOCAL_ROOTS = []
+    response = curator_client.post(reverse("repositories:list"), {"location": str(git_repo.path), "name": "acme/w"})
+    page = html(response)
+    assert response.status_code == 400
+    assert "Local folders can be registered only by an admin" in field_errors(page, "location")
+    assert not field_errors(page, "name")
+    assert f'value="{git_repo.path}"' in page and 'value="acme/w"' in page
+    assert not Repository.objects.exists() and not MiningJob.objects.exists()
+
+    admin_role_client = Client()
+    admin_role_client.force_login(admin_user)
+    response = admin_role_client.post(reverse("repositories:list"), {"location": str(git_repo.path)})
+    assert response.status_code == 302
+    assert Repository.objects.get().url == str(git_repo.path)
+
+
+@pytest.mark.django_db
+def test_register_refuses_the_mirror_folder_even_for_an_admin(admin_user, small_repository, settings):
+    admin_role_client = Client()
+    admin_role_client.force_login(admin_user)
+    for location in (str(settings.COMMITGYM_MIRROR_DIR), str(small_repository.mirror_dir)):
+        response = admin_role_client.post(reverse("repositories:list"), {"location": location})
+        assert response.status_code == 400, location
+        assert "commitgym's own mirrors" in field_errors(html(response), "location")
+    assert Repository.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_register_refuses_a_name_that_is_not_owner_slash_name(curator_client, git_repo):
+    git_repo.commit("Initial", {"lib/a.py": "x = 1\n"})
+    for name in ("a__b/c", "no-slash", "a/b/c"):
+        response = curator_client.post(reverse("repositories:list"), {"location": TOKEN_URL, "name": name})
+        page = html(response)
+        assert response.status_code == 400, name
+        assert "A name is owner/name" in field_errors(page, "name"), name
+        assert not field_errors(page, "location"), name
+        # The input comes back, minus the token.
+        assert f'value="{name}"' in page and 'value="https://127.0.0.1:9/x.git"' in page
+        assert TOKEN not in page
+    assert not Repository.objects.exists()
+    response = curator_client.post(reverse("repositories:list"), {"location": str(git_repo.path), "name": "a_b/c"})
+    assert response.status_code == 302 and Repository.objects.get().name == "a_b/c"
+
+
+@pytest.mark.django_db
+def test_register_views_hide_locations_and_keys_from_error_reports(curator, admin_user):
+    factory = RequestFactory()
+    request = factory.get(reverse("repositories:list"))
+    request.user = curator
+    assert views.repository_list(request).status_code == 200
+    assert set(request.sensitive_post_parameters) == {"location", "ssh_key"}
+
+    from django.contrib import admin
+
+    request = factory.get(reverse("admin:repositories_repository_add"))
+    request.user = User.objects.create_superuser("root", password="pw")
+    assert admin.site._registry[Repository].add_view(request).status_code == 200
+    assert {"location", "ssh_key"} <= set(request.sensitive_post_parameters)
 
 
 @pytest.mark.django_db
@@ -503,14 +578,93 @@ def test_admin_pages_work(staff_client, small_repository):
 
 @pytest.mark.django_db
 def test_admin_registers_a_repository_keeping_the_token_secret(staff_client):
+    reviewers = Group.objects.create(name="reviewers")
     response = staff_client.post(reverse("admin:repositories_repository_add"), {
-        "location": TOKEN_URL, "name": "", "ssh_key": ""})
+        "location": TOKEN_URL, "name": "", "ssh_key": "-----BEGIN KEY-----\nk3y\n", "allowed_groups": [reviewers.pk]})
     assert response.status_code == 302, html(response)
     repository = Repository.objects.get()
     assert repository.url == "https://127.0.0.1:9/x.git" and repository.name == "remote/x"
+    assert repository.created_by.username == "root"
+    assert list(repository.allowed_groups.all()) == [reviewers]
     assert repository.has_credentials and TOKEN not in repository.credential_token
-    assert repository.git_credentials().token == TOKEN
+    assert repository.git_credentials().token == TOKEN and repository.git_credentials().username == "user"
+    assert repository.git_credentials().ssh_key == "-----BEGIN KEY-----\nk3y"
+    assert "k3y" not in repository.credential_ssh_key
     assert repository.mining_jobs.filter(state=MiningJob.State.QUEUED).exists()
+    for url in (reverse("admin:repositories_repository_change", args=[repository.pk]), response["Location"]):
+        page = html(staff_client.get(url, follow=True))
+        assert TOKEN not in page and "k3y" not in page and repository.credential_token not in page
+
+    # A second registration of the same URL, with a name, gets the next free name from the service.
+    Repository.objects.filter(pk=repository.pk).update(url="https://elsewhere/x.git")
+    response = staff_client.post(reverse("admin:repositories_repository_add"), {"location": TOKEN_URL})
+    assert response.status_code == 302 and Repository.objects.filter(name="remote/x-2").exists()
+    Repository.objects.exclude(pk=repository.pk).delete()
 
     staff_client.post(reverse("admin:repositories_repository_delete", args=[repository.pk]), {"post": "yes"})
     assert not Repository.objects.exists()
+
+
+@pytest.mark.django_db
+def test_admin_add_shows_refusals_as_field_errors(staff_client, settings):
+    url = reverse("admin:repositories_repository_add")
+    response = staff_client.post(url, {"location": TOKEN_URL, "name": "no-slash"})
+    page = html(response)
+    assert response.status_code == 200 and "A name is owner/name" in page
+    assert TOKEN not in page and 'value="https://127.0.0.1:9/x.git"' in page
+    response = staff_client.post(url, {"location": str(settings.COMMITGYM_MIRROR_DIR / "a")})
+    assert response.status_code == 200 and "commitgym&#x27;s own mirrors" in html(response)
+    assert not Repository.objects.exists() and not MiningJob.objects.exists()
+
+
+def test_redact_filter_is_the_engine_redaction(monkeypatch):
+    message = "fatal: could not read https://user:hunter2@example.com/x.git"
+    redacted = "fatal: could not read https://***@example.com/x.git"
+    assert redact(message) == GitCredentials().redact(message) == redacted
+    assert redact(None) == "" and redact("") == ""
+    monkeypatch.setattr(GitCredentials, "redact", lambda self, text: "engine said so")
+    assert redact("anything") == "engine said so"
+
+
+@pytest.mark.django_db
+def test_commit_page_sorts_files_with_the_repositorys_test_file_rules(curator_client, small_repository, monkeypatch):
+    kinds = []
+    original = TestFileRules.kind
+    monkeypatch.setattr(TestFileRules, "kind", lambda self, path: kinds.append(path) or original(self, path))
+    fix = commit_by_subject(small_repository, "Fix add")
+    url = reverse("repositories:commit", args=[small_repository.pk, fix.sha])
+    html(curator_client.get(url))
+    assert sorted(kinds) == ["lib/calc.py", "tests/test_calc.py"]
+
+    # Without test-file rules the test file is a source file.
+    Repository.objects.filter(pk=small_repository.pk).update(test_file_globs=[], test_dir_names=[])
+    page = html(curator_client.get(url))
+    assert 'class="diff-section diff-tests"' not in page
+    source = page[page.index('class="diff-section diff-source"'):]
+    assert "lib/calc.py" in source and "tests/test_calc.py" in source
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("code", ["worker_lost", "credentials_unreadable"])
+def test_job_cell_explains_lost_workers_and_unreadable_credentials(curator_client, small_repository, code):
+    job = MiningJob.objects.create(repository=small_repository, state=MiningJob.State.FAILED, error_code=code)
+    sentence = reason_sentence(code)
+    assert sentence != code.replace("_", " ")
+    for response in (
+        curator_client.get(reverse("repositories:list")),
+        curator_client.get(reverse("repositories:detail", args=[small_repository.pk])),
+        curator_client.get(reverse("repositories:job", args=[small_repository.pk, job.pk]), headers=HTMX),
+    ):
+        assert response.status_code == 200
+        assert sentence.replace("'", "&#x27;") in html(response), response.request["PATH_INFO"]
+
+
+@pytest.mark.django_db
+def test_list_layout_wraps_paths_at_slashes_and_has_a_favicon(curator_client, small_repository, settings):
+    page = html(curator_client.get(reverse("repositories:list")))
+    assert '<link rel="icon" href="data:,">' in page
+    assert '<td class="url">' in page
+    css = (settings.BASE_DIR / "static" / "css" / "app.css").read_text()
+    url_rule = re.search(r"^\.url \{[^}]*\}", css, re.M).group(0)
+    assert "overflow-wrap: anywhere" in url_rule and "break-all" not in url_rule
+    assert re.search(r'<span class="[^"]*\bnowrap\b[^"]*">\d+ new</span>', page)

@@ -90,7 +90,8 @@ def test_credentials_in_urls_are_split_off_and_redacted():
     assert url_split_credentials("git@host:o/r.git") == ("git@host:o/r.git", GitCredentials())
     assert url_split_credentials("/srv/repo") == ("/srv/repo", GitCredentials())
     creds = GitCredentials(token="tok-123")
-    assert creds.redact("fatal: https://x:tok-123@h/ failed tok-123") == "fatal: https://x:***@h/ failed ***"
+    assert creds.redact("fatal: https://x:tok-123@h/ failed tok-123") == "fatal: https://***@h/ failed ***"
+    assert GitCredentials().redact("from https://tok-456@h/r.git") == "from https://***@h/r.git"
 
 
 def test_blob_reader_reads_many_objects_and_misses(git_repo):

@@ -68,8 +68,8 @@ class GitCredentials:
     def redact(self, text: str) -> str:
         for secret in self.secrets():
             text = text.replace(secret, "***")
-        # A URL with a password in it, however it got into the message.
-        return re.sub(r"(://[^/\s:@]*:)[^@\s/]+@", r"\1***@", text)
+        # A URL with credentials in it (user:password@ or token@), however it got into the message.
+        return re.sub(r"(://)[^/\s@]+@", r"\1***@", text)
 
 
 def url_split_credentials(url: str) -> tuple[str, GitCredentials]:

@@ -1,14 +1,10 @@
-import re
-
 from django import template
 
 from apps.accounts.roles import user_roles
+from worker.engine.git_repo import GitCredentials
 from worker.engine.reasons import reason_sentence as _reason_sentence
 
 register = template.Library()
-
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]+@")  # scheme://user:secret@
-_HTTP_TOKEN = re.compile(r"(https?://)[^/\s:@]+@", re.IGNORECASE)  # https://secret@
 
 
 @register.filter
@@ -22,7 +18,7 @@ def redact(text) -> str:
     """Hide credentials in a URL or a message. Stored text is already clean; this is a second guard."""
     if not text:
         return ""
-    return _HTTP_TOKEN.sub(r"\1***@", _URL_PASSWORD.sub(r"\1***@", str(text)))
+    return GitCredentials().redact(str(text))
 
 
 @register.filter
