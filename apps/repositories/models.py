@@ -1,3 +1,4 @@
+from functools import cached_property
 from pathlib import Path
 
 from django.conf import settings
@@ -8,6 +9,7 @@ from django.db.models import Q
 from worker.engine.commit_filters import (
     DEFAULT_TEST_DIR_NAMES,
     DEFAULT_TEST_FILE_GLOBS,
+    CommitStats,
     MiningFilters,
     TestFileRules,
 )
@@ -176,13 +178,15 @@ class Commit(models.Model):
     def kept(self) -> bool:
         return not self.drop_reason
 
-    @property
-    def non_test_file_count(self) -> int:
-        return self.source_file_count + self.other_file_count
-
-    @property
-    def lines_edited(self) -> int:
-        return self.lines_added + self.lines_deleted
+    @cached_property
+    def stats(self) -> CommitStats:
+        """What the filters look at, from the stored counts (file lists left out)."""
+        return CommitStats(
+            source_file_count=self.source_file_count, test_file_count=self.test_file_count,
+            other_file_count=self.other_file_count, has_binary=self.has_binary,
+            lines_added=self.lines_added, lines_deleted=self.lines_deleted,
+            patch_chars=self.patch_chars, python_change=self.python_change,
+        )
 
     @property
     def drop_sentence(self) -> str:

@@ -1,5 +1,4 @@
 import json
-import sys
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -40,17 +39,18 @@ class Command(BaseCommand):
             self.stdout.write(f"  dropped {n:>6}  {reason}")
 
     def _wait(self, job: MiningJob, timeout: float) -> MiningJob:
-        deadline = time.monotonic() + timeout
-        waited_for_worker = False
+        started = time.monotonic()
+        warned = False
         while True:
             job.refresh_from_db()
             if not job.is_active:
                 return job
-            if time.monotonic() > deadline:
+            waited = time.monotonic() - started
+            if waited > timeout:
                 raise CommandError(f"mining job {job.id} did not finish within {timeout:.0f} s (state {job.state})")
-            if job.state == MiningJob.State.QUEUED and not waited_for_worker and time.monotonic() > deadline - timeout + 10:
+            if job.state == MiningJob.State.QUEUED and waited > 10 and not warned:
                 self.stderr.write("The job is still queued: is a worker running for the 'mining' queue?")
-                waited_for_worker = True
+                warned = True
             time.sleep(0.2)
 
 
