@@ -33,8 +33,10 @@ test:
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 	  $(TIMED) "suite: browser" $(PY) -m pytest tests/browser -q -p no:cacheprovider
 
+# Each bench/<name>.py prints "name: value unit (baseline: value unit, ratio: r)" lines;
+# files starting with "_" are their helpers.
 bench: install
-	@for b in bench/*.py; do $(PY) $$b || exit 1; done
+	@for b in bench/[!_]*.py; do $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf var

@@ -34,7 +34,7 @@ from apps.repositories.services import (  # noqa: E402
     repository_delete,
     repository_register,
 )
-from synthetic_history import commits_append, history_write  # noqa: E402
+from _synthetic_history import commits_append, history_write  # noqa: E402
 
 
 def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:
