@@ -235,7 +235,7 @@ class BlobReader:
     (up to `cache_bytes`): the file a commit changes is usually the file its
     parent changed too."""
 
-    def __init__(self, mirror_dir: Path, *, cache_bytes: int = 32 << 20):
+    def __init__(self, mirror_dir: Path, *, cache_bytes: int = 4 << 20):
         with git_environment() as env:
             self._proc = subprocess.Popen(
                 ["git", *GIT_CONFIG, "cat-file", "--batch"], cwd=mirror_dir, env=env, stdin=subprocess.PIPE,

@@ -21,7 +21,7 @@ from worker.engine.python_change import ChangeBlock, is_semantic_python_change
 _COMMIT_MARK = b"\x00\x01"
 _HEADER_FIELDS = 7  # sha, parents, author name, author email, author date, committer date, message
 _LOG_FORMAT = "%x00%x01%H%x00%P%x00%an%x00%ae%x00%aI%x00%cI%x00%B%x00"
-_QUEUED_CHUNKS = 128  # megabytes of git's output read ahead, at most
+_QUEUED_CHUNKS = 32  # chunks of git's output read ahead (at most 8 MB)
 # Stored file lists are capped; the counts stay exact.
 MAX_LISTED_FILES = 1000
 # Past this many changed lines in one .py file, its change counts as semantic unread.
@@ -218,7 +218,7 @@ class _DrainedPipe:
     round trips to git and the database are not slowed); the chunks waiting are
     bounded, so memory is too."""
 
-    _CHUNK = 1 << 20
+    _CHUNK = 256 << 10
 
     def __init__(self, pipe):
         self._pipe = pipe
