@@ -6,6 +6,7 @@ changed lines in Python files (at most MAX_TRACKED_LINES a file), so memory
 does not grow with history and stays bounded for any one commit.
 """
 
+import fcntl
 import io
 import queue
 import subprocess
@@ -21,6 +22,7 @@ from worker.engine.python_change import ChangeBlock, is_semantic_python_change
 _COMMIT_MARK = b"\x00\x01"
 _HEADER_FIELDS = 7  # sha, parents, author name, author email, author date, committer date, message
 _LOG_FORMAT = "%x00%x01%H%x00%P%x00%an%x00%ae%x00%aI%x00%cI%x00%B%x00"
+_PIPE_BYTES = 1 << 20
 _QUEUED_CHUNKS = 32  # chunks of git's output read ahead (at most 8 MB)
 # Stored file lists are capped; the counts stay exact.
 MAX_LISTED_FILES = 1000
@@ -222,6 +224,12 @@ class _DrainedPipe:
 
     def __init__(self, pipe):
         self._pipe = pipe
+        # While the consumer holds the GIL this thread waits up to a switch interval (5 ms) to
+        # run again; a 64 KB pipe would stall git in the meantime, a 1 MB one rarely does.
+        try:
+            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        except OSError:
+            pass  # a smaller system limit: the default size still works, only slower
         self._chunks: queue.Queue = queue.Queue(maxsize=_QUEUED_CHUNKS)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._drain, name="git-output", daemon=True)
