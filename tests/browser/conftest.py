@@ -1,6 +1,6 @@
 """A real browser for UI tests: Chromium from Debian packages, driven by Playwright.
 
-`deploy/dev/browser.sh` installs /usr/bin/chromium; Playwright's Python wheel brings
+`deploy/dev/require.sh` (run by make test) installs /usr/bin/chromium; Playwright's Python wheel brings
 its own driver and never downloads a browser here (do not run `playwright install`).
 Nothing in this folder skips: a missing piece fails with a sentence saying what to do.
 """
@@ -37,7 +37,7 @@ def browser():
         pytest.fail("the browser tests need Playwright's Python package: `make install` "
                     "(it is in the `test` extra of pyproject.toml)")
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: run deploy/dev/browser.sh "
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: run make test (deploy/dev/require.sh) "
                     "(as root on Debian it installs the `chromium` package)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
