@@ -26,7 +26,15 @@ MINING_JOB_FAILURES = {
     "credentials_unreadable": "The stored credentials cannot be decrypted: the SECRET_KEY changed. Enter them again.",
 }
 
-REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES}
+# Why validation found a task invalid, in the order the checks run.
+VALIDATION_REASONS = {
+    "no_fail_to_pass": "No test fails before the fix and passes after it, in every run.",
+    "breaks_other_tests": "The fix makes a test that passed before fail.",
+    "gold_patch_fails": "Graded like a candidate, the commit's own fix does not resolve the task.",
+    "empty_patch_resolves": "Graded like a candidate, an empty patch already resolves the task.",
+}
+
+REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS}
 
 
 def reason_sentence(code: str) -> str:

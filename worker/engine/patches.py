@@ -1,0 +1,38 @@
+"""A commit as two patches: the source patch (the fix) and the test patch (its tests)."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.engine.commit_filters import TestFileRules
+from worker.engine.git_repo import git_run, require_sha
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree
+
+
+@dataclass(frozen=True)
+class CommitPatches:
+    source_patch: str  # every non-test file: what a candidate patch has to get right
+    test_patch: str  # the test files, put in place before grading
+    test_files: list[str]
+
+
+def _diff(mirror_dir: Path, parent: str, sha: str, paths: list[str]) -> str:
+    if not paths:
+        return ""
+    pathspecs = [f":(literal){path}" for path in paths]
+    return git_run(["diff", "--binary", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
+                    parent, sha, "--", *pathspecs], cwd=mirror_dir)
+
+
+def commit_patches(mirror_dir: Path, sha: str, parent_sha: str, rules: TestFileRules) -> CommitPatches:
+    """Split the commit's diff against its parent (the empty tree for a root commit) by file kind."""
+    parent = require_sha(parent_sha) if parent_sha else EMPTY_TREE
+    changed = git_run(["diff", "--name-only", "--no-renames", "-z", parent, require_sha(sha)], cwd=mirror_dir)
+    paths = [path for path in changed.split("\0") if path]
+    tests = [path for path in paths if rules.kind(path) == "test"]
+    others = [path for path in paths if rules.kind(path) != "test"]
+    return CommitPatches(
+        source_patch=_diff(mirror_dir, parent, sha, others),
+        test_patch=_diff(mirror_dir, parent, sha, tests),
+        test_files=tests,
+    )

@@ -1,0 +1,69 @@
+"""From test outcomes to a task's oracle and verdict (SWE-bench's grading).
+
+Outcomes are {test id: status} per run. PASSED and XFAIL count as pass, FAILED and
+ERROR as fail, SKIPPED as neither; a test missing from a run of its file counts as
+failing there (a test a fix brings often cannot even be collected before it).
+"""
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+PASSING = frozenset({"PASSED", "XFAIL"})
+FAILING = frozenset({"FAILED", "ERROR"})
+STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL")
+
+
+def _kind(status: Optional[str]) -> str:
+    if status in PASSING:
+        return "pass"
+    if status == "SKIPPED":
+        return "skip"
+    return "fail"  # FAILED, ERROR, or absent
+
+
+@dataclass(frozen=True)
+class Oracle:
+    fail_to_pass: list[str]  # fails in every run before, passes in every run after
+    pass_to_pass: list[str]  # passes in every run on both sides
+    flaky: list[str]  # changes outcome between identical runs (excluded from everything else)
+    breaks: list[str]  # passes in every run before, fails in every run after
+
+
+def oracle_from_runs(before: list[dict[str, str]], after: list[dict[str, str]]) -> Oracle:
+    """Classify every test seen in any run. Each side needs at least one run."""
+    if not before or not after:
+        raise ValueError("each side needs at least one run")
+    tests = sorted({test for run in [*before, *after] for test in run})
+    f2p, p2p, flaky, breaks = [], [], [], []
+    for test in tests:
+        before_kinds = {_kind(run.get(test)) for run in before}
+        after_kinds = {_kind(run.get(test)) for run in after}
+        if len(before_kinds) > 1 or len(after_kinds) > 1:
+            flaky.append(test)
+            continue
+        pair = (before_kinds.pop(), after_kinds.pop())
+        if pair == ("fail", "pass"):
+            f2p.append(test)
+        elif pair == ("pass", "pass"):
+            p2p.append(test)
+        elif pair == ("pass", "fail"):
+            breaks.append(test)
+    return Oracle(fail_to_pass=f2p, pass_to_pass=p2p, flaky=flaky, breaks=breaks)
+
+
+def resolves(outcomes: dict[str, str], *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]) -> bool:
+    """SWE-bench's grade: resolved only if every F2P and every P2P test passes."""
+    return all(outcomes.get(test) in PASSING for test in [*fail_to_pass, *pass_to_pass])
+
+
+def task_verdict(oracle: Oracle, *, gold_resolves: bool, empty_resolves: bool) -> tuple[str, str]:
+    """("valid", "") or ("invalid", reason code), checks in a fixed order."""
+    if not oracle.fail_to_pass:
+        return "invalid", "no_fail_to_pass"
+    if oracle.breaks:
+        return "invalid", "breaks_other_tests"
+    if not gold_resolves:
+        return "invalid", "gold_patch_fails"
+    if empty_resolves:
+        return "invalid", "empty_patch_resolves"
+    return "valid", ""
