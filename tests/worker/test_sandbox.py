@@ -180,3 +180,18 @@ def test_the_worker_goes_on_after_each_attack(workdir):
         run(code, workdir, Limits(wall_seconds=10, cpu_seconds=1, memory_bytes=1 << 30))
     assert run("print('still here')", workdir).output.strip() == b"still here"
     assert sys.executable  # this process is alive and well
+
+
+def test_the_working_copy_and_read_only_paths_can_be_seen_at_fixed_places(workdir, tmp_path):
+    environment = tmp_path / "env"
+    environment.mkdir()
+    (environment / "marker").write_text("env")
+    os.chmod(environment, 0o755)
+    os.chmod(environment / "marker", 0o644)
+    (workdir / "repo").mkdir()
+    code = "import os; print(os.getcwd(), open('/workspace/env/marker').read(), sorted(os.listdir('.')))"
+    result = LocalSandbox(read_only=[(environment, "/workspace/env")]).run(
+        [PYTHON, "-c", code], workdir=workdir, limits=QUICK, mount_at="/workspace")
+    assert result.status == "ok", result.output
+    assert result.output.decode().split(" ", 2)[:2] == ["/workspace", "env"]
+    assert "'repo'" in result.output.decode()

@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, Union
 
 # Each run gets a user id of its own from this range, so its process limit is its own and,
 # at the end, every process it left behind (a daemon, a namespace's init) can be found and killed.
@@ -61,7 +61,8 @@ class RunResult:
 class LocalSandbox:
     """bubblewrap + rlimits + an unprivileged user; see the module's docstring."""
 
-    read_only: Sequence[Path] = field(default_factory=tuple)  # e.g. the environment's virtualenv
+    # Mounted read-only: a path, or (path, where the sandbox sees it), e.g. an environment's virtualenv.
+    read_only: Sequence[Union[Path, tuple[Path, str]]] = field(default_factory=tuple)
     # Without bubblewrap, untrusted code does not run unless the operator says so here.
     allow_unsandboxed: bool = False
 
@@ -81,20 +82,24 @@ class LocalSandbox:
         network: bool = False,
         limits: Limits = Limits(),
         env: Optional[dict] = None,
+        mount_at: Optional[str] = None,
     ) -> RunResult:
+        """Run `argv` in `workdir`, the only writable place, which the sandbox sees at `mount_at`
+        (default: its own path)."""
         if not self.isolated and not self.allow_unsandboxed:
             raise SandboxUnavailable(
                 "bubblewrap (bwrap) is not installed, so untrusted code cannot be isolated here. "
                 "Install it (Debian: apt-get install bubblewrap) or allow unsandboxed runs explicitly.")
         workdir = workdir.resolve()
-        _require_reachable([workdir, *map(Path, self.read_only)])
+        _require_reachable([workdir, *(source for source, _ in self._read_only())])
         with _run_as() as uid, tempfile.TemporaryFile() as output:
             _hand_over(workdir, uid)
-            command = [*self._limits_prefix(limits, uid), *self._isolation_prefix(workdir, network), *argv]
+            inside = mount_at or str(workdir)
+            command = [*self._limits_prefix(limits, uid), *self._isolation_prefix(workdir, inside, network), *argv]
             started = time.monotonic()
             process = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                env=_clean_environment(workdir, env), start_new_session=True,
+                env=_clean_environment(inside, env), start_new_session=True,
             )
             timed_out = False
             try:
@@ -123,7 +128,14 @@ class LocalSandbox:
             prefix += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
         return prefix
 
-    def _isolation_prefix(self, workdir: Path, network: bool) -> list[str]:
+    def _read_only(self) -> list[tuple[Path, str]]:
+        pairs = []
+        for entry in self.read_only:
+            source, target = entry if isinstance(entry, tuple) else (entry, str(entry))
+            pairs.append((Path(source).resolve(), str(target)))
+        return pairs
+
+    def _isolation_prefix(self, workdir: Path, inside: str, network: bool) -> list[str]:
         if not self.isolated:
             return []
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
@@ -136,18 +148,17 @@ class LocalSandbox:
                 args += ["--symlink", os.readlink(host), str(host)]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), str(host)]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        for path in self.read_only:
-            args += ["--ro-bind", str(Path(path).resolve()), str(Path(path).resolve())]
-        args += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--"]
-        return args
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(workdir), inside]
+        for source, target in self._read_only():  # after the working copy: they may sit inside it
+            args += ["--ro-bind", str(source), target]
+        return [*args, "--chdir", inside, "--"]
 
 
-def _clean_environment(workdir: Path, extra: Optional[dict]) -> dict:
+def _clean_environment(home: str, extra: Optional[dict]) -> dict:
     """Nothing of the worker's environment (its secrets included) reaches the sandbox."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(workdir),
+        "HOME": home,
         "LANG": "C.UTF-8",
         "TMPDIR": "/tmp",
         "PYTHONDONTWRITEBYTECODE": "1",
