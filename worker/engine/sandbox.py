@@ -83,9 +83,10 @@ class LocalSandbox:
         limits: Limits = Limits(),
         env: Optional[dict] = None,
         mount_at: Optional[str] = None,
+        cwd: Optional[str] = None,
     ) -> RunResult:
-        """Run `argv` in `workdir`, the only writable place, which the sandbox sees at `mount_at`
-        (default: its own path)."""
+        """Run `argv` with `workdir` as the only writable place, which the sandbox sees at `mount_at`
+        (default: its own path), from `cwd` inside the sandbox (default: there)."""
         if not self.isolated and not self.allow_unsandboxed:
             raise SandboxUnavailable(
                 "bubblewrap (bwrap) is not installed, so untrusted code cannot be isolated here. "
@@ -95,7 +96,8 @@ class LocalSandbox:
         with _run_as() as uid, tempfile.TemporaryFile() as output:
             _hand_over(workdir, uid)
             inside = mount_at or str(workdir)
-            command = [*self._limits_prefix(limits, uid), *self._isolation_prefix(workdir, inside, network), *argv]
+            command = [*self._limits_prefix(limits, uid),
+                       *self._isolation_prefix(workdir, inside, cwd or inside, network), *argv]
             started = time.monotonic()
             process = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
@@ -135,7 +137,7 @@ class LocalSandbox:
             pairs.append((Path(source).resolve(), str(target)))
         return pairs
 
-    def _isolation_prefix(self, workdir: Path, inside: str, network: bool) -> list[str]:
+    def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, network: bool) -> list[str]:
         if not self.isolated:
             return []
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
@@ -151,7 +153,7 @@ class LocalSandbox:
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(workdir), inside]
         for source, target in self._read_only():  # after the working copy: they may sit inside it
             args += ["--ro-bind", str(source), target]
-        return [*args, "--chdir", inside, "--"]
+        return [*args, "--chdir", cwd, "--"]
 
 
 def _clean_environment(home: str, extra: Optional[dict]) -> dict:
