@@ -32,6 +32,7 @@ VALIDATION_REASONS = {
     "breaks_other_tests": "The fix makes a test that passed before fail.",
     "gold_patch_fails": "Graded like a candidate, the commit's own fix does not resolve the task.",
     "empty_patch_resolves": "Graded like a candidate, an empty patch already resolves the task.",
+    "install_failed": "No install strategy gave an environment where the tests collect.",
 }
 
 REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS}

@@ -1,0 +1,87 @@
+"""Validating the sample repository's commits for real, in the local sandbox."""
+
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from worker.engine.environment import EnvironmentBuilder
+from worker.engine.sample_repo import sample_repo_write
+from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
+
+UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
+FAST = ValidationSettings(runs_per_side=2, per_test_timeout=20, suite_seconds=120)
+
+
+@pytest.fixture(scope="module")
+def place():
+    base = Path(tempfile.mkdtemp(prefix="commitgym-validate-test-"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sample(place):
+    commits = sample_repo_write(place / "sample")
+    parents = {later.sha: earlier.sha for earlier, later in zip(commits, commits[1:])}
+    return place / "sample", commits, parents
+
+
+@pytest.fixture(scope="module")
+def builder(place):
+    return EnvironmentBuilder(env_root=place / "envs", uv=UV)
+
+
+def _validate(sample, builder, place, commit, settings=FAST, reusable=()):
+    repo, _, parents = sample
+    target = CommitToValidate(mirror_dir=repo, sha=commit.sha, parent_sha=parents[commit.sha],
+                              committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc))
+    return task_validate(target, builder=builder, work_root=place, settings=settings, reusable=reusable)
+
+
+def _first(commits, kind, n=0):
+    return [c for c in commits if c.kind == kind][n]
+
+
+def test_a_fix_with_tests_validates_with_its_fail_to_pass_tests(sample, builder, place):
+    _, commits, _ = sample
+    fix = _first(commits, "fix_with_test", 1)
+    result = _validate(sample, builder, place, fix)
+    assert (result.verdict, result.reason) == ("valid", ""), result.attempts[-1].output if result.attempts else ""
+    assert result.oracle.fail_to_pass == sorted(fix.fail_to_pass)
+    assert result.oracle.pass_to_pass and not result.oracle.breaks
+    sides = {(record.side, record.scope) for record in result.runs}
+    assert sides == {("before", "selected"), ("after", "selected"), ("before", "suite"), ("after", "suite"),
+                     ("gold", "graded"), ("empty", "graded")}
+
+    later = _first(commits, "fix_with_test", 2)
+    reused = _validate(sample, builder, place, later, reusable=[result.environment])
+    assert reused.environment_reused and reused.environment.key == result.environment.key
+    assert reused.verdict == "valid" and reused.oracle.fail_to_pass == sorted(later.fail_to_pass)
+
+
+def test_a_commit_that_breaks_another_test_is_rejected(sample, builder, place):
+    _, commits, _ = sample
+    breaking = _first(commits, "breaks_other_test")
+    result = _validate(sample, builder, place, breaking)
+    assert (result.verdict, result.reason) == ("invalid", "breaks_other_tests")
+    assert set(breaking.pass_to_fail) <= set(result.oracle.breaks)
+
+
+def test_a_fix_without_tests_has_no_fail_to_pass(sample, builder, place):
+    _, commits, _ = sample
+    result = _validate(sample, builder, place, _first(commits, "fix_without_test"))
+    assert (result.verdict, result.reason) == ("invalid", "no_fail_to_pass") and result.environment
+
+
+def test_the_flaky_test_is_found_flaky(sample, builder, place):
+    _, commits, _ = sample
+    flaky = _first(commits, "flaky_test")
+    # 2 x 8 runs of a test failing half the time: all alike with probability 2 / 65,536.
+    settings = ValidationSettings(runs_per_side=8, per_test_timeout=20, suite_seconds=120)
+    result = _validate(sample, builder, place, flaky, settings=settings)
+    assert set(flaky.flaky) <= set(result.oracle.flaky)
+    assert not set(flaky.flaky) & set(result.oracle.fail_to_pass + result.oracle.pass_to_pass)

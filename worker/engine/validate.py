@@ -1,0 +1,163 @@
+"""Validate one mined commit: build (or reuse) its environment, find its Fail-to-Pass
+oracle, and check that it grades consistently through the path candidates take.
+
+Plain data in, plain data out; every run is kept in the result for the record.
+"""
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+from worker.engine.commit_filters import TestFileRules
+from worker.engine.environment import ENV, WORKSPACE, Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed
+from worker.engine.patches import commit_patches
+from worker.engine.sandbox import Limits, LocalSandbox
+from worker.engine.test_run import TestRun, pytest_run
+from worker.engine.validation import Oracle, oracle_from_runs, resolves, task_verdict
+from worker.engine.workspace import patch_apply, working_copy_write
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    runs_per_side: int = 3  # runs of the commit's test files before and after
+    per_test_timeout: float = 60
+    suite_seconds: float = 600  # the rest of the suite runs once per side within this budget
+    limits: Limits = Limits(wall_seconds=1800, cpu_seconds=1800)
+
+
+@dataclass(frozen=True)
+class CommitToValidate:
+    mirror_dir: Path
+    sha: str
+    parent_sha: str
+    committed_at: datetime
+    rules: TestFileRules = TestFileRules()
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    side: str  # "before" (parent + test patch), "after" (the commit), "gold", "empty"
+    scope: str  # "selected" (the commit's test files), "suite" (everything), "graded" (F2P + P2P files)
+    index: int
+    run: TestRun
+
+
+@dataclass
+class ValidationResult:
+    verdict: str  # "valid", "invalid", "environment_failed"
+    reason: str
+    oracle: Optional[Oracle] = None
+    environment: Optional[BuiltEnvironment] = None
+    environment_reused: bool = False
+    attempts: list[Attempt] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _test_files(paths: list[str]) -> list[str]:
+    return sorted(path for path in paths if path.endswith(".py") and Path(path).name != "conftest.py")
+
+
+class _Validation:
+    def __init__(self, commit: CommitToValidate, builder: EnvironmentBuilder, work_root: Path,
+                 settings: ValidationSettings):
+        self.commit, self.builder, self.settings = commit, builder, settings
+        self.work = work_root / f"validate-{commit.sha[:12]}-{time.monotonic_ns()}"
+        self.result = ValidationResult(verdict="invalid", reason="")
+        self.environment: Optional[BuiltEnvironment] = None
+
+    def copy(self, name: str, sha: str, *patches: str) -> Path:
+        workdir = self.work / name
+        working_copy_write(self.commit.mirror_dir, sha, workdir)
+        for patch in patches:
+            applied = patch_apply(LocalSandbox(), workdir, patch)
+            if not applied.ok:
+                raise RuntimeError(f"a patch of the commit does not apply: {applied.output[-500:]!r}")
+        return workdir
+
+    def environment_for(self, workdir: Path, reusable: list[BuiltEnvironment]) -> bool:
+        for candidate in reusable:
+            check = self.builder.reuse_check(candidate.path, workdir)
+            self.result.attempts.append(check)
+            if check.status == "ok":
+                self.environment, self.result.environment_reused = candidate, True
+                return True
+        try:
+            self.environment = self.builder.build(workdir, as_of=self.commit.committed_at)
+        except EnvironmentFailed as failed:
+            self.result.attempts += failed.attempts
+            return False
+        self.result.attempts += self.environment.attempts
+        shutil.rmtree(workdir / "env", ignore_errors=True)
+        return True
+
+    def run(self, workdir: Path, side: str, scope: str, index: int, selection: list[str],
+            wall_seconds: Optional[float] = None) -> TestRun:
+        limits = self.settings.limits
+        if wall_seconds:
+            limits = Limits(**{**limits.__dict__, "wall_seconds": wall_seconds})
+        sandbox = LocalSandbox(read_only=[(self.environment.path, ENV)])
+        run = pytest_run(sandbox=sandbox, workdir=workdir, repo_dir=workdir / "repo", python=f"{ENV}/bin/python",
+                         selection=selection, per_test_timeout=self.settings.per_test_timeout, limits=limits,
+                         mount_at=WORKSPACE)
+        self.result.runs.append(RunRecord(side=side, scope=scope, index=index, run=run))
+        return run
+
+
+def task_validate(commit: CommitToValidate, *, builder: EnvironmentBuilder, work_root: Path,
+                  settings: ValidationSettings = ValidationSettings(),
+                  reusable: list[BuiltEnvironment] = ()) -> ValidationResult:
+    """The verdict on one commit, with everything that led to it."""
+    started = time.monotonic()
+    validation = _Validation(commit, builder, work_root, settings)
+    try:
+        _validate(validation, list(reusable))
+    finally:
+        shutil.rmtree(validation.work, ignore_errors=True)
+    validation.result.seconds = time.monotonic() - started
+    return validation.result
+
+
+def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
+    commit, settings, result = v.commit, v.settings, v.result
+    patches = commit_patches(commit.mirror_dir, commit.sha, commit.parent_sha, commit.rules)
+    after = v.copy("after", commit.sha)
+    if not v.environment_for(after, reusable):
+        result.verdict, result.reason = "environment_failed", "install_failed"
+        return
+    result.environment = v.environment
+    selection = _test_files(patches.test_files)
+    if not selection or not commit.parent_sha:
+        result.reason = "no_fail_to_pass"
+        return
+    before = v.copy("before", commit.parent_sha, patches.test_patch)
+    before_runs = [v.run(before, "before", "selected", i, selection).outcomes for i in range(settings.runs_per_side)]
+    after_runs = [v.run(after, "after", "selected", i, selection).outcomes for i in range(settings.runs_per_side)]
+    oracle = oracle_from_runs(before_runs, after_runs)
+    suite_before = v.run(before, "before", "suite", 0, [], wall_seconds=settings.suite_seconds)
+    suite_after = v.run(after, "after", "suite", 0, [], wall_seconds=settings.suite_seconds)
+    if suite_before.status != "timeout" and suite_after.status != "timeout":
+        oracle = _with_suite(oracle, oracle_from_runs([suite_before.outcomes], [suite_after.outcomes]))
+    result.oracle = oracle
+    graded = sorted({test.split("::")[0] for test in [*oracle.fail_to_pass, *oracle.pass_to_pass]})
+    gold = v.run(v.copy("gold", commit.parent_sha, patches.source_patch, patches.test_patch), "gold", "graded", 0,
+                 graded)
+    empty = v.run(v.copy("empty", commit.parent_sha, patches.test_patch), "empty", "graded", 0, graded)
+    grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": oracle.pass_to_pass}
+    result.verdict, result.reason = task_verdict(
+        oracle, gold_resolves=resolves(gold.outcomes, **grade), empty_resolves=resolves(empty.outcomes, **grade))
+
+
+def _with_suite(selected: Oracle, suite: Oracle) -> Oracle:
+    """The commit's own test files decide F2P and flakiness (several runs); the one run of the
+    whole suite adds the tests elsewhere that pass on both sides, or that the fix breaks."""
+    flaky = set(selected.flaky)
+    return Oracle(
+        fail_to_pass=selected.fail_to_pass,
+        pass_to_pass=sorted((set(selected.pass_to_pass) | set(suite.pass_to_pass)) - flaky),
+        flaky=selected.flaky,
+        breaks=sorted((set(selected.breaks) | set(suite.breaks)) - flaky - set(selected.fail_to_pass)),
+    )
