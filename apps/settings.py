@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.repositories",
     "apps.tasks",
+    "apps.environments",
 ]
 
 MIDDLEWARE = [
@@ -122,6 +123,13 @@ LOGGING = {
 COMMITGYM_MIRROR_DIR = Path(os.environ.get("COMMITGYM_MIRROR_DIR", VAR_DIR / "mirrors"))
 # Longest a clone or fetch may take before the job fails.
 COMMITGYM_GIT_TIMEOUT = _env_int("COMMITGYM_GIT_TIMEOUT", 1800)
+# Environments and working copies of the sandboxes (their parents must be open to other users).
+COMMITGYM_ENV_DIR = Path(os.environ.get("COMMITGYM_ENV_DIR", VAR_DIR / "envs"))
+COMMITGYM_WORK_DIR = Path(os.environ.get("COMMITGYM_WORK_DIR", VAR_DIR / "work"))
+COMMITGYM_CA_BUNDLE = os.environ.get("COMMITGYM_CA_BUNDLE", "")  # an extra CA for builds behind a proxy
+COMMITGYM_VALIDATION_RUNS = _env_int("COMMITGYM_VALIDATION_RUNS", 3)
+COMMITGYM_TEST_TIMEOUT = _env_int("COMMITGYM_TEST_TIMEOUT", 60)
+COMMITGYM_SUITE_SECONDS = _env_int("COMMITGYM_SUITE_SECONDS", 600)
 # A running job whose worker has not reported for this long may be taken over.
 COMMITGYM_JOB_STALE_SECONDS = _env_int("COMMITGYM_JOB_STALE_SECONDS", 300)
 COMMITGYM_JOB_HEARTBEAT_SECONDS = _env_int("COMMITGYM_JOB_HEARTBEAT_SECONDS", 30)
@@ -147,6 +155,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 CELERY_TASK_DEFAULT_QUEUE = "mining"
 CELERY_TASK_ROUTES = {
     "worker.tasks.mining_job_run_task": {"queue": "mining"},
+    "worker.tasks.task_validate_task": {"queue": "tests"},
 }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

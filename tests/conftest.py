@@ -114,7 +114,7 @@ def _celery_worker_process(django_db_setup, _worker_mirror_dir):
     log_path = _worker_mirror_dir.parent / "worker.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "mining",
+            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "mining,tests",
              "--concurrency", "1", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )

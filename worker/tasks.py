@@ -13,3 +13,10 @@ def mining_job_run_task(self, job_id: int) -> None:
     # come back when its lease would be stale, and take the job over then if need be.
     if not mining_job_run(job_id=job_id):
         raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
+
+
+@app.task(name="worker.tasks.task_validate_task")
+def task_validate_task(validation_id: int) -> None:
+    from apps.tasks.services import task_validation_run
+
+    task_validation_run(validation_id=validation_id)

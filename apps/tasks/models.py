@@ -48,3 +48,71 @@ class TaskStateChange(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+
+class Validation(models.Model):
+    """One validation of a task: its environment, its runs, its oracle and verdict."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"  # the job itself broke (not the task): see `error`
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="validations")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    verdict = models.CharField(max_length=32, blank=True)  # valid | invalid | environment_failed
+    reason = models.CharField(max_length=64, blank=True)
+    backend = models.CharField(max_length=16, default="local")
+    environment = models.ForeignKey("environments.Environment", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="validations")
+    environment_reused = models.BooleanField(default=False)
+    fail_to_pass = models.JSONField(default=list)
+    pass_to_pass = models.JSONField(default=list)
+    flaky = models.JSONField(default=list)
+    breaks = models.JSONField(default=list)
+    error = models.TextField(blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    @property
+    def reason_sentence(self) -> str:
+        return reason_sentence(self.reason) if self.reason else ""
+
+
+class EnvironmentAttempt(models.Model):
+    """One try at an environment for a validation: reusing one, or an install strategy."""
+
+    validation = models.ForeignKey(Validation, on_delete=models.CASCADE, related_name="attempts")
+    strategy = models.CharField(max_length=64)
+    commands = models.JSONField(default=list)
+    status = models.CharField(max_length=32)
+    step = models.CharField(max_length=16, blank=True)
+    output = models.TextField(blank=True)
+    seconds = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class TestRunRecord(models.Model):
+    """One pytest run of a validation, with its outcomes."""
+
+    __test__ = False  # not a pytest test class
+
+    validation = models.ForeignKey(Validation, on_delete=models.CASCADE, related_name="runs")
+    side = models.CharField(max_length=16)  # before | after | gold | empty
+    scope = models.CharField(max_length=16)  # selected | suite | graded
+    index = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=32)
+    exit_code = models.IntegerField(null=True, blank=True)
+    collection_error = models.BooleanField(default=False)
+    seconds = models.FloatField(default=0)
+    output = models.TextField(blank=True)
+    outcomes = models.JSONField(default=dict, help_text="{test id: status}")
+
+    class Meta:
+        ordering = ["id"]

@@ -1,8 +1,16 @@
 import re
+import sys
+from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
-from .models import Task, TaskStateChange
+from apps.environments.models import Environment
+from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder
+from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
+
+from .models import EnvironmentAttempt, Task, TaskStateChange, TestRunRecord, Validation
 
 
 def _id_part(text: str) -> str:
@@ -36,3 +44,108 @@ def tasks_delete_unstarted(*, commit_ids) -> int:
     """Tasks of commits the filters now drop go away while nothing has been done with them yet."""
     deleted, _ = Task.objects.filter(commit_id__in=commit_ids, state=Task.State.MINED).delete()
     return deleted
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+VALIDATABLE_STATES = (Task.State.MINED, Task.State.VALID, Task.State.INVALID, Task.State.ENVIRONMENT_FAILED)
+_OUTPUT_KEPT = 200_000  # characters of a run's output stored
+
+
+def task_state_move(*, task_id: int, to_state: str, from_states, reason: str = "", actor=None) -> bool:
+    """Move a task's state forward if it is in one of `from_states`, and record the change."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().filter(id=task_id, state__in=list(from_states)).first()
+        if task is None:
+            return False
+        TaskStateChange.objects.create(task=task, from_state=task.state, to_state=to_state, reason=reason,
+                                       actor=actor)
+        Task.objects.filter(id=task_id).update(state=to_state, reason=reason)
+    return True
+
+
+def task_validation_start(*, task: Task, actor=None):
+    """Queue a validation of the task; None if the task is being validated already or not validatable."""
+    from worker.tasks import task_validate_task
+
+    with transaction.atomic():
+        if not task_state_move(task_id=task.id, to_state=Task.State.BUILDING, from_states=VALIDATABLE_STATES,
+                               actor=actor):
+            return None
+        validation = Validation.objects.create(task=task)
+    transaction.on_commit(lambda: task_validate_task.delay(validation.id))
+    return validation
+
+
+def _engine_settings() -> ValidationSettings:
+    return ValidationSettings(runs_per_side=settings.COMMITGYM_VALIDATION_RUNS,
+                              per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT,
+                              suite_seconds=settings.COMMITGYM_SUITE_SECONDS)
+
+
+def _builder() -> EnvironmentBuilder:
+    uv = Path(sys.executable).parent / "uv"
+    return EnvironmentBuilder(env_root=Path(settings.COMMITGYM_ENV_DIR), uv=uv,
+                              ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None)
+
+
+def _work_root() -> Path:
+    root = Path(settings.COMMITGYM_WORK_DIR)
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o711)  # sandbox users walk through it to their own working copies only
+    return root
+
+
+def task_validation_run(*, validation_id: int) -> None:
+    """Run a queued validation to its end. A validation already claimed is left alone."""
+    if not Validation.objects.filter(id=validation_id, state=Validation.State.RUNNING, seconds__isnull=True) \
+            .update(seconds=0):
+        return
+    validation = Validation.objects.select_related("task__commit", "task__repository").get(id=validation_id)
+    task, commit, repository = validation.task, validation.task.commit, validation.task.repository
+    task_state_move(task_id=task.id, to_state=Task.State.VALIDATING, from_states=[Task.State.BUILDING])
+    target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha, parent_sha=commit.parent_sha,
+                              committed_at=commit.committed_at, rules=repository.test_file_rules())
+    try:
+        result = task_validate(target, builder=_builder(), work_root=_work_root(), settings=_engine_settings(),
+                               reusable=_reusable_environments(repository))
+    except Exception as error:  # noqa: BLE001 - the task must not stay in a running state
+        Validation.objects.filter(id=validation_id).update(
+            state=Validation.State.FAILED, error=f"{type(error).__name__}: {error}"[:4000], finished_at=timezone.now())
+        task_state_move(task_id=task.id, to_state=Task.State.MINED, from_states=[Task.State.VALIDATING],
+                        reason="validation_error")
+        raise
+    _validation_store(validation, result)
+    task_state_move(task_id=task.id, to_state=result.verdict, from_states=[Task.State.VALIDATING],
+                    reason=result.reason)
+
+
+def _reusable_environments(repository):
+    return [BuiltEnvironment(path=Path(env.path), key=env.key, python_version=env.python_version, lock=env.lock)
+            for env in Environment.objects.filter(repository=repository)[:3] if Path(env.path).is_dir()]
+
+
+@transaction.atomic
+def _validation_store(validation: Validation, result) -> None:
+    environment = None
+    if result.environment:
+        environment, _ = Environment.objects.get_or_create(key=result.environment.key, defaults={
+            "python_version": result.environment.python_version, "lock": result.environment.lock,
+            "path": str(result.environment.path), "repository": validation.task.repository})
+    oracle = result.oracle
+    Validation.objects.filter(id=validation.id).update(
+        state=Validation.State.DONE, verdict=result.verdict, reason=result.reason, environment=environment,
+        environment_reused=result.environment_reused,
+        fail_to_pass=oracle.fail_to_pass if oracle else [], pass_to_pass=oracle.pass_to_pass if oracle else [],
+        flaky=oracle.flaky if oracle else [], breaks=oracle.breaks if oracle else [],
+        seconds=result.seconds, finished_at=timezone.now())
+    EnvironmentAttempt.objects.bulk_create([
+        EnvironmentAttempt(validation=validation, strategy=a.strategy, commands=a.commands, status=a.status,
+                           step=a.step, output=a.output[-_OUTPUT_KEPT:], seconds=a.seconds)
+        for a in result.attempts])
+    TestRunRecord.objects.bulk_create([
+        TestRunRecord(validation=validation, side=r.side, scope=r.scope, index=r.index, status=r.run.status,
+                      exit_code=r.run.exit_code, collection_error=r.run.collection_error, seconds=r.run.seconds,
+                      output=r.run.output.decode("utf-8", "replace")[-_OUTPUT_KEPT:].replace("\x00", ""),
+                      outcomes=r.run.outcomes)
+        for r in result.runs])

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class EnvironmentsConfig(AppConfig):
+    name = "apps.environments"
+    label = "environments"

@@ -1,0 +1,26 @@
+from django.db import models
+
+
+class Environment(models.Model):
+    """A built virtualenv, identified by its Python version and resolved lock; shared by
+    every commit whose tests it collects."""
+
+    key = models.CharField(max_length=64, unique=True)
+    backend = models.CharField(max_length=16, default="local")
+    python_version = models.CharField(max_length=32)
+    lock = models.TextField(help_text="The resolved packages (uv pip freeze).")
+    path = models.CharField(max_length=1000, help_text="Where the environment lives on the worker.")
+    build_network = models.CharField(max_length=32, default="host", help_text="The network installs used.")
+    repository = models.ForeignKey("repositories.Repository", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="environments", help_text="The repository it was built for.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.key} (Python {self.python_version})"
+
+    @property
+    def package_count(self) -> int:
+        return len([line for line in self.lock.splitlines() if line.strip()])

@@ -1,0 +1,74 @@
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.repositories.services import repository_find
+from apps.tasks.models import Task, Validation
+from apps.tasks.services import VALIDATABLE_STATES, task_validation_start
+
+
+class Command(BaseCommand):
+    help = "Build environments and validate a repository's mined commits (or some), wait, print each verdict."
+
+    def add_arguments(self, parser):
+        parser.add_argument("repository", help="a registered repository's name, URL or path")
+        parser.add_argument("--commit", action="append", default=[], help="a full or abbreviated sha (repeatable)")
+        parser.add_argument("--backend", choices=["local", "docker"], default="local")
+        parser.add_argument("--json", action="store_true", dest="as_json", help="JSON lines on standard output")
+        parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds to wait for all validations")
+
+    def handle(self, *args, repository, commit, backend, as_json, timeout, **options):
+        if backend != "local":
+            raise CommandError("the docker backend is not available yet: use --backend local")
+        found = repository_find(location=repository)
+        if found is None:
+            raise CommandError(f"no registered repository named {repository!r} (mine it first)")
+        tasks = self._tasks(found, commit)
+        pending = {}
+        for task in tasks:
+            validation = task_validation_start(task=task)
+            if validation is None:
+                self.stderr.write(f"{task.instance_id}: already being validated, skipped")
+                continue
+            pending[validation.id] = task
+        failures = 0
+        deadline = time.monotonic() + timeout
+        while pending:
+            for validation in Validation.objects.filter(id__in=pending).exclude(state=Validation.State.RUNNING):
+                task = pending.pop(validation.id)
+                failures += validation.state == Validation.State.FAILED
+                self._report(task, validation, as_json)
+            if pending and time.monotonic() > deadline:
+                raise CommandError(f"{len(pending)} validations did not finish within {timeout:.0f} s")
+            time.sleep(0.5)
+        if failures:
+            raise CommandError(f"{failures} validations stopped on an error (see their pages)")
+
+    def _tasks(self, repository, shas):
+        tasks = Task.objects.filter(repository=repository).select_related("commit").order_by("commit__committed_at")
+        if not shas:
+            return list(tasks.filter(state__in=VALIDATABLE_STATES))
+        chosen = []
+        for sha in shas:
+            matches = [task for task in tasks if task.commit.sha.startswith(sha.lower())]
+            if len(matches) != 1:
+                raise CommandError(f"{sha}: {'no task' if not matches else 'ambiguous'} in {repository.name}")
+            chosen += matches
+        return chosen
+
+    def _report(self, task: Task, validation: Validation, as_json: bool) -> None:
+        line = {
+            "sha": task.commit.sha, "task_id": task.instance_id,
+            "verdict": validation.verdict or "error", "reason": validation.reason or validation.error[:200],
+            "fail_to_pass": sorted(validation.fail_to_pass), "pass_to_pass_count": len(validation.pass_to_pass),
+            "flaky": validation.flaky, "environment_id": validation.environment.key if validation.environment else None,
+            "environment_reused": validation.environment_reused, "seconds": round(validation.seconds or 0, 3),
+        }
+        if as_json:
+            self.stdout.write(json.dumps(line))
+        else:
+            self.stdout.write(f"{line['task_id']}: {line['verdict']} {line['reason']} "
+                              f"(F2P {len(line['fail_to_pass'])}, P2P {line['pass_to_pass_count']}, "
+                              f"{line['seconds']:.1f} s)")
+        self.stdout.flush()
