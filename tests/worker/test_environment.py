@@ -11,7 +11,6 @@ import pytest
 from worker.engine.environment import (
     EnvironmentBuilder,
     EnvironmentFailed,
-    install_recipe,
     install_strategies,
     recipe_key,
 )
