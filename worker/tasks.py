@@ -15,8 +15,11 @@ def mining_job_run_task(self, job_id: int) -> None:
         raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
 
 
-@app.task(name="worker.tasks.task_validate_task")
-def task_validate_task(validation_id: int) -> None:
+@app.task(bind=True, name="worker.tasks.task_validate_task", max_retries=None)
+def task_validate_task(self, validation_id: int) -> None:
+    from django.conf import settings
+
     from apps.tasks.services import task_validation_run
 
-    task_validation_run(validation_id=validation_id)
+    if not task_validation_run(validation_id=validation_id):  # held by another worker: see mining
+        raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)

@@ -3,9 +3,7 @@
 import logging
 import re
 import shutil
-import threading
 import time
-import uuid
 from datetime import datetime, timedelta
 from itertools import islice
 from pathlib import Path
@@ -15,11 +13,12 @@ from urllib.parse import urlsplit
 from celery.exceptions import SoftTimeLimitExceeded
 from cryptography.fernet import InvalidToken
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
+from apps.leases import Lease, LeaseLost
 from apps.tasks.services import tasks_create_for_commits, tasks_delete_unstarted
 from worker.engine.commit_filters import drop_reason, size_drop_reason
 from worker.engine.git_repo import (
@@ -44,10 +43,6 @@ BATCH_SIZE = 500
 
 class MiningCancelled(Exception):
     pass
-
-
-class MiningJobGone(Exception):
-    """The job's row was deleted (its repository was deleted) while it ran."""
 
 
 # --- repositories -------------------------------------------------------------
@@ -325,59 +320,11 @@ def mining_job_retry(*, job: MiningJob, user=None) -> MiningJob:
     return mining_job_start(repository=job.repository, user=user, refilter_only=job.refilter_only)[0]
 
 
-class _Lease:
-    """This worker's hold on a running job: a token on the row, kept fresh by a heartbeat
-    thread even while git clones for an hour. If another worker took the job over, or it
-    was deleted, every write through the lease stops the job here."""
-
-    def __init__(self, job_id: int, token: str):
-        self.job_id, self.token = job_id, token
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"mining-job-{job_id}-heartbeat", daemon=True)
-
-    @classmethod
-    def claim(cls, job_id: int):
-        """The lease, or None if the job is not queued and no stale running job to take over."""
-        now = timezone.now()
-        stale = now - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
-        token = uuid.uuid4().hex
-        claimed = (
-            MiningJob.objects.filter(id=job_id)
-            .filter(Q(state=MiningJob.State.QUEUED) | Q(state=MiningJob.State.RUNNING, heartbeat_at__lt=stale))
-            .update(state=MiningJob.State.RUNNING, started_at=now, heartbeat_at=now, lease_token=token)
-        )
-        return cls(job_id, token) if claimed else None
-
-    def _rows(self):
-        return MiningJob.objects.filter(id=self.job_id, state=MiningJob.State.RUNNING, lease_token=self.token)
-
-    def _beat(self) -> None:
-        try:
-            while not self._stopped.wait(settings.COMMITGYM_JOB_HEARTBEAT_SECONDS):
-                self._rows().update(heartbeat_at=timezone.now())
-        finally:
-            connection.close()
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stopped.set()
-        self._thread.join()
-
-    def progress(self, *, done: int, total: Optional[int] = None) -> None:
-        """Record progress; raise if the job was cancelled, taken over or deleted meanwhile."""
-        fields = {"progress_done": done, "heartbeat_at": timezone.now()}
-        if total is not None:
-            fields["progress_total"] = total
-        if not self._rows().update(**fields):
-            raise MiningJobGone()
-        if self._rows().filter(cancel_requested=True).exists():
-            raise MiningCancelled()
-
-    def finish(self, state: str, **fields) -> None:
-        self._rows().update(state=state, finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields)
+def _job_progress(lease: Lease, *, done: int, total: Optional[int] = None) -> None:
+    """Record progress; raise if the job was cancelled, taken over or deleted meanwhile."""
+    lease.update(progress_done=done, **({"progress_total": total} if total is not None else {}))
+    if lease.rows().filter(cancel_requested=True).exists():
+        raise MiningCancelled()
 
 
 def _batches(iterable, size):
@@ -390,9 +337,9 @@ def mining_job_run(*, job_id: int) -> bool:
     """Run one mining job to its end state. Safe to call twice: a job that ended is left
     as it is. Returns False when another worker holds the job and may still be running
     it: the caller should try again later."""
-    lease = _Lease.claim(job_id)
+    lease = Lease.claim(MiningJob, job_id, waiting_state=MiningJob.State.QUEUED, running_state=MiningJob.State.RUNNING)
     if lease is None:
-        return not MiningJob.objects.filter(id=job_id, state=MiningJob.State.RUNNING).exists()
+        return not Lease.held_elsewhere(MiningJob, job_id, running_state=MiningJob.State.RUNNING)
     job = MiningJob.objects.select_related("repository").get(id=job_id)
     redact = GitCredentials().redact
     with lease:
@@ -403,7 +350,7 @@ def mining_job_run(*, job_id: int) -> bool:
             new, seconds = work(lease, job.repository, credentials)
         except MiningCancelled:
             lease.finish(MiningJob.State.CANCELLED)
-        except MiningJobGone:
+        except LeaseLost:
             pass
         except InvalidToken:
             lease.finish(MiningJob.State.FAILED, error_code="credentials_unreadable",
@@ -422,25 +369,25 @@ def mining_job_run(*, job_id: int) -> bool:
     return True
 
 
-def _refilter(lease: _Lease, repository: Repository, credentials) -> tuple[int, float]:
+def _refilter(lease: Lease, repository: Repository, credentials) -> tuple[int, float]:
     started = time.monotonic()
     if not (repository.mirror_dir / "HEAD").exists():
         mirror_sync(repository.url, repository.mirror_dir, credentials=credentials,
                     timeout=settings.COMMITGYM_GIT_TIMEOUT)
     total = Commit.objects.filter(repository=repository).count()
-    lease.progress(done=0, total=total)
+    _job_progress(lease, done=0, total=total)
     commits_refilter(repository=repository)
-    lease.progress(done=total)
+    _job_progress(lease, done=total)
     return 0, time.monotonic() - started
 
 
-def _mine(lease: _Lease, repository: Repository, credentials) -> tuple[int, float]:
+def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float]:
     started = time.monotonic()
     mirror = repository.mirror_dir
     mirror_sync(repository.url, mirror, credentials=credentials, timeout=settings.COMMITGYM_GIT_TIMEOUT)
     branch, tip = default_branch_tip(mirror)
     exclude = (repository.mined_head,) if repository.mined_head and commit_exists(mirror, repository.mined_head) else ()
-    lease.progress(done=0, total=commit_count(mirror, tip, list(exclude)))
+    _job_progress(lease, done=0, total=commit_count(mirror, tip, list(exclude)))
     new = done = 0
     with BlobReader(mirror) as blobs:
         walk = commits_walk(mirror, tip, exclude=exclude, rules=repository.test_file_rules())
@@ -448,7 +395,7 @@ def _mine(lease: _Lease, repository: Repository, credentials) -> tuple[int, floa
             for batch in _batches(walk, BATCH_SIZE):
                 new += commits_store(repository=repository, batch=batch, blobs=blobs)
                 done += len(batch)
-                lease.progress(done=done)
+                _job_progress(lease, done=done)
         finally:
             walk.close()
     Repository.objects.filter(id=repository.id).update(mined_head=tip, default_branch=branch)

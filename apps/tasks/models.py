@@ -54,12 +54,15 @@ class Validation(models.Model):
     """One validation of a task: its environment, its runs, its oracle and verdict."""
 
     class State(models.TextChoices):
+        QUEUED = "queued"
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"  # the job itself broke (not the task): see `error`
 
+    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="validations")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     verdict = models.CharField(max_length=32, blank=True)  # valid | invalid | environment_failed
     reason = models.CharField(max_length=64, blank=True)
     backend = models.CharField(max_length=16, default="local")
@@ -72,11 +75,18 @@ class Validation(models.Model):
     breaks = models.JSONField(default=list)
     error = models.TextField(blank=True)
     seconds = models.FloatField(null=True, blank=True)
-    started_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.CharField(max_length=32, blank=True, help_text="Which worker holds the running validation.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-started_at", "-id"]
+        ordering = ["-created_at", "-id"]
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
 
     @property
     def reason_sentence(self) -> str:

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from apps.environments.models import Environment
+from apps.leases import Lease
 from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
 
@@ -96,28 +96,31 @@ def _work_root() -> Path:
     return root
 
 
-def task_validation_run(*, validation_id: int) -> None:
-    """Run a queued validation to its end. A validation already claimed is left alone."""
-    if not Validation.objects.filter(id=validation_id, state=Validation.State.RUNNING, seconds__isnull=True) \
-            .update(seconds=0):
-        return
+def task_validation_run(*, validation_id: int) -> bool:
+    """Run a queued validation to its end. Safe to call twice: one that ended is left as it
+    is. Returns False when another worker holds it and may still be running it."""
+    lease = Lease.claim(Validation, validation_id, waiting_state=Validation.State.QUEUED,
+                        running_state=Validation.State.RUNNING)
+    if lease is None:
+        return not Lease.held_elsewhere(Validation, validation_id, running_state=Validation.State.RUNNING)
     validation = Validation.objects.select_related("task__commit", "task__repository").get(id=validation_id)
     task, commit, repository = validation.task, validation.task.commit, validation.task.repository
     task_state_move(task_id=task.id, to_state=Task.State.VALIDATING, from_states=[Task.State.BUILDING])
     target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha, parent_sha=commit.parent_sha,
                               committed_at=commit.committed_at, rules=repository.test_file_rules())
-    try:
-        result = task_validate(target, builder=_builder(), work_root=_work_root(), settings=_engine_settings(),
-                               reusable=_reusable_environments(repository))
-    except Exception as error:  # noqa: BLE001 - the task must not stay in a running state
-        Validation.objects.filter(id=validation_id).update(
-            state=Validation.State.FAILED, error=f"{type(error).__name__}: {error}"[:4000], finished_at=timezone.now())
-        task_state_move(task_id=task.id, to_state=Task.State.MINED, from_states=[Task.State.VALIDATING],
-                        reason="validation_error")
-        raise
-    _validation_store(validation, result)
-    task_state_move(task_id=task.id, to_state=result.verdict, from_states=[Task.State.VALIDATING],
-                    reason=result.reason)
+    with lease:
+        try:
+            result = task_validate(target, builder=_builder(), work_root=_work_root(),
+                                   settings=_engine_settings(), reusable=_reusable_environments(repository))
+        except Exception as error:  # noqa: BLE001 - the task must not stay in a running state
+            lease.finish(Validation.State.FAILED, error=f"{type(error).__name__}: {error}"[:4000])
+            task_state_move(task_id=task.id, to_state=Task.State.MINED,
+                            from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="validation_error")
+            raise
+        _validation_store(lease, validation, result)
+    task_state_move(task_id=task.id, to_state=result.verdict,
+                    from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason=result.reason)
+    return True
 
 
 def _reusable_environments(repository):
@@ -126,19 +129,19 @@ def _reusable_environments(repository):
 
 
 @transaction.atomic
-def _validation_store(validation: Validation, result) -> None:
+def _validation_store(lease: Lease, validation: Validation, result) -> None:
     environment = None
     if result.environment:
         environment, _ = Environment.objects.get_or_create(key=result.environment.key, defaults={
             "python_version": result.environment.python_version, "lock": result.environment.lock,
             "path": str(result.environment.path), "repository": validation.task.repository})
     oracle = result.oracle
-    Validation.objects.filter(id=validation.id).update(
-        state=Validation.State.DONE, verdict=result.verdict, reason=result.reason, environment=environment,
+    lease.finish(
+        Validation.State.DONE, verdict=result.verdict, reason=result.reason, environment=environment,
         environment_reused=result.environment_reused,
         fail_to_pass=oracle.fail_to_pass if oracle else [], pass_to_pass=oracle.pass_to_pass if oracle else [],
         flaky=oracle.flaky if oracle else [], breaks=oracle.breaks if oracle else [],
-        seconds=result.seconds, finished_at=timezone.now())
+        seconds=result.seconds)
     EnvironmentAttempt.objects.bulk_create([
         EnvironmentAttempt(validation=validation, strategy=a.strategy, commands=a.commands, status=a.status,
                            step=a.step, output=a.output[-_OUTPUT_KEPT:], seconds=a.seconds)

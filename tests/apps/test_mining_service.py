@@ -326,13 +326,14 @@ def test_a_stale_running_job_does_not_block_new_work(small_repository, settings)
 
 @pytest.mark.django_db
 def test_a_job_taken_over_stops_writing(small_repository):
-    from apps.repositories.services import MiningJobGone, _Lease
+    from apps.leases import Lease, LeaseLost
+    from apps.repositories.services import _job_progress
 
     job = MiningJob.objects.create(repository=small_repository)
-    lease = _Lease.claim(job.id)
+    lease = Lease.claim(MiningJob, job.id, waiting_state="queued", running_state="running")
     MiningJob.objects.filter(id=job.id).update(lease_token="someone-else")
-    with pytest.raises(MiningJobGone):
-        lease.progress(done=1)
+    with pytest.raises(LeaseLost):
+        _job_progress(lease, done=1)
 
 
 @pytest.mark.django_db(transaction=True)  # the heartbeat writes through its own connection
@@ -340,11 +341,11 @@ def test_the_heartbeat_keeps_a_long_step_fresh(settings):
     import time
 
     from apps.repositories.models import Repository
-    from apps.repositories.services import _Lease
+    from apps.leases import Lease
 
     settings.COMMITGYM_JOB_HEARTBEAT_SECONDS = 0.05
     job = MiningJob.objects.create(repository=Repository.objects.create(name="o/r", url="/nowhere"))
-    lease = _Lease.claim(job.id)
+    lease = Lease.claim(MiningJob, job.id, waiting_state="queued", running_state="running")
     before = MiningJob.objects.get(id=job.id).heartbeat_at
     with lease:
         time.sleep(0.3)

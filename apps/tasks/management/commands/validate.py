@@ -35,7 +35,7 @@ class Command(BaseCommand):
         failures = 0
         deadline = time.monotonic() + timeout
         while pending:
-            for validation in Validation.objects.filter(id__in=pending).exclude(state=Validation.State.RUNNING):
+            for validation in Validation.objects.filter(id__in=pending).exclude(state__in=Validation.ACTIVE_STATES):
                 task = pending.pop(validation.id)
                 failures += validation.state == Validation.State.FAILED
                 self._report(task, validation, as_json)

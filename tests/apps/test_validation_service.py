@@ -1,0 +1,73 @@
+"""The validation job's states and storage, with the engine's answer given (the real engine
+runs in tests/worker/test_validate.py and end to end in test_validation_e2e.py)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+import apps.tasks.services as services
+from apps.tasks.models import Task, Validation
+from worker.engine.environment import Attempt
+from worker.engine.test_run import TestRun
+from worker.engine.validate import RunRecord, ValidationResult
+from worker.engine.validation import Oracle
+
+
+def _result(verdict="valid", reason=""):
+    run = TestRun(outcomes={"tests/test_a.py::test_a": "PASSED"}, status="ok", exit_code=0, output=b"ok\x00",
+                  seconds=0.1, collection_error=False)
+    return ValidationResult(
+        verdict=verdict, reason=reason, oracle=Oracle(["tests/test_a.py::test_a"], [], [], []),
+        attempts=[Attempt("editable", ["uv pip install -e ."], "ok", "", "<script>log</script>", 1.0)],
+        runs=[RunRecord("after", "selected", 0, run)], seconds=2.0)
+
+
+@pytest.fixture
+def task(small_repository):
+    return Task.objects.filter(repository=small_repository).order_by("id").first()
+
+
+@pytest.mark.django_db
+def test_a_validation_moves_the_task_and_stores_what_it_found(task, monkeypatch):
+    monkeypatch.setattr(services, "task_validate", lambda *a, **k: _result())
+    validation = services.task_validation_start(task=task)
+    assert validation.state == Validation.State.QUEUED and Task.objects.get(id=task.id).state == "building"
+    assert services.task_validation_start(task=task) is None  # one at a time
+    assert services.task_validation_run(validation_id=validation.id) is True
+    validation.refresh_from_db()
+    assert validation.state == "done" and validation.verdict == "valid"
+    assert validation.fail_to_pass == ["tests/test_a.py::test_a"]
+    assert validation.attempts.get().output == "<script>log</script>"
+    assert validation.runs.get().outcomes == {"tests/test_a.py::test_a": "PASSED"}
+    assert list(task.state_changes.values_list("to_state", flat=True)) == [
+        "mined", "building", "validating", "valid"]
+    assert services.task_validation_run(validation_id=validation.id) is True  # a second delivery does nothing
+    assert task.state_changes.count() == 4
+
+
+@pytest.mark.django_db
+def test_an_engine_error_fails_the_validation_and_frees_the_task(task, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(services, "task_validate", broken)
+    validation = services.task_validation_start(task=task)
+    with pytest.raises(RuntimeError):
+        services.task_validation_run(validation_id=validation.id)
+    validation.refresh_from_db()
+    assert validation.state == "failed" and "disk full" in validation.error
+    assert Task.objects.get(id=task.id).state == "mined"
+
+
+@pytest.mark.django_db
+def test_a_validation_whose_worker_died_is_taken_over_when_stale(task, monkeypatch, settings):
+    monkeypatch.setattr(services, "task_validate", lambda *a, **k: _result("invalid", "no_fail_to_pass"))
+    validation = services.task_validation_start(task=task)
+    Validation.objects.filter(id=validation.id).update(state="running", heartbeat_at=timezone.now(),
+                                                       lease_token="dead")
+    assert services.task_validation_run(validation_id=validation.id) is False
+    Validation.objects.filter(id=validation.id).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
+    assert services.task_validation_run(validation_id=validation.id) is True
+    assert Task.objects.get(id=task.id).state == "invalid"
