@@ -9,4 +9,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("repositories/", include("apps.repositories.urls")),
+    path("", include("apps.tasks.urls")),
+    path("environments/", include("apps.environments.urls")),
 ]

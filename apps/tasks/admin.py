@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import Task, TaskStateChange
+from .models import EnvironmentAttempt, Task, TaskStateChange, TestRunRecord, Validation
 
 
 class TaskStateChangeInline(admin.TabularInline):
@@ -42,4 +42,49 @@ class TaskStateChangeAdmin(admin.ModelAdmin):
         return [f.name for f in TaskStateChange._meta.fields]
 
     def has_add_permission(self, request):
+        return False
+
+
+class _ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class EnvironmentAttemptInline(_ReadOnlyInline):
+    model = EnvironmentAttempt
+    fields = ["strategy", "status", "step", "seconds", "commands", "output"]
+    readonly_fields = fields
+
+
+class TestRunRecordInline(_ReadOnlyInline):
+    model = TestRunRecord
+    fields = ["side", "scope", "index", "status", "exit_code", "collection_error", "seconds", "outcomes", "output"]
+    readonly_fields = fields
+
+
+@admin.register(Validation)
+class ValidationAdmin(admin.ModelAdmin):
+    """Validations are written by the worker; here they are only read."""
+
+    list_display = ["task", "state", "verdict", "reason", "environment", "environment_reused", "seconds", "started_at"]
+    list_filter = ["state", "verdict", "reason", "backend", "environment_reused"]
+    list_select_related = ["task", "environment"]
+    search_fields = ["task__instance_id", "environment__key"]
+    date_hierarchy = "started_at"
+    inlines = [EnvironmentAttemptInline, TestRunRecordInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Validation._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
         return False

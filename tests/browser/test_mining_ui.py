@@ -119,7 +119,7 @@ def test_curator_mines_the_sample_repository_in_a_browser(
     expect(rows).to_have_count(kept_total)
 
     # --- a kept commit: its diff in Source and Tests parts, highlighted --------------------------
-    page.get_by_role("link", name=kept.sha[:10]).click()
+    page.get_by_role("link", name=kept.sha[:10], exact=True).click()
     expect(page).to_have_url(f"{base}/repositories/{repository.pk}/commits/{kept.sha}/")
     expect(page.locator("h1")).to_have_text(kept.subject)
     expect(page.locator(".verdict .badge-kept")).to_have_text("kept")

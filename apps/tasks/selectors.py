@@ -1,0 +1,200 @@
+"""Reads for tasks and their validations."""
+
+from dataclasses import dataclass, field
+
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+
+from apps.repositories.models import Repository
+from apps.repositories.selectors import repositories_visible
+
+from .models import Task, TaskStateChange, TestRunRecord, Validation
+
+# A task that passed validation keeps counting as valid while people review it.
+VALID_OR_LATER = (Task.State.VALID, Task.State.NEEDS_REVIEW, Task.State.ACCEPTED, Task.State.REJECTED)
+
+
+def tasks_visible(*, user) -> QuerySet:
+    """Tasks of the repositories the user may see."""
+    return Task.objects.filter(repository__in=repositories_visible(user=user).values("pk"))
+
+
+def task_for_page(*, user, instance_id: str) -> Task:
+    """The task with its commit and repository; Task.DoesNotExist when absent or not visible."""
+    return tasks_visible(user=user).select_related("commit", "repository").get(instance_id=instance_id)
+
+
+# --- the task list ------------------------------------------------------------------------
+
+
+def repository_task_state_counts(*, repository: Repository) -> dict[str, int]:
+    rows = Task.objects.filter(repository=repository).values("state").annotate(n=Count("id"))
+    return {row["state"]: row["n"] for row in rows}
+
+
+def _latest_validation_prefetch() -> Prefetch:
+    """Each task's latest validation, as `latest_validations` (a list of at most one)."""
+    latest = (Validation.objects.select_related("environment")
+              .defer("pass_to_pass", "flaky", "breaks", "error", "environment__lock")
+              .order_by("-created_at", "-id")[:1])
+    return Prefetch("validations", queryset=latest, to_attr="latest_validations")
+
+
+def tasks_listed(*, repository: Repository, state: str = "") -> QuerySet:
+    """The repository's tasks, newest first, each with its commit and `latest_validations`."""
+    tasks = Task.objects.filter(repository=repository)
+    if state:
+        tasks = tasks.filter(state=state)
+    return tasks.select_related("commit").prefetch_related(_latest_validation_prefetch()).order_by("-updated_at", "-id")
+
+
+# --- the validation funnel of a repository ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValidationStep:
+    label: str
+    remaining: int
+    dropped: int
+    waiting: int  # reached the step before, neither through nor dropped yet (queued, running, never validated)
+    state: str  # the task state the dropped tasks are in; "" when nothing drops here
+
+
+def repository_validation_funnel(*, repository: Repository) -> list[ValidationStep]:
+    """Kept commits (tasks) → environment built → validated → valid, in one query."""
+    latest = Validation.objects.filter(task=OuterRef("pk")).order_by("-created_at", "-id")
+    counts = (
+        Task.objects.filter(repository=repository)
+        .annotate(latest_environment=Subquery(latest.values("environment_id")[:1]),
+                  latest_state=Subquery(latest.values("state")[:1]))
+        .aggregate(
+            tasks=Count("id"),
+            built=Count("id", filter=Q(latest_environment__isnull=False)),
+            environment_failed=Count("id", filter=Q(state=Task.State.ENVIRONMENT_FAILED)),
+            validated=Count("id", filter=Q(latest_environment__isnull=False, latest_state=Validation.State.DONE)),
+            valid=Count("id", filter=Q(state__in=VALID_OR_LATER)),
+            invalid=Count("id", filter=Q(state=Task.State.INVALID)),
+        )
+    )
+    rows = [
+        ("Kept commits (tasks)", counts["tasks"], 0, ""),
+        ("Environment built", counts["built"], counts["environment_failed"], Task.State.ENVIRONMENT_FAILED),
+        ("Validated", counts["validated"], 0, ""),
+        ("Valid", counts["valid"], counts["invalid"], Task.State.INVALID),
+    ]
+    steps, before = [], counts["tasks"]
+    for label, remaining, dropped, state in rows:
+        steps.append(ValidationStep(label, remaining, dropped, max(before - remaining - dropped, 0), state))
+        before = remaining
+    return steps
+
+
+# --- the task page ----------------------------------------------------------------------------
+
+
+def task_state_changes(*, task: Task) -> QuerySet:
+    return TaskStateChange.objects.filter(task=task).select_related("actor").order_by("at", "id")
+
+
+def task_validations(*, task: Task) -> list[Validation]:
+    """The task's validations, newest first: the latest whole, earlier ones without their test lists."""
+    validations = list(Validation.objects.filter(task=task).order_by("-created_at", "-id")
+                       .only("id", "task_id", "state", "verdict", "reason", "created_at", "started_at", "finished_at",
+                             "seconds"))
+    if not validations:
+        return []
+    latest = (Validation.objects.select_related("environment").defer("environment__lock")
+              .prefetch_related("attempts", Prefetch("runs", queryset=TestRunRecord.objects.order_by("id")))
+              .get(pk=validations[0].pk))
+    return [latest, *validations[1:]]
+
+
+@dataclass
+class RunColumn:
+    run: TestRunRecord
+    label: str
+
+
+@dataclass
+class TestRow:
+    __test__ = False  # not a pytest test class
+
+    test: str
+    group: str  # fail_to_pass | flaky | breaks | pass_to_pass | other
+    flaky: bool
+    cells: list[str] = field(default_factory=list)  # the outcome in each run, "" when the run has none
+
+
+@dataclass
+class TestMatrix:
+    columns: list[RunColumn]
+    groups: dict[str, list[TestRow]]  # in display order
+
+
+_SIDE_ORDER = {"before": 0, "after": 1, "gold": 2, "empty": 3}
+_SCOPE_ORDER = {"selected": 0, "suite": 1, "graded": 2}
+
+
+def _run_label(run: TestRunRecord) -> str:
+    if run.scope == "selected":
+        return f"{run.side} #{run.index + 1}"
+    if run.scope == "suite":
+        return f"suite {run.side}"
+    return f"{run.side} patch" if run.scope == "graded" else f"{run.scope} {run.side}"
+
+
+def validation_test_matrix(*, validation: Validation) -> TestMatrix:
+    """The oracle's tests (F2P, flaky, breaks, P2P, then the selected runs' other tests) × the runs."""
+    runs = sorted(validation.runs.all(),
+                  key=lambda r: (_SCOPE_ORDER.get(r.scope, 9), _SIDE_ORDER.get(r.side, 9), r.index, r.id))
+    columns = [RunColumn(run, _run_label(run)) for run in runs]
+    flaky = set(validation.flaky)
+    groups: dict[str, list[TestRow]] = {}
+    seen: set[str] = set()
+
+    def add(group: str, tests) -> None:
+        rows = []
+        for test in tests:
+            if test in seen:
+                continue
+            seen.add(test)
+            rows.append(TestRow(test, group, test in flaky, [run.outcomes.get(test, "") for run in runs]))
+        groups[group] = rows
+
+    add("fail_to_pass", validation.fail_to_pass)
+    add("flaky", validation.flaky)
+    add("breaks", validation.breaks)
+    add("pass_to_pass", validation.pass_to_pass)
+    add("other", sorted({test for run in runs if run.scope == "selected" for test in run.outcomes}))
+    return TestMatrix(columns, groups)
+
+
+# --- environments -----------------------------------------------------------------------------
+
+
+def validations_of_environment(*, environment, user, limit: int = 200) -> QuerySet:
+    visible = repositories_visible(user=user).values("pk")
+    return (Validation.objects.filter(environment=environment, task__repository__in=visible)
+            .select_related("task")
+            .only("id", "state", "verdict", "reason", "created_at", "started_at", "environment_reused",
+                  "task__instance_id", "task__state")
+            .order_by("-created_at", "-id")[:limit])
+
+
+def environments_visible(*, user) -> QuerySet:
+    """Environments built for a visible repository, or used by a validation of one. Admins see them all."""
+    from apps.accounts.roles import ADMIN, user_roles
+    from apps.environments.models import Environment
+
+    if ADMIN in user_roles(user):
+        return Environment.objects.all()
+    visible = repositories_visible(user=user).values("pk")
+    used = Validation.objects.filter(task__repository__in=visible, environment__isnull=False).values("environment_id")
+    return Environment.objects.filter(Q(repository__in=visible) | Q(pk__in=used))
+
+
+def environments_listed(*, user) -> QuerySet:
+    """Visible environments with `validation_count` (validations of visible repositories that used each)."""
+    visible = repositories_visible(user=user).values("pk")
+    return (environments_visible(user=user).select_related("repository")
+            .annotate(validation_count=Count("validations", filter=Q(validations__task__repository__in=visible)))
+            .order_by("-created_at", "-id"))

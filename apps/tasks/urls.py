@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+
+app_name = "tasks"
+
+# Included at the site's root: the task list lives under its repository.
+urlpatterns = [
+    path("repositories/<int:pk>/tasks/", views.task_list, name="list"),
+    path("tasks/<str:instance_id>/", views.task_detail, name="detail"),
+    path("tasks/<str:instance_id>/validation/", views.task_validation_state, name="validation"),
+    path("tasks/<str:instance_id>/validate/", views.task_validate, name="validate"),
+]

@@ -1,0 +1,104 @@
+"""Pages of tasks and their validations. Reads go through selectors, writes through services.
+
+Every view checks permissions itself: a task of a repository the user may not see is a 404,
+and starting a validation without the right to mine is a 403.
+"""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from apps.accounts.roles import user_can_mine
+from apps.repositories.views import _render, _require_miner, _visible_repository
+
+from . import selectors, services
+from .models import Task
+
+TASKS_PER_PAGE = 50
+
+
+def _visible_task(request, instance_id: str) -> Task:
+    try:
+        return selectors.task_for_page(user=request.user, instance_id=instance_id)
+    except Task.DoesNotExist:
+        raise Http404("No such task.") from None
+
+
+# --- the task list ---------------------------------------------------------------------------
+
+
+def _state_choices(counts: dict[str, int]) -> list[tuple[str, str]]:
+    return [("", f"All ({sum(counts.values()):,})"),
+            *[(value, f"{label} ({counts.get(value, 0):,})") for value, label in Task.State.choices]]
+
+
+def task_list(request, pk: int):
+    repository = _visible_repository(request, pk)
+    state = request.GET.get("state", "")
+    if state not in Task.State.values:
+        state = ""
+    tasks = selectors.tasks_listed(repository=repository, state=state)
+    page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "repository": repository,
+        "state": state,
+        "state_choices": _state_choices(selectors.repository_task_state_counts(repository=repository)),
+        "page": page,
+    }
+    return _render(request, "tasks/task_list.html", context, partial="results")
+
+
+# --- the task page ---------------------------------------------------------------------------
+
+
+def _validation_context(request, task: Task) -> dict:
+    validations = selectors.task_validations(task=task)
+    latest = validations[0] if validations else None
+    return {
+        "task": task,
+        "validation": latest,
+        "earlier_validations": validations[1:],
+        "matrix": selectors.validation_test_matrix(validation=latest) if latest else None,
+        "can_mine": user_can_mine(request.user),
+        "can_validate": task.state in services.VALIDATABLE_STATES,
+    }
+
+
+def task_detail(request, instance_id: str):
+    task = _visible_task(request, instance_id)
+    context = {
+        **_validation_context(request, task),
+        "repository": task.repository,
+        "state_changes": selectors.task_state_changes(task=task),
+    }
+    return _render(request, "tasks/task_detail.html", context)
+
+
+def task_validation_state(request, instance_id: str):
+    """The latest validation's section; htmx polls it while the validation runs."""
+    task = _visible_task(request, instance_id)
+    if not request.htmx:
+        return redirect("tasks:detail", instance_id=task.instance_id)
+    context = _validation_context(request, task)
+    response = _render(request, "tasks/task_detail.html", context, partial="validation")
+    validation = context["validation"]
+    if validation is None or not validation.is_active:
+        # The task's state, its history and the earlier validations changed too.
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@require_POST
+def task_validate(request, instance_id: str):
+    task = _visible_task(request, instance_id)
+    _require_miner(request)
+    validation = services.task_validation_start(task=task, actor=request.user)
+    if validation is None:
+        task.refresh_from_db(fields=["state"])
+        messages.info(request, f"{task.instance_id} is {task.get_state_display().lower()}: "
+                               f"it cannot be validated now.")
+    else:
+        messages.success(request, f"Validation of {task.instance_id} queued.")
+    return redirect("tasks:detail", instance_id=task.instance_id)
