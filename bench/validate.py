@@ -1,0 +1,126 @@
+"""Validation in the local sandbox: warm overhead, environment reuse, disk per task.
+
+- Warm overhead: a task whose test file takes over 10 s per run, validated with an
+  environment already built, against pytest run directly (no sandbox, no report
+  plugin) in the same environment on the same tests as many times. Goal: <= 1.5x.
+- Reuse: the share of the sample repository's kept commits that reuse an existing
+  environment. Goal: >= 80%.
+- Disk: what a validated task leaves behind beyond the environments (its stored
+  runs, outputs and attempts; working copies are deleted). Goal: <= 1 GB per 1,000.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.gitrepo import GitRepo  # noqa: E402
+from worker.engine.commit_filters import MiningFilters, drop_reason  # noqa: E402
+from worker.engine.environment import EnvironmentBuilder  # noqa: E402
+from worker.engine.git_repo import BlobReader  # noqa: E402
+from worker.engine.mining import commits_walk, python_change_check  # noqa: E402
+from worker.engine.sample_repo import sample_repo_write  # noqa: E402
+from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate  # noqa: E402
+
+AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
+SLOW_TESTS = 24  # x 0.45 s: a run of the file takes over 10 s
+
+
+def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:
+    ratio = value / baseline if baseline else float("inf")
+    print(f"{name}: {value:.3f} {unit} (baseline: {baseline:.3f} {baseline_unit or unit}, ratio: {ratio:.2f})",
+          flush=True)
+
+
+def slow_repository(path: Path) -> tuple[str, str]:
+    repo = GitRepo(path)
+    tests = "import time\nfrom pkg.core import double\n\n" + "".join(
+        f"def test_{i}():\n    time.sleep(0.45)\n    assert double({i}) == {2 * i}\n\n" for i in range(SLOW_TESTS))
+    parent = repo.commit("init", {
+        "pyproject.toml": '[project]\nname = "pkg"\nversion = "0"\n[project.optional-dependencies]\ntest = ["pytest"]\n',
+        "pkg/__init__.py": "", "pkg/core.py": "def double(x):\n    return x + x if x != 3 else 7\n",
+        "tests/test_core.py": tests.replace("assert double(3) == 6", "assert double(3) == 7"),
+    })
+    fix = repo.commit("Fix double(3)", {"pkg/core.py": "def double(x):\n    return x + x\n",
+                                        "tests/test_core.py": tests})
+    return parent, fix
+
+
+def warm_overhead(place: Path, builder: EnvironmentBuilder) -> None:
+    parent, fix = slow_repository(place / "slow")
+    settings = ValidationSettings(runs_per_side=1, per_test_timeout=60, suite_seconds=600)
+    commit = CommitToValidate(mirror_dir=place / "slow", sha=fix, parent_sha=parent, committed_at=AS_OF)
+    cold = task_validate(commit, builder=builder, work_root=place, settings=settings)
+    assert cold.verdict == "valid", (cold.verdict, cold.reason)
+    started = time.monotonic()
+    warm = task_validate(commit, builder=builder, work_root=place, settings=settings, reusable=[cold.environment])
+    validation_seconds = time.monotonic() - started
+    assert warm.environment_reused and warm.verdict == "valid"
+    work = place / "direct"
+    subprocess.run(f"git -C {place / 'slow'} archive {fix} | (mkdir -p {work} && tar -x -C {work})", shell=True,
+                   check=True)
+    python = str(cold.environment.path / "bin" / "python")
+    started = time.monotonic()
+    for _ in warm.runs:
+        subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_core.py"], cwd=work,
+                       check=False, capture_output=True, env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin"})
+    direct_seconds = time.monotonic() - started
+    report("validate.warm_overhead_local", validation_seconds, "s", direct_seconds)
+
+
+def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:
+    repo = place / "sample"
+    sample_repo_write(repo)
+    tip = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    kept = []
+    with BlobReader(repo) as blobs:
+        for mined in commits_walk(repo, tip):
+            if mined.stats.source_file_count and not drop_reason(
+                    _checked(mined, blobs), MiningFilters()) and mined.parent_sha:
+                kept.append(mined)
+    settings = ValidationSettings(runs_per_side=1, per_test_timeout=30, suite_seconds=120)
+    environments, reused, stored_bytes = [], 0, 0
+    for mined in reversed(kept):
+        result = task_validate(
+            CommitToValidate(mirror_dir=repo, sha=mined.sha, parent_sha=mined.parent_sha, committed_at=AS_OF),
+            builder=builder, work_root=place, settings=settings, reusable=environments[-3:])
+        reused += result.environment_reused
+        if result.environment and not result.environment_reused:
+            environments.append(result.environment)
+        stored_bytes += sum(len(r.run.output) + len(json.dumps(r.run.outcomes)) for r in result.runs)
+        stored_bytes += sum(len(a.output) for a in result.attempts)
+    share = 100 * reused / len(kept)
+    print(f"validate.environment_reuse_sample: {share:.1f} % of {len(kept)} tasks "
+          f"({len(environments)} environments built; goal >= 80 %)", flush=True)
+    env_bytes = sum(f.stat().st_size for env in environments for f in env.path.rglob("*") if f.is_file())
+    report("validate.stored_bytes_per_1000_tasks", stored_bytes / len(kept) * 1000 / 1e6, "MB",
+           1000.0, "MB (the goal: 1 GB)")
+    print(f"validate.environment_bytes: {env_bytes / 1e6:.1f} MB for {len(environments)} distinct environments",
+          flush=True)
+
+
+def _checked(mined, blobs):
+    mined.stats.python_change = python_change_check(blobs, mined)
+    return mined.stats
+
+
+def main() -> None:
+    place = Path(tempfile.mkdtemp(prefix="commitgym-bench-validate-"))
+    place.chmod(0o755)
+    try:
+        builder = EnvironmentBuilder(env_root=place / "envs", uv=Path(sys.executable).parent / "uv")
+        warm_overhead(place, builder)
+        reuse_and_disk(place, builder)
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
