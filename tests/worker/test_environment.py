@@ -1,8 +1,6 @@
 """Environments built for real in the local sandbox, with packages from the index."""
 
-import shutil
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -42,11 +40,8 @@ def test_the_recipe_key_follows_the_install_files_only():
 
 
 @pytest.fixture(scope="module")
-def place():
-    base = Path(tempfile.mkdtemp(prefix="commitgym-env-test-"))
-    base.chmod(0o755)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
+def place(open_module_folder):
+    return open_module_folder
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,5 @@
 """Validating the sample repository's commits for real, in the local sandbox."""
 
-import shutil
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,11 +14,8 @@ FAST = ValidationSettings(runs_per_side=2, per_test_timeout=20, suite_seconds=12
 
 
 @pytest.fixture(scope="module")
-def place():
-    base = Path(tempfile.mkdtemp(prefix="commitgym-validate-test-"))
-    base.chmod(0o755)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
+def place(open_module_folder):
+    return open_module_folder
 
 
 @pytest.fixture(scope="module")

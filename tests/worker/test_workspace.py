@@ -1,7 +1,3 @@
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from tests.gitrepo import GitRepo
@@ -12,11 +8,8 @@ from worker.engine.workspace import patch_apply, working_copy_write
 
 
 @pytest.fixture
-def place():
-    base = Path(tempfile.mkdtemp(prefix="commitgym-workspace-test-"))
-    base.chmod(0o711)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
+def place(open_folder):
+    return open_folder
 
 
 def test_a_working_copy_plus_the_patches_is_the_commit(place):
