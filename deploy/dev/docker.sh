@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Make sure a Docker engine answers and the sandbox's base image is there.
+# On Debian as root: install docker.io and debootstrap if missing, start dockerd (no bridge, no
+# iptables: nothing here may send traffic to private address ranges) and build the base image
+# with debootstrap (no image registry is reachable). Elsewhere say exactly what is missing.
+# Run again, it does nothing (quickly).
+set -euo pipefail
+
+RELEASE=${COMMITGYM_BASE_RELEASE:-bookworm}
+IMAGE=${COMMITGYM_BASE_IMAGE:-commitgym-base:$RELEASE}
+PACKAGES=python3,python3-venv,git,ca-certificates
+LOG=/tmp/commitgym-dockerd.log
+
+can_install() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+engine_answers() { command -v docker >/dev/null && docker info >/dev/null 2>&1; }
+fail() {
+  echo "The Docker sandbox needs something that is missing and could not be set up here:" >&2
+  printf '  - %s\n' "$@" >&2
+  [ "$(id -u)" = 0 ] || echo "  Not root, so nothing was installed or started." >&2
+  exit 1
+}
+apt_updated=""
+apt_install() {
+  for package in "$@"; do
+    if ! apt-cache show "$package" >/dev/null 2>&1 && [ -z "$apt_updated" ]; then apt-get update -qq; apt_updated=1; fi
+  done
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# 1. The engine.
+if ! engine_answers; then
+  if can_install; then
+    missing=()
+    command -v dockerd >/dev/null || missing+=(docker.io)
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+    [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+    if ! pgrep -x dockerd >/dev/null; then
+      echo "docker: starting dockerd (log: $LOG)"
+      setsid nohup dockerd --bridge=none --iptables=false >"$LOG" 2>&1 </dev/null &
+    fi
+    for _ in $(seq 60); do engine_answers && break; sleep 1; done
+  fi
+  engine_answers || fail "a Docker engine answering 'docker info' (Debian: apt-get install docker.io, then dockerd --bridge=none --iptables=false; see $LOG)"
+fi
+
+# 2. The base image.
+if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  echo "docker: engine answers, $IMAGE is there"
+  exit 0
+fi
+if ! command -v debootstrap >/dev/null; then
+  can_install && apt_install debootstrap
+  command -v debootstrap >/dev/null || fail "debootstrap, to build the base image $IMAGE (Debian: apt-get install debootstrap)"
+fi
+[ "$(id -u)" = 0 ] || fail "root, to build the base image $IMAGE with debootstrap"
+start=$EPOCHREALTIME
+root=$(mktemp -d /tmp/commitgym-base.XXXXXX)
+trap 'rm -rf "$root"' EXIT
+debootstrap --variant=minbase --include="$PACKAGES" "$RELEASE" "$root" >"$root.log" 2>&1 \
+  || { tail -n 20 "$root.log" >&2; fail "a working debootstrap of $RELEASE (log: $root.log)"; }
+rm -f "$root.log"
+tar -C "$root" -c . | docker import - "$IMAGE" >/dev/null
+awk -v i="$IMAGE" -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN { printf "docker: built %s in %.1f s\n", i, e - s }'
