@@ -68,5 +68,7 @@ class Lease:
         if not self.rows().update(heartbeat_at=timezone.now(), **fields):
             raise LeaseLost()
 
-    def finish(self, state: str, **fields) -> None:
-        self.rows().update(state=state, finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields)
+    def finish(self, state: str, **fields) -> bool:
+        """End the row; False if it was no longer ours (taken over, or deleted)."""
+        return bool(self.rows().update(state=state, finished_at=timezone.now(), heartbeat_at=timezone.now(),
+                                       **fields))

@@ -9,6 +9,7 @@ class Environment(models.Model):
     backend = models.CharField(max_length=16, default="local")
     python_version = models.CharField(max_length=32)
     lock = models.TextField(help_text="The resolved packages (uv pip freeze).")
+    recipe_key = models.CharField(max_length=64, blank=True, help_text="The install files it was built from.")
     path = models.CharField(max_length=1000, help_text="Where the environment lives on the worker.")
     build_network = models.CharField(max_length=32, default="host", help_text="The network installs used.")
     repository = models.ForeignKey("repositories.Repository", null=True, blank=True, on_delete=models.SET_NULL,

@@ -1,12 +1,14 @@
 import re
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from apps.environments.models import Environment
-from apps.leases import Lease
+from apps.leases import Lease, LeaseLost
 from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
 
@@ -68,6 +70,7 @@ def task_validation_start(*, task: Task, actor=None):
     """Queue a validation of the task; None if the task is being validated already or not validatable."""
     from worker.tasks import task_validate_task
 
+    _stale_validations_end(task)
     with transaction.atomic():
         if not task_state_move(task_id=task.id, to_state=Task.State.BUILDING, from_states=VALIDATABLE_STATES,
                                actor=actor):
@@ -83,9 +86,12 @@ def _engine_settings() -> ValidationSettings:
                               suite_seconds=settings.COMMITGYM_SUITE_SECONDS)
 
 
-def _builder() -> EnvironmentBuilder:
+def _builder(repository) -> EnvironmentBuilder:
+    """Environments are shared between a repository's commits, never across repositories:
+    building one runs the repository's own code."""
     uv = Path(sys.executable).parent / "uv"
-    return EnvironmentBuilder(env_root=Path(settings.COMMITGYM_ENV_DIR), uv=uv,
+    return EnvironmentBuilder(env_root=Path(settings.COMMITGYM_ENV_DIR) / f"repository-{repository.pk}", uv=uv,
+                              namespace=f"repository-{repository.pk}",
                               ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None)
 
 
@@ -94,6 +100,18 @@ def _work_root() -> Path:
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o711)  # sandbox users walk through it to their own working copies only
     return root
+
+
+def _stale_validations_end(task: Task) -> None:
+    """A validation whose worker stopped reporting would hold its task for ever: end it, and
+    give the task back so it can be validated again."""
+    stale = timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
+    ended = Validation.objects.filter(task=task, state=Validation.State.RUNNING, heartbeat_at__lt=stale).update(
+        state=Validation.State.FAILED, error="The worker running this validation stopped reporting.",
+        finished_at=timezone.now())
+    if ended and not Validation.objects.filter(task=task, state__in=Validation.ACTIVE_STATES).exists():
+        task_state_move(task_id=task.id, to_state=Task.State.MINED,
+                        from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="worker_lost")
 
 
 def task_validation_run(*, validation_id: int) -> bool:
@@ -105,27 +123,38 @@ def task_validation_run(*, validation_id: int) -> bool:
         return not Lease.held_elsewhere(Validation, validation_id, running_state=Validation.State.RUNNING)
     validation = Validation.objects.select_related("task__commit", "task__repository").get(id=validation_id)
     task, commit, repository = validation.task, validation.task.commit, validation.task.repository
-    task_state_move(task_id=task.id, to_state=Task.State.VALIDATING, from_states=[Task.State.BUILDING])
-    target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha, parent_sha=commit.parent_sha,
-                              committed_at=commit.committed_at, rules=repository.test_file_rules())
     with lease:
         try:
-            result = task_validate(target, builder=_builder(), work_root=_work_root(),
+            task_state_move(task_id=task.id, to_state=Task.State.VALIDATING, from_states=[Task.State.BUILDING])
+            target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha,
+                                      parent_sha=commit.parent_sha, committed_at=commit.committed_at,
+                                      rules=repository.test_file_rules())
+            result = task_validate(target, builder=_builder(repository), work_root=_work_root(),
                                    settings=_engine_settings(), reusable=_reusable_environments(repository))
+            _validation_store(lease, validation, result)
+        except LeaseLost:
+            return True  # another worker took it over; it finishes the task
         except Exception as error:  # noqa: BLE001 - the task must not stay in a running state
-            lease.finish(Validation.State.FAILED, error=f"{type(error).__name__}: {error}"[:4000])
-            task_state_move(task_id=task.id, to_state=Task.State.MINED,
-                            from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="validation_error")
+            if lease.finish(Validation.State.FAILED, error=_text(f"{type(error).__name__}: {error}")[:4000]):
+                task_state_move(task_id=task.id, to_state=Task.State.MINED,
+                                from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="validation_error")
             raise
-        _validation_store(lease, validation, result)
     task_state_move(task_id=task.id, to_state=result.verdict,
                     from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason=result.reason)
     return True
 
 
-def _reusable_environments(repository):
-    return [BuiltEnvironment(path=Path(env.path), key=env.key, python_version=env.python_version, lock=env.lock)
-            for env in Environment.objects.filter(repository=repository)[:3] if Path(env.path).is_dir()]
+def _reusable_environments(repository) -> list[BuiltEnvironment]:
+    return [BuiltEnvironment(path=Path(env.path), key=env.key, python_version=env.python_version, lock=env.lock,
+                             recipe_key=env.recipe_key)
+            for env in Environment.objects.filter(repository=repository)[:5] if Path(env.path).is_dir()]
+
+
+def _text(value) -> str:
+    """What PostgreSQL accepts of text that code in a sandbox wrote: no NUL, no lone surrogates."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
 
 
 @transaction.atomic
@@ -134,21 +163,25 @@ def _validation_store(lease: Lease, validation: Validation, result) -> None:
     if result.environment:
         environment, _ = Environment.objects.get_or_create(key=result.environment.key, defaults={
             "python_version": result.environment.python_version, "lock": result.environment.lock,
-            "path": str(result.environment.path), "repository": validation.task.repository})
+            "recipe_key": result.environment.recipe_key, "path": str(result.environment.path),
+            "repository": validation.task.repository, "build_network": "host"})
     oracle = result.oracle
-    lease.finish(
-        Validation.State.DONE, verdict=result.verdict, reason=result.reason, environment=environment,
-        environment_reused=result.environment_reused,
-        fail_to_pass=oracle.fail_to_pass if oracle else [], pass_to_pass=oracle.pass_to_pass if oracle else [],
-        flaky=oracle.flaky if oracle else [], breaks=oracle.breaks if oracle else [],
-        seconds=result.seconds)
     EnvironmentAttempt.objects.bulk_create([
-        EnvironmentAttempt(validation=validation, strategy=a.strategy, commands=a.commands, status=a.status,
-                           step=a.step, output=a.output[-_OUTPUT_KEPT:], seconds=a.seconds)
+        EnvironmentAttempt(validation=validation, strategy=a.strategy, commands=[_text(c) for c in a.commands],
+                           status=a.status, step=a.step, output=_text(a.output)[-_OUTPUT_KEPT:], seconds=a.seconds)
         for a in result.attempts])
     TestRunRecord.objects.bulk_create([
         TestRunRecord(validation=validation, side=r.side, scope=r.scope, index=r.index, status=r.run.status,
                       exit_code=r.run.exit_code, collection_error=r.run.collection_error, seconds=r.run.seconds,
-                      output=r.run.output.decode("utf-8", "replace")[-_OUTPUT_KEPT:].replace("\x00", ""),
-                      outcomes=r.run.outcomes)
+                      output=_text(r.run.output)[-_OUTPUT_KEPT:],
+                      outcomes={_text(test): status for test, status in r.run.outcomes.items()})
         for r in result.runs])
+    finished = lease.finish(
+        Validation.State.DONE, verdict=result.verdict, reason=result.reason, environment=environment,
+        environment_reused=result.environment_reused,
+        fail_to_pass=[_text(t) for t in oracle.fail_to_pass] if oracle else [],
+        pass_to_pass=[_text(t) for t in oracle.pass_to_pass] if oracle else [],
+        flaky=[_text(t) for t in oracle.flaky] if oracle else [],
+        breaks=[_text(t) for t in oracle.breaks] if oracle else [], seconds=result.seconds)
+    if not finished:
+        raise LeaseLost()  # rolls back what this worker stored: the one holding it now stores its own

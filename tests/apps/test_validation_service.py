@@ -71,3 +71,43 @@ def test_a_validation_whose_worker_died_is_taken_over_when_stale(task, monkeypat
         heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
     assert services.task_validation_run(validation_id=validation.id) is True
     assert Task.objects.get(id=task.id).state == "invalid"
+
+
+@pytest.mark.django_db
+def test_text_a_sandbox_wrote_is_stored_whatever_it_holds(task, monkeypatch):
+    result = _result()
+    hostile = TestRun(outcomes={"t.py::test_\x00\udcff": "PASSED"}, status="ok", exit_code=0,
+                      output=b"\x00\xff\xfe out", seconds=0.1, collection_error=False)
+    result.runs.append(RunRecord("before", "selected", 0, hostile))
+    result.attempts.append(Attempt("editable", ["\x00"], "ok", "", "log\x00\udcff", 1.0))
+    monkeypatch.setattr(services, "task_validate", lambda *a, **k: result)
+    validation = services.task_validation_start(task=task)
+    assert services.task_validation_run(validation_id=validation.id)
+    validation.refresh_from_db()
+    assert validation.state == "done" and validation.runs.count() == 2
+    assert "\x00" not in validation.runs.last().output
+
+
+@pytest.mark.django_db
+def test_a_stale_validation_gives_its_task_back(task, settings):
+    validation = services.task_validation_start(task=task)
+    Validation.objects.filter(id=validation.id).update(
+        state="running", heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
+    Task.objects.filter(id=task.id).update(state="validating")
+    again = services.task_validation_start(task=task)
+    assert again is not None and again.id != validation.id
+    assert Validation.objects.get(id=validation.id).state == "failed"
+    assert "worker_lost" in task.state_changes.values_list("reason", flat=True)
+
+
+@pytest.mark.django_db
+def test_a_validation_taken_over_while_storing_keeps_nothing_of_this_worker(task, monkeypatch):
+    def taken_over(*args, **kwargs):
+        Validation.objects.filter(task=task).update(lease_token="another-worker")
+        return _result()
+
+    monkeypatch.setattr(services, "task_validate", taken_over)
+    validation = services.task_validation_start(task=task)
+    assert services.task_validation_run(validation_id=validation.id) is True
+    validation.refresh_from_db()
+    assert validation.state == "running" and not validation.runs.exists() and not validation.attempts.exists()

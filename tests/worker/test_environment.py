@@ -1,5 +1,7 @@
 """Environments built for real in the local sandbox, with packages from the index."""
 
+import os
+import stat
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -97,3 +99,34 @@ def test_tests_that_do_not_collect_fail_the_attempt(place):
     (attempt,) = failed.value.attempts
     assert attempt.strategy == "tests-only" and attempt.step == "collect"
     assert "SyntaxError" in attempt.output or "error" in attempt.output.lower()
+
+
+def test_a_build_that_swaps_its_environment_for_a_link_is_refused(place):
+    secret = place / "secret-folder"
+    secret.mkdir(mode=0o700)
+    os.chown(secret, 4242, 4242)
+    work = place / "swapper"
+    (work / "repo" / "tests").mkdir(parents=True)
+    (work / "repo" / "tests" / "conftest.py").write_text(
+        "import os, shutil\nshutil.rmtree('/workspace/env', ignore_errors=True)\n"
+        f"os.symlink({str(secret)!r}, '/workspace/env')\n")
+    (work / "repo" / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
+    with pytest.raises(EnvironmentFailed) as failed:
+        _builder(place).build(work, as_of=AS_OF)
+    assert failed.value.attempts[-1].step in {"collect", "keep"}
+    assert os.stat(secret).st_uid == 4242 and stat.S_IMODE(os.stat(secret).st_mode) == 0o700
+    assert not any(path.is_symlink() for path in (place / "envs").glob("*")) if (place / "envs").exists() else True
+
+
+def test_a_file_hard_linked_into_the_working_copy_is_copied_when_the_environment_is_kept(place):
+    from worker.engine.environment import _give_back
+
+    env = place / "linked-env"
+    (env / "lib").mkdir(parents=True)
+    outside = place / "linked-outside.py"
+    outside.write_text("original\n")
+    os.link(outside, env / "lib" / "sitecustomize.py")
+    _give_back(env)
+    outside.write_text("changed from the working copy\n")
+    assert (env / "lib" / "sitecustomize.py").read_text() == "original\n"
+    assert os.stat(env / "lib" / "sitecustomize.py").st_nlink == 1

@@ -195,3 +195,21 @@ def test_the_working_copy_and_read_only_paths_can_be_seen_at_fixed_places(workdi
     assert result.status == "ok", result.output
     assert result.output.decode().split(" ", 2)[:2] == ["/workspace", "env"]
     assert "'repo'" in result.output.decode()
+
+
+def test_files_a_sandbox_could_plant_are_read_safely(tmp_path):
+    from worker.engine.sandbox import sandbox_file_read
+
+    (tmp_path / "plain").write_bytes(b"x" * 10)
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink("/etc/shadow", tmp_path / "link")
+    assert sandbox_file_read(tmp_path / "plain", max_bytes=4) == b"xxxx"
+    assert sandbox_file_read(tmp_path / "fifo") == b""  # does not block
+    assert sandbox_file_read(tmp_path / "link") == b""
+    assert sandbox_file_read(tmp_path / "missing") == b""
+
+
+def test_a_link_is_never_mounted(workdir, tmp_path):
+    os.symlink("/root", tmp_path / "planted")
+    with pytest.raises(PermissionError):
+        LocalSandbox(read_only=[tmp_path / "planted"]).run([PYTHON, "-c", "pass"], workdir=workdir)

@@ -48,3 +48,14 @@ def test_resolves_needs_every_f2p_and_p2p_test_to_pass():
 ])
 def test_task_verdict(oracle, gold, empty, verdict):
     assert task_verdict(oracle, gold_resolves=gold, empty_resolves=empty) == verdict
+
+
+def test_tests_a_cut_short_run_never_reached_are_unknown_not_failing():
+    from worker.engine.validation import runs_filled
+
+    before = runs_filled([{"t::a": "FAILED", "t::b": "PASSED"}, {"t::a": "FAILED"}], [True, False])
+    after = runs_filled([{"t::a": "PASSED", "t::b": "PASSED"}, {"t::a": "PASSED", "t::b": "PASSED"}], [True, True])
+    oracle = oracle_from_runs(before, after)
+    assert oracle.fail_to_pass == ["t::a"] and oracle.pass_to_pass == ["t::b"] and not oracle.flaky
+    nowhere = oracle_from_runs(runs_filled([{"t::x": "PASSED"}, {}], [True, False]), [{}])
+    assert nowhere.breaks == ["t::x"]  # complete after-run without it: it failed to collect there

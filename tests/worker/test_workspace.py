@@ -47,3 +47,10 @@ def test_a_patch_cannot_write_outside_the_working_copy(place):
     escape = "--- /dev/null\n+++ b/../../escaped.txt\n@@ -0,0 +1 @@\n+out\n"
     patch_apply(LocalSandbox(), work, escape)
     assert not (place / "escaped.txt").exists()
+
+
+def test_export_ignore_does_not_hide_files_from_working_copies(place):
+    repo = GitRepo(place / "origin")
+    sha = repo.commit("init", {".gitattributes": "tests/ export-ignore\n", "tests/test_a.py": "x = 1\n"})
+    copy = working_copy_write(repo.path, sha, place / "work")
+    assert (copy / "tests" / "test_a.py").read_text() == "x = 1\n"

@@ -15,13 +15,14 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
-from worker.engine.sandbox import Limits, LocalSandbox
+from worker.engine.sandbox import Limits, LocalSandbox, sandbox_file_read
 
 WORKSPACE = "/workspace"
 REPO = f"{WORKSPACE}/repo"
@@ -61,13 +62,15 @@ class BuiltEnvironment:
     python_version: str
     lock: str  # `uv pip freeze`
     attempts: list[Attempt] = field(default_factory=list)
+    recipe_key: str = ""  # the install files it was built from
 
 
 def install_recipe(repo_dir: Path) -> dict[str, str]:
     """The files that say how the repository installs, by path."""
     paths = [repo_dir / name for name in _INSTALL_FILES]
     paths += sorted(repo_dir.glob("requirements*.txt")) + sorted(repo_dir.glob("requirements/*.txt"))
-    return {str(path.relative_to(repo_dir)): path.read_text(errors="replace") for path in paths if path.is_file()}
+    found = {str(path.relative_to(repo_dir)): sandbox_file_read(path, max_bytes=1 << 20) for path in paths}
+    return {name: data.decode("utf-8", "replace") for name, data in found.items() if data}
 
 
 def recipe_key(recipe: dict[str, str]) -> str:
@@ -124,6 +127,7 @@ class EnvironmentBuilder:
 
     env_root: Path  # where finished environments live, one folder per key
     uv: Path  # the uv executable on this machine
+    namespace: str = ""  # environments are shared within a namespace only (one per repository)
     python: str = "/usr/bin/python3"  # the interpreter the sandbox user can run
     ca_bundle: Optional[Path] = None  # extra CA bundle for TLS-inspecting proxies
     limits: Limits = Limits(wall_seconds=900, cpu_seconds=900)
@@ -135,7 +139,9 @@ class EnvironmentBuilder:
         return LocalSandbox(read_only=read_only)
 
     def _env(self) -> dict:
-        env = {"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": f"{WORKSPACE}/.uv-cache", "UV_NO_PROGRESS": "1"}
+        env = {"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": f"{WORKSPACE}/.uv-cache", "UV_NO_PROGRESS": "1",
+               # A working copy has no .git: setuptools-scm projects install with this version instead.
+               "SETUPTOOLS_SCM_PRETEND_VERSION": "0.0.0"}
         if self.ca_bundle:
             env.update(SSL_CERT_FILE="/opt/commitgym/ca.pem", PIP_CERT="/opt/commitgym/ca.pem")
         else:
@@ -150,13 +156,13 @@ class EnvironmentBuilder:
             attempt = self._attempt(workdir, strategy, as_of)
             attempts.append(attempt)
             if attempt.status == "ok":
-                return self._keep(workdir, attempts)
+                return self._keep(workdir, attempts, recipe)
         raise EnvironmentFailed(attempts)
 
     def _attempt(self, workdir: Path, strategy: Strategy, as_of: datetime) -> Attempt:
         shutil.rmtree(workdir / "env", ignore_errors=True)
         steps = [
-            ("venv", [UV, "venv", "--quiet", "--python", self.python, ENV], True),
+            ("venv", [UV, "venv", "--quiet", "--python", self.python, ENV], False),
             ("install", [UV, "pip", "install", "--python", f"{ENV}/bin/python",
                          "--exclude-newer", as_of.isoformat(), *strategy.install_args, "pytest"], True),
             ("collect", [f"{ENV}/bin/python", "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
@@ -174,21 +180,28 @@ class EnvironmentBuilder:
                 return Attempt(strategy.name, commands, result.status, step, "\n".join(outputs), seconds)
         return Attempt(strategy.name, commands, "ok", "", "\n".join(outputs), seconds)
 
-    def _keep(self, workdir: Path, attempts: list[Attempt]) -> BuiltEnvironment:
+    def _keep(self, workdir: Path, attempts: list[Attempt], recipe: dict[str, str]) -> BuiltEnvironment:
         sandbox = self._sandbox()
         freeze = sandbox.run([UV, "pip", "freeze", "--python", f"{ENV}/bin/python"], workdir=workdir,
                              mount_at=WORKSPACE, limits=self.limits, env=self._env())
         version = sandbox.run([f"{ENV}/bin/python", "-c", "import platform; print(platform.python_version())"],
                               workdir=workdir, mount_at=WORKSPACE, limits=self.limits)
+        built = workdir / "env"
+        # The build ran the repository's code: what it left must be a plain folder, not a link elsewhere.
+        if not (freeze.ok and version.ok) or built.is_symlink() or not built.is_dir():
+            raise EnvironmentFailed([*attempts, Attempt("keep", [], "failed", "keep",
+                                                        "the environment could not be read back after the build", 0)])
         lock = "\n".join(line for line in freeze.output.decode().splitlines() if _PINNED.match(line)) + "\n"
-        python_version = version.output.decode().strip()
-        key = hashlib.sha256(f"{python_version}\n{lock}".encode()).hexdigest()[:16]
+        python_version = version.output.decode().strip()[:32]
+        # Environments are never shared across namespaces (repositories): a build is the repository's code.
+        key = hashlib.sha256(f"{self.namespace}\n{python_version}\n{lock}".encode()).hexdigest()[:16]
         target = self.env_root / key
         if not target.exists():
             self.env_root.mkdir(parents=True, exist_ok=True)
-            _give_back(workdir / "env")
-            shutil.move(workdir / "env", target)
-        return BuiltEnvironment(path=target, key=key, python_version=python_version, lock=lock, attempts=attempts)
+            _give_back(built)
+            shutil.move(built, target)
+        return BuiltEnvironment(path=target, key=key, python_version=python_version, lock=lock, attempts=attempts,
+                                recipe_key=recipe_key(recipe))
 
     def reuse_check(self, environment: Path, workdir: Path) -> Attempt:
         """Does an environment built for another commit install this one? (Its tests collect.)"""
@@ -200,9 +213,17 @@ class EnvironmentBuilder:
 
 
 def _give_back(path: Path) -> None:
-    """A finished environment belongs to the worker, readable by every sandbox user, writable by none."""
-    for root, dirs, files in os.walk(path):
+    """A finished environment belongs to the worker, readable by every sandbox user, writable by none.
+    A file hard-linked elsewhere (into a working copy, say) is replaced by a copy of its own."""
+    for root, dirs, files in os.walk(path):  # `path` is a real folder: os.walk does not follow links below it
         for name in dirs + files:
-            os.lchown(os.path.join(root, name), 0, 0)
+            item = os.path.join(root, name)
+            info = os.lstat(item)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                shutil.copy2(item, item + ".copy", follow_symlinks=False)
+                os.replace(item + ".copy", item)
+            os.lchown(item, 0, 0)
+            if not stat.S_ISLNK(info.st_mode):
+                os.chmod(item, stat.S_IMODE(os.lstat(item).st_mode) & ~0o022)
     os.chown(path, 0, 0)
     path.chmod(0o755)

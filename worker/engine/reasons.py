@@ -22,7 +22,6 @@ MINING_JOB_FAILURES = {
     "git_failed": "git failed while reading the repository.",
     "timeout": "git took longer than the time limit.",
     "worker_error": "The mining job stopped on an unexpected error.",
-    "worker_lost": "The worker running the job stopped reporting (killed, out of memory, or past its hard time limit).",
     "credentials_unreadable": "The stored credentials cannot be decrypted: the SECRET_KEY changed. Enter them again.",
 }
 
@@ -33,6 +32,8 @@ VALIDATION_REASONS = {
     "gold_patch_fails": "Graded like a candidate, the commit's own fix does not resolve the task.",
     "empty_patch_resolves": "Graded like a candidate, an empty patch already resolves the task.",
     "install_failed": "No install strategy gave an environment where the tests collect.",
+    "validation_error": "The last validation stopped on an error before reaching a verdict (see its page).",
+    "worker_lost": "The worker running the job stopped reporting (killed, out of memory, or past its hard time limit).",
 }
 
 REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS}

@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -134,6 +135,8 @@ class LocalSandbox:
         pairs = []
         for entry in self.read_only:
             source, target = entry if isinstance(entry, tuple) else (entry, str(entry))
+            if Path(source).is_symlink():  # it may have been planted by code that ran in a sandbox
+                raise PermissionError(f"{source} is a symbolic link: refusing to mount it")
             pairs.append((Path(source).resolve(), str(target)))
         return pairs
 
@@ -154,6 +157,20 @@ class LocalSandbox:
         for source, target in self._read_only():  # after the working copy: they may sit inside it
             args += ["--ro-bind", str(source), target]
         return [*args, "--chdir", cwd, "--"]
+
+
+def sandbox_file_read(path: Path, *, max_bytes: int = 64 << 20) -> bytes:
+    """Read a file that code in a sandbox could have replaced: never through a link, never a
+    pipe or device (which could block or never end), at most `max_bytes`. b"" if it is not a
+    plain file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return b""
+        return file.read(max_bytes)
 
 
 def _clean_environment(home: str, extra: Optional[dict]) -> dict:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from worker.engine.sandbox import Limits
+from worker.engine.sandbox import Limits, sandbox_file_read
 
 PLUGIN_SOURCE = Path(__file__).with_name("pytest_report.py")
 PLUGIN_MODULE = "commitgym_pytest_report"
@@ -33,6 +33,7 @@ class TestRun:
     output: bytes
     seconds: float
     collection_error: bool  # the tests did not collect, so the outcomes say nothing of the code
+    complete: bool = True  # pytest reached its end: a test missing from `outcomes` did not run at all
 
     __test__ = False  # a result, not a test class for pytest
 
@@ -66,15 +67,17 @@ def pytest_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection
         env["PYTHONPATH"] = ":".join(filter(None, [inside(plugin_dir), env.get("PYTHONPATH")]))
         env["COMMITGYM_REPORT"] = inside(report)
         env["COMMITGYM_TEST_TIMEOUT"] = str(per_test_timeout or 0)
-        argv = [python, "-m", "pytest", "-p", PLUGIN_MODULE, "-p", "no:cacheprovider", "-q", *selection]
+        argv = [python, "-m", "pytest", "-p", PLUGIN_MODULE, "-p", "no:cacheprovider", "-q",
+                "--continue-on-collection-errors", *selection]
         result = sandbox.run(argv, workdir=workdir, network=False, limits=limits, env=env,
                              mount_at=mount_at, cwd=inside(repo_dir))
-        lines = report.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = sandbox_file_read(report).decode("utf-8", "replace").splitlines()
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)
     return TestRun(outcomes=outcomes_from_report(lines), status=result.status, exit_code=result.exit_code,
                    output=result.output, seconds=result.seconds,
-                   collection_error=_collection_error(lines, result.exit_code))
+                   collection_error=_collection_error(lines, result.exit_code),
+                   complete=any(event.get("event") == "end" for event in _events(lines)))
 
 
 def outcomes_from_report(lines: list[str]) -> dict[str, str]:

@@ -12,11 +12,20 @@ from pathlib import Path
 from typing import Optional
 
 from worker.engine.commit_filters import TestFileRules
-from worker.engine.environment import ENV, WORKSPACE, Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed
+from worker.engine.environment import (
+    ENV,
+    WORKSPACE,
+    Attempt,
+    BuiltEnvironment,
+    EnvironmentBuilder,
+    EnvironmentFailed,
+    install_recipe,
+    recipe_key,
+)
 from worker.engine.patches import commit_patches
 from worker.engine.sandbox import Limits, LocalSandbox
 from worker.engine.test_run import TestRun, pytest_run
-from worker.engine.validation import Oracle, oracle_from_runs, resolves, task_verdict
+from worker.engine.validation import Oracle, oracle_from_runs, resolves, runs_filled, task_verdict
 from worker.engine.workspace import patch_apply, working_copy_write
 
 
@@ -91,8 +100,12 @@ class _Validation:
             self.result.attempts += failed.attempts
             return False
         self.result.attempts += self.environment.attempts
-        shutil.rmtree(workdir / "env", ignore_errors=True)
         return True
+
+    def runs(self, workdir: Path, side: str, selection: list[str]) -> list[dict[str, str]]:
+        """The commit's test files, several times, ready for the oracle."""
+        runs = [self.run(workdir, side, "selected", i, selection) for i in range(self.settings.runs_per_side)]
+        return runs_filled([run.outcomes for run in runs], [run.complete for run in runs])
 
     def run(self, workdir: Path, side: str, scope: str, index: int, selection: list[str],
             wall_seconds: Optional[float] = None) -> TestRun:
@@ -124,24 +137,29 @@ def task_validate(commit: CommitToValidate, *, builder: EnvironmentBuilder, work
 def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     commit, settings, result = v.commit, v.settings, v.result
     patches = commit_patches(commit.mirror_dir, commit.sha, commit.parent_sha, commit.rules)
-    after = v.copy("after", commit.sha)
-    if not v.environment_for(after, reusable):
+    # Installing runs the repository's code: it gets a copy of its own, thrown away after.
+    build = v.copy("build", commit.sha)
+    recipe = recipe_key(install_recipe(build / "repo"))
+    if not v.environment_for(build, [env for env in reusable if env.recipe_key == recipe]):
         result.verdict, result.reason = "environment_failed", "install_failed"
         return
+    shutil.rmtree(build, ignore_errors=True)
     result.environment = v.environment
-    selection = _test_files(patches.test_files)
+    after = v.copy("after", commit.sha)
+    selection = [path for path in _test_files(patches.test_files) if (after / "repo" / path).is_file()]
     if not selection or not commit.parent_sha:
         result.reason = "no_fail_to_pass"
         return
     before = v.copy("before", commit.parent_sha, patches.test_patch)
-    before_runs = [v.run(before, "before", "selected", i, selection).outcomes for i in range(settings.runs_per_side)]
-    after_runs = [v.run(after, "after", "selected", i, selection).outcomes for i in range(settings.runs_per_side)]
-    oracle = oracle_from_runs(before_runs, after_runs)
+    oracle = oracle_from_runs(*[v.runs(copy, side, selection) for copy, side in ((before, "before"), (after, "after"))])
     suite_before = v.run(before, "before", "suite", 0, [], wall_seconds=settings.suite_seconds)
     suite_after = v.run(after, "after", "suite", 0, [], wall_seconds=settings.suite_seconds)
-    if suite_before.status != "timeout" and suite_after.status != "timeout":
+    if suite_before.complete and suite_after.complete:
         oracle = _with_suite(oracle, oracle_from_runs([suite_before.outcomes], [suite_after.outcomes]))
     result.oracle = oracle
+    if not oracle.fail_to_pass:
+        result.reason = "no_fail_to_pass"
+        return
     graded = sorted({test.split("::")[0] for test in [*oracle.fail_to_pass, *oracle.pass_to_pass]})
     gold = v.run(v.copy("gold", commit.parent_sha, patches.source_patch, patches.test_patch), "gold", "graded", 0,
                  graded)

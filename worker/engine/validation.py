@@ -2,7 +2,8 @@
 
 Outcomes are {test id: status} per run. PASSED and XFAIL count as pass, FAILED and
 ERROR as fail, SKIPPED as neither; a test missing from a run of its file counts as
-failing there (a test a fix brings often cannot even be collected before it).
+failing there (a test a fix brings often cannot even be collected before it), unless
+the run was cut short: then it is UNKNOWN and that run says nothing about it.
 """
 
 from dataclasses import dataclass
@@ -11,9 +12,19 @@ from typing import Iterable, Optional
 PASSING = frozenset({"PASSED", "XFAIL"})
 FAILING = frozenset({"FAILED", "ERROR"})
 STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL")
+UNKNOWN = "UNKNOWN"  # not run: its run ended before reaching it
+
+
+def runs_filled(runs: list[dict[str, str]], complete: list[bool]) -> list[dict[str, str]]:
+    """Mark tests missing from runs that were cut short as UNKNOWN (absent from a complete run, a
+    test did not exist or did not collect there, which counts as failing)."""
+    tests = {test for run in runs for test in run}
+    return [run if whole else {test: run.get(test, UNKNOWN) for test in tests} for run, whole in zip(runs, complete)]
 
 
 def _kind(status: Optional[str]) -> str:
+    if status == UNKNOWN:
+        return "unknown"
     if status in PASSING:
         return "pass"
     if status == "SKIPPED":
@@ -36,8 +47,10 @@ def oracle_from_runs(before: list[dict[str, str]], after: list[dict[str, str]]) 
     tests = sorted({test for run in [*before, *after] for test in run})
     f2p, p2p, flaky, breaks = [], [], [], []
     for test in tests:
-        before_kinds = {_kind(run.get(test)) for run in before}
-        after_kinds = {_kind(run.get(test)) for run in after}
+        before_kinds = {_kind(run.get(test)) for run in before} - {"unknown"}
+        after_kinds = {_kind(run.get(test)) for run in after} - {"unknown"}
+        if not before_kinds or not after_kinds:
+            continue  # no run on one side reached it
         if len(before_kinds) > 1 or len(after_kinds) > 1:
             flaky.append(test)
             continue

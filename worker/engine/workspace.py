@@ -9,7 +9,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from worker.engine.git_repo import GIT_CONFIG, GitError, git_environment, require_sha
+from worker.engine.git_repo import GIT_CONFIG, GitError, git_environment, git_run, require_sha
 from worker.engine.sandbox import Limits, LocalSandbox, RunResult
 
 PATCH_FILE = ".commitgym.patch"  # beside the repository, never inside it
@@ -19,6 +19,7 @@ def working_copy_write(mirror_dir: Path, sha: str, workdir: Path) -> Path:
     """`<workdir>/repo` with the tree of `sha`; returns that folder."""
     repo = workdir / "repo"
     repo.mkdir(parents=True)
+    _export_everything(mirror_dir)
     with git_environment() as env:
         archive = subprocess.Popen(["git", *GIT_CONFIG, "archive", "--format=tar", require_sha(sha)],
                                    cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -28,6 +29,16 @@ def working_copy_write(mirror_dir: Path, sha: str, workdir: Path) -> Path:
     if archive.returncode != 0:
         raise GitError("git_failed", archive.stderr.read().decode("utf-8", "replace").strip())
     return repo
+
+
+def _export_everything(mirror_dir: Path) -> None:
+    """A repository's `export-ignore` attributes (often on tests/) must not thin our copies."""
+    attributes = mirror_dir / git_run(["rev-parse", "--git-path", "info/attributes"], cwd=mirror_dir).strip()
+    line = "* -export-ignore -export-subst\n"
+    if not attributes.exists() or line not in attributes.read_text():
+        attributes.parent.mkdir(exist_ok=True)
+        with attributes.open("a") as file:
+            file.write(line)
 
 
 def patch_apply(sandbox: LocalSandbox, workdir: Path, patch: str, *, limits: Limits = Limits(wall_seconds=120)

@@ -25,11 +25,12 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"no registered repository named {repository!r} (mine it first)")
         tasks = self._tasks(found, commit)
-        pending = {}
+        pending, skipped = {}, 0
         for task in tasks:
             validation = task_validation_start(task=task)
             if validation is None:
-                self.stderr.write(f"{task.instance_id}: already being validated, skipped")
+                self.stderr.write(f"{task.instance_id}: being validated already, or {task.state}: skipped")
+                skipped += 1
                 continue
             pending[validation.id] = task
         failures = 0
@@ -44,6 +45,8 @@ class Command(BaseCommand):
             time.sleep(0.5)
         if failures:
             raise CommandError(f"{failures} validations stopped on an error (see their pages)")
+        if skipped and commit:
+            raise CommandError(f"{skipped} of the commits asked for could not be validated now")
 
     def _tasks(self, repository, shas):
         tasks = Task.objects.filter(repository=repository).select_related("commit").order_by("commit__committed_at")
