@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Optional
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -52,7 +52,10 @@ class Lease:
     def _beat(self) -> None:
         try:
             while not self._stopped.wait(settings.COMMITGYM_JOB_HEARTBEAT_SECONDS):
-                self.rows().update(heartbeat_at=timezone.now())
+                try:
+                    self.rows().update(heartbeat_at=timezone.now())
+                except DatabaseError:
+                    connection.close()  # a dropped connection: the next beat opens a new one
         finally:
             connection.close()
 

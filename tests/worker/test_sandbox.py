@@ -213,3 +213,16 @@ def test_a_link_is_never_mounted(workdir, tmp_path):
     os.symlink("/root", tmp_path / "planted")
     with pytest.raises(PermissionError):
         LocalSandbox(read_only=[tmp_path / "planted"]).run([PYTHON, "-c", "pass"], workdir=workdir)
+
+
+def test_memory_backed_folders_are_capped(workdir):
+    code = ("import os\n"
+            "for folder in ('/tmp', '/dev/shm'):\n"
+            "    try:\n"
+            "        with open(folder + '/fill', 'wb') as f:\n"
+            "            for _ in range(64): f.write(b'z' * (1 << 20))\n"
+            "        print(folder, 'filled')\n"
+            "    except OSError as e:\n"
+            "        print(folder, 'refused', e.errno)\n")
+    result = run(code, workdir, Limits(wall_seconds=20, tmp_bytes=8 << 20, file_bytes=1 << 30))
+    assert result.output.split(b"\n")[:2] == [b"/tmp refused 28", b"/dev/shm refused 28"]  # ENOSPC

@@ -54,3 +54,14 @@ def test_export_ignore_does_not_hide_files_from_working_copies(place):
     sha = repo.commit("init", {".gitattributes": "tests/ export-ignore\n", "tests/test_a.py": "x = 1\n"})
     copy = working_copy_write(repo.path, sha, place / "work")
     assert (copy / "tests" / "test_a.py").read_text() == "x = 1\n"
+
+
+def test_a_tree_with_a_link_out_of_itself_is_refused_with_a_reason(place):
+    from worker.engine.git_repo import GitError
+
+    repo = GitRepo(place / "origin")
+    (repo.path / "escape").symlink_to("/etc/passwd")
+    sha = repo.commit("link", {"a.py": "x = 1\n"})
+    with pytest.raises(GitError) as refused:
+        working_copy_write(repo.path, sha, place / "work")
+    assert refused.value.code == "unsafe_tree" and "cannot be checked out safely" in str(refused.value)

@@ -22,6 +22,7 @@ MINING_JOB_FAILURES = {
     "git_failed": "git failed while reading the repository.",
     "timeout": "git took longer than the time limit.",
     "worker_error": "The mining job stopped on an unexpected error.",
+    "unsafe_tree": "The commit's tree holds a link pointing outside the repository; it is not checked out.",
     "credentials_unreadable": "The stored credentials cannot be decrypted: the SECRET_KEY changed. Enter them again.",
 }
 

@@ -40,6 +40,7 @@ class Limits:
     memory_bytes: int = 4 << 30  # address space
     processes: int = 256
     file_bytes: int = 1 << 30  # any one file written, standard output included
+    tmp_bytes: int = 512 << 20  # /tmp and /dev/shm are memory: each is capped
     output_bytes: int = 4 << 20  # output kept for the record
 
 
@@ -98,7 +99,7 @@ class LocalSandbox:
             _hand_over(workdir, uid)
             inside = mount_at or str(workdir)
             command = [*self._limits_prefix(limits, uid),
-                       *self._isolation_prefix(workdir, inside, cwd or inside, network), *argv]
+                       *self._isolation_prefix(workdir, inside, cwd or inside, network, limits), *argv]
             started = time.monotonic()
             process = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
@@ -140,7 +141,7 @@ class LocalSandbox:
             pairs.append((Path(source).resolve(), str(target)))
         return pairs
 
-    def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, network: bool) -> list[str]:
+    def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, network: bool, limits: Limits) -> list[str]:
         if not self.isolated:
             return []
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
@@ -153,7 +154,9 @@ class LocalSandbox:
                 args += ["--symlink", os.readlink(host), str(host)]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), str(host)]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(workdir), inside]
+        tmp_size = str(limits.tmp_bytes)
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp_size, "--tmpfs", "/tmp",
+                 "--size", tmp_size, "--tmpfs", "/dev/shm", "--bind", str(workdir), inside]
         for source, target in self._read_only():  # after the working copy: they may sit inside it
             args += ["--ro-bind", str(source), target]
         return [*args, "--chdir", cwd, "--"]

@@ -84,7 +84,8 @@ class _Validation:
         for patch in patches:
             applied = patch_apply(LocalSandbox(), workdir, patch)
             if not applied.ok:
-                raise RuntimeError(f"a patch of the commit does not apply: {applied.output[-500:]!r}")
+                output = applied.output[-500:].decode("utf-8", "replace").strip()
+                raise RuntimeError(f"a patch of the commit does not apply to its parent: {output}")
         return workdir
 
     def environment_for(self, workdir: Path, reusable: list[BuiltEnvironment]) -> bool:

@@ -23,9 +23,14 @@ def working_copy_write(mirror_dir: Path, sha: str, workdir: Path) -> Path:
     with git_environment() as env:
         archive = subprocess.Popen(["git", *GIT_CONFIG, "archive", "--format=tar", require_sha(sha)],
                                    cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
-            tar.extractall(repo, filter="data")
-        archive.wait()
+        try:
+            with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
+                tar.extractall(repo, filter="data")
+        except tarfile.FilterError as refused:
+            archive.kill()
+            raise GitError("unsafe_tree", f"the commit's tree cannot be checked out safely: {refused}") from None
+        finally:
+            archive.wait()
     if archive.returncode != 0:
         raise GitError("git_failed", archive.stderr.read().decode("utf-8", "replace").strip())
     return repo
