@@ -127,6 +127,12 @@ COMMITGYM_GIT_TIMEOUT = _env_int("COMMITGYM_GIT_TIMEOUT", 1800)
 COMMITGYM_ENV_DIR = Path(os.environ.get("COMMITGYM_ENV_DIR", VAR_DIR / "envs"))
 COMMITGYM_WORK_DIR = Path(os.environ.get("COMMITGYM_WORK_DIR", VAR_DIR / "work"))
 COMMITGYM_CA_BUNDLE = os.environ.get("COMMITGYM_CA_BUNDLE", "")  # an extra CA for builds behind a proxy
+# Where untrusted code runs: "local" (bubblewrap) or "docker" (a container per run).
+COMMITGYM_SANDBOX = os.environ.get("COMMITGYM_SANDBOX", "local")
+COMMITGYM_DOCKER_IMAGE = os.environ.get("COMMITGYM_DOCKER_IMAGE", "commitgym-base:bookworm")
+# The network containers install with: "host" where nothing may use a bridge (these machines),
+# a bridge network's name in production (then install scripts cannot reach the host's services).
+COMMITGYM_BUILD_NETWORK = os.environ.get("COMMITGYM_BUILD_NETWORK", "host")
 COMMITGYM_VALIDATION_RUNS = _env_int("COMMITGYM_VALIDATION_RUNS", 3)
 COMMITGYM_TEST_TIMEOUT = _env_int("COMMITGYM_TEST_TIMEOUT", 60)
 COMMITGYM_SUITE_SECONDS = _env_int("COMMITGYM_SUITE_SECONDS", 600)

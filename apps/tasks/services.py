@@ -1,6 +1,7 @@
 import re
 import sys
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 from django.conf import settings
@@ -9,7 +10,9 @@ from django.utils import timezone
 
 from apps.environments.models import Environment
 from apps.leases import Lease, LeaseLost
+from worker.engine.docker_sandbox import DockerSandbox
 from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder
+from worker.engine.sandbox import LocalSandbox
 from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
 
 from .models import EnvironmentAttempt, Task, TaskStateChange, TestRunRecord, Validation
@@ -66,8 +69,9 @@ def task_state_move(*, task_id: int, to_state: str, from_states, reason: str = "
     return True
 
 
-def task_validation_start(*, task: Task, actor=None):
-    """Queue a validation of the task; None if the task is being validated already or not validatable."""
+def task_validation_start(*, task: Task, actor=None, backend: str = ""):
+    """Queue a validation of the task (in the given sandbox backend, default the setting);
+    None if the task is being validated already or not validatable."""
     from worker.tasks import task_validate_task
 
     _stale_validations_end(task)
@@ -75,7 +79,7 @@ def task_validation_start(*, task: Task, actor=None):
         if not task_state_move(task_id=task.id, to_state=Task.State.BUILDING, from_states=VALIDATABLE_STATES,
                                actor=actor):
             return None
-        validation = Validation.objects.create(task=task)
+        validation = Validation.objects.create(task=task, backend=backend or settings.COMMITGYM_SANDBOX)
     transaction.on_commit(lambda: task_validate_task.delay(validation.id))
     return validation
 
@@ -86,13 +90,18 @@ def _engine_settings() -> ValidationSettings:
                               suite_seconds=settings.COMMITGYM_SUITE_SECONDS)
 
 
-def _builder(repository) -> EnvironmentBuilder:
+def _builder(repository, backend: str) -> EnvironmentBuilder:
     """Environments are shared between a repository's commits, never across repositories:
     building one runs the repository's own code."""
     uv = Path(sys.executable).parent / "uv"
-    return EnvironmentBuilder(env_root=Path(settings.COMMITGYM_ENV_DIR) / f"repository-{repository.pk}", uv=uv,
-                              namespace=f"repository-{repository.pk}",
-                              ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None)
+    factory = LocalSandbox
+    if backend == "docker":
+        factory = partial(DockerSandbox, image=settings.COMMITGYM_DOCKER_IMAGE,
+                          build_network=settings.COMMITGYM_BUILD_NETWORK)
+    return EnvironmentBuilder(
+        env_root=Path(settings.COMMITGYM_ENV_DIR) / backend / f"repository-{repository.pk}", uv=uv,
+        namespace=f"repository-{repository.pk}", sandbox_factory=factory, backend=backend,
+        ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None)
 
 
 def _work_root() -> Path:
@@ -129,8 +138,9 @@ def task_validation_run(*, validation_id: int) -> bool:
             target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha,
                                       parent_sha=commit.parent_sha, committed_at=commit.committed_at,
                                       rules=repository.test_file_rules())
-            result = task_validate(target, builder=_builder(repository), work_root=_work_root(),
-                                   settings=_engine_settings(), reusable=_reusable_environments(repository))
+            result = task_validate(target, builder=_builder(repository, validation.backend), work_root=_work_root(),
+                                   settings=_engine_settings(),
+                                   reusable=_reusable_environments(repository, validation.backend))
             _validation_store(lease, validation, result)
         except LeaseLost:
             return True  # another worker took it over; it finishes the task
@@ -144,10 +154,11 @@ def task_validation_run(*, validation_id: int) -> bool:
     return True
 
 
-def _reusable_environments(repository) -> list[BuiltEnvironment]:
+def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:
+    environments = Environment.objects.filter(repository=repository, backend=backend)[:5]
     return [BuiltEnvironment(path=Path(env.path), key=env.key, python_version=env.python_version, lock=env.lock,
                              recipe_key=env.recipe_key)
-            for env in Environment.objects.filter(repository=repository)[:5] if Path(env.path).is_dir()]
+            for env in environments if Path(env.path).is_dir()]
 
 
 def _text(value) -> str:
@@ -164,7 +175,8 @@ def _validation_store(lease: Lease, validation: Validation, result) -> None:
         environment, _ = Environment.objects.get_or_create(key=result.environment.key, defaults={
             "python_version": result.environment.python_version, "lock": result.environment.lock,
             "recipe_key": result.environment.recipe_key, "path": str(result.environment.path),
-            "repository": validation.task.repository, "build_network": "host"})
+            "repository": validation.task.repository, "backend": validation.backend,
+            "build_network": settings.COMMITGYM_BUILD_NETWORK if validation.backend == "docker" else "host"})
     oracle = result.oracle
     EnvironmentAttempt.objects.bulk_create([
         EnvironmentAttempt(validation=validation, strategy=a.strategy, commands=[_text(c) for c in a.commands],

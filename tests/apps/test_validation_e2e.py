@@ -63,3 +63,20 @@ def test_validate_refuses_an_unknown_repository_and_commit(celery_worker, git_re
     no_commit = subprocess.run([sys.executable, "manage.py", "validate", small_repository.name, "--commit", "ffff"],
                                env=env, capture_output=True, text=True, timeout=60, cwd=settings.BASE_DIR)
     assert no_commit.returncode != 0 and "no task" in no_commit.stderr
+
+
+def test_validate_command_with_the_docker_backend(celery_worker, tmp_path):
+    commits = sample_repo_write(tmp_path / "textkit")
+    repository = repository_register(location=str(tmp_path / "textkit"))
+    mine_now(repository)
+    fix = [c for c in commits if c.kind == "fix_with_test"][3]
+    env = {**os.environ, "DATABASE_URL": _test_database_url(), "COMMITGYM_VALIDATION_RUNS": "2"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "validate", repository.name, "--commit", fix.sha, "--backend", "docker",
+         "--json"], env=env, capture_output=True, text=True, timeout=600, cwd=settings.BASE_DIR)
+    assert done.returncode == 0, done.stderr
+    (line,) = map(json.loads, done.stdout.splitlines())
+    assert line["verdict"] == "valid" and line["fail_to_pass"] == sorted(fix.fail_to_pass)
+    validation = Validation.objects.get(task__commit__sha=fix.sha)
+    assert validation.backend == "docker" and validation.environment.backend == "docker"
+    assert validation.environment.build_network == "host"

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from worker.engine.docker_sandbox import DockerSandbox
 from worker.engine.environment import EnvironmentBuilder
 from worker.engine.sample_repo import sample_repo_write
 from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
@@ -25,9 +26,15 @@ def sample(place):
     return place / "sample", commits, parents
 
 
-@pytest.fixture(scope="module")
-def builder(place):
-    return EnvironmentBuilder(env_root=place / "envs", uv=UV)
+@pytest.fixture(scope="module", params=["local", "docker"])
+def builder(place, request):
+    """Every case runs with both sandboxes."""
+    if request.param == "docker":
+        if not DockerSandbox.available():
+            pytest.fail("no Docker engine answers: make test starts one (deploy/dev/docker.sh)")
+        return EnvironmentBuilder(env_root=place / "envs-docker", uv=UV, sandbox_factory=DockerSandbox,
+                                  backend="docker")
+    return EnvironmentBuilder(env_root=place / "envs-local", uv=UV)
 
 
 def _validate(sample, builder, place, commit, settings=FAST, reusable=()):

@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 from worker.engine.sandbox import Limits, LocalSandbox, sandbox_file_read
 
@@ -131,12 +131,19 @@ class EnvironmentBuilder:
     python: str = "/usr/bin/python3"  # the interpreter the sandbox user can run
     ca_bundle: Optional[Path] = None  # extra CA bundle for TLS-inspecting proxies
     limits: Limits = Limits(wall_seconds=900, cpu_seconds=900)
+    # Makes the sandbox every step runs in: LocalSandbox, or a configured DockerSandbox.
+    sandbox_factory: Callable[..., LocalSandbox] = LocalSandbox
+    backend: str = "local"
 
-    def _sandbox(self, extra: tuple = ()) -> LocalSandbox:
+    def sandbox(self, read_only: Sequence = ()):
+        """A sandbox of this builder's backend with `read_only` mounted (and, for installs, uv)."""
+        return self.sandbox_factory(read_only=list(read_only))
+
+    def _sandbox(self, extra: tuple = ()):
         read_only = [(self.uv, UV), *extra]
         if self.ca_bundle:
             read_only.append((self.ca_bundle, "/opt/commitgym/ca.pem"))
-        return LocalSandbox(read_only=read_only)
+        return self.sandbox(read_only)
 
     def _env(self) -> dict:
         env = {"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": f"{WORKSPACE}/.uv-cache", "UV_NO_PROGRESS": "1",
@@ -194,7 +201,8 @@ class EnvironmentBuilder:
         lock = "\n".join(line for line in freeze.output.decode().splitlines() if _PINNED.match(line)) + "\n"
         python_version = version.output.decode().strip()[:32]
         # Environments are never shared across namespaces (repositories): a build is the repository's code.
-        key = hashlib.sha256(f"{self.namespace}\n{python_version}\n{lock}".encode()).hexdigest()[:16]
+        key = hashlib.sha256(
+            f"{self.backend}\n{self.namespace}\n{python_version}\n{lock}".encode()).hexdigest()[:16]
         target = self.env_root / key
         if not target.exists():
             self.env_root.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from worker.engine.environment import (
     recipe_key,
 )
 from worker.engine.patches import commit_patches
-from worker.engine.sandbox import Limits, LocalSandbox
+from worker.engine.sandbox import Limits
 from worker.engine.test_run import TestRun, pytest_run
 from worker.engine.validation import Oracle, oracle_from_runs, resolves, runs_filled, task_verdict
 from worker.engine.workspace import patch_apply, working_copy_write
@@ -82,7 +82,7 @@ class _Validation:
         workdir = self.work / name
         working_copy_write(self.commit.mirror_dir, sha, workdir)
         for patch in patches:
-            applied = patch_apply(LocalSandbox(), workdir, patch)
+            applied = patch_apply(self.builder.sandbox(), workdir, patch)
             if not applied.ok:
                 output = applied.output[-500:].decode("utf-8", "replace").strip()
                 raise RuntimeError(f"a patch of the commit does not apply to its parent: {output}")
@@ -113,7 +113,7 @@ class _Validation:
         limits = self.settings.limits
         if wall_seconds:
             limits = Limits(**{**limits.__dict__, "wall_seconds": wall_seconds})
-        sandbox = LocalSandbox(read_only=[(self.environment.path, ENV)])
+        sandbox = self.builder.sandbox([(self.environment.path, ENV)])
         run = pytest_run(sandbox=sandbox, workdir=workdir, repo_dir=workdir / "repo", python=f"{ENV}/bin/python",
                          selection=selection, per_test_timeout=self.settings.per_test_timeout, limits=limits,
                          mount_at=WORKSPACE)

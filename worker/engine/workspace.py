@@ -10,7 +10,7 @@ import tarfile
 from pathlib import Path
 
 from worker.engine.git_repo import GIT_CONFIG, GitError, git_environment, git_run, require_sha
-from worker.engine.sandbox import Limits, LocalSandbox, RunResult
+from worker.engine.sandbox import Limits, RunResult
 
 PATCH_FILE = ".commitgym.patch"  # beside the repository, never inside it
 
@@ -46,9 +46,10 @@ def _export_everything(mirror_dir: Path) -> None:
             file.write(line)
 
 
-def patch_apply(sandbox: LocalSandbox, workdir: Path, patch: str, *, limits: Limits = Limits(wall_seconds=120)
+def patch_apply(sandbox, workdir: Path, patch: str, *, limits: Limits = Limits(wall_seconds=120)
                 ) -> RunResult:
-    """Apply a unified diff to `<workdir>/repo` inside the sandbox. An empty patch applies trivially."""
+    """Apply a unified diff to `<workdir>/repo` inside the sandbox (local or docker). An empty
+    patch applies trivially."""
     if not patch.strip():
         return RunResult(status="ok", exit_code=0, output=b"", output_truncated=False, seconds=0.0)
     (workdir / PATCH_FILE).write_text(patch)

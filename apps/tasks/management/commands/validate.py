@@ -14,20 +14,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("repository", help="a registered repository's name, URL or path")
         parser.add_argument("--commit", action="append", default=[], help="a full or abbreviated sha (repeatable)")
-        parser.add_argument("--backend", choices=["local", "docker"], default="local")
+        parser.add_argument("--backend", choices=["local", "docker"], default="",
+                            help="the sandbox (default: the COMMITGYM_SANDBOX setting)")
         parser.add_argument("--json", action="store_true", dest="as_json", help="JSON lines on standard output")
         parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds to wait for all validations")
 
     def handle(self, *args, repository, commit, backend, as_json, timeout, **options):
-        if backend != "local":
-            raise CommandError("the docker backend is not available yet: use --backend local")
         found = repository_find(location=repository)
         if found is None:
             raise CommandError(f"no registered repository named {repository!r} (mine it first)")
         tasks = self._tasks(found, commit)
         pending, skipped = {}, 0
         for task in tasks:
-            validation = task_validation_start(task=task)
+            validation = task_validation_start(task=task, backend=backend)
             if validation is None:
                 self.stderr.write(f"{task.instance_id}: being validated already, or {task.state}: skipped")
                 skipped += 1
