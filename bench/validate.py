@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.gitrepo import GitRepo  # noqa: E402
 from worker.engine.commit_filters import MiningFilters, drop_reason  # noqa: E402
+from worker.engine.docker_sandbox import DockerSandbox  # noqa: E402
 from worker.engine.environment import EnvironmentBuilder  # noqa: E402
 from worker.engine.git_repo import BlobReader  # noqa: E402
 from worker.engine.mining import commits_walk, python_change_check  # noqa: E402
@@ -53,26 +54,29 @@ def slow_repository(path: Path) -> tuple[str, str]:
     return parent, fix
 
 
-def warm_overhead(place: Path, builder: EnvironmentBuilder) -> None:
-    parent, fix = slow_repository(place / "slow")
+def warm_overhead(place: Path, builder: EnvironmentBuilder, name: str) -> None:
+    parent, fix = slow_repository(place / f"slow-{name}")
     settings = ValidationSettings(runs_per_side=1, per_test_timeout=60, suite_seconds=600)
-    commit = CommitToValidate(mirror_dir=place / "slow", sha=fix, parent_sha=parent, committed_at=AS_OF)
+    commit = CommitToValidate(mirror_dir=place / f"slow-{name}", sha=fix, parent_sha=parent, committed_at=AS_OF)
     cold = task_validate(commit, builder=builder, work_root=place, settings=settings)
     assert cold.verdict == "valid", (cold.verdict, cold.reason)
     started = time.monotonic()
     warm = task_validate(commit, builder=builder, work_root=place, settings=settings, reusable=[cold.environment])
     validation_seconds = time.monotonic() - started
     assert warm.environment_reused and warm.verdict == "valid"
-    work = place / "direct"
-    subprocess.run(f"git -C {place / 'slow'} archive {fix} | (mkdir -p {work} && tar -x -C {work})", shell=True,
-                   check=True)
-    python = str(cold.environment.path / "bin" / "python")
+    work = place / f"direct-{name}"
+    subprocess.run(f"git -C {place / f'slow-{name}'} archive {fix} | (mkdir -p {work} && tar -x -C {work})",
+                   shell=True, check=True)
+    # Directly on this machine, with the environment's packages: the same interpreter the sandboxes use.
+    site = next(cold.environment.path.glob("lib/python3*/site-packages"))
+    python = "/usr/bin/python3"
     started = time.monotonic()
     for _ in warm.runs:
         subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_core.py"], cwd=work,
-                       check=False, capture_output=True, env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin"})
+                       check=False, capture_output=True,
+                       env={"PYTHONPATH": f"{work}:{site}", "PATH": "/usr/bin:/bin"})
     direct_seconds = time.monotonic() - started
-    report("validate.warm_overhead_local", validation_seconds, "s", direct_seconds)
+    report(f"validate.warm_overhead_{name}", validation_seconds, "s", direct_seconds)
 
 
 def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:
@@ -115,8 +119,15 @@ def main() -> None:
     place = Path(tempfile.mkdtemp(prefix="commitgym-bench-validate-"))
     place.chmod(0o755)
     try:
-        builder = EnvironmentBuilder(env_root=place / "envs", uv=Path(sys.executable).parent / "uv")
-        warm_overhead(place, builder)
+        uv = Path(sys.executable).parent / "uv"
+        builder = EnvironmentBuilder(env_root=place / "envs", uv=uv)
+        warm_overhead(place, builder, "local")  # goal <= 1.5x
+        if DockerSandbox.available():
+            docker = EnvironmentBuilder(env_root=place / "envs-docker", uv=uv, sandbox_factory=DockerSandbox,
+                                        backend="docker")
+            warm_overhead(place, docker, "docker")  # goal <= 2.5x
+        else:
+            print("validate.warm_overhead_docker: not measured (no Docker engine answers)", flush=True)
         reuse_and_disk(place, builder)
     finally:
         shutil.rmtree(place, ignore_errors=True)
