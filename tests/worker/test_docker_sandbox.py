@@ -6,11 +6,9 @@ a machine without them fails these tests rather than skipping.
 """
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -45,11 +43,9 @@ def _no_container_is_left():
 
 
 @pytest.fixture
-def tmp_path():
-    base = Path(tempfile.mkdtemp(prefix="commitgym-docker-test-"))
-    base.chmod(0o711)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
+def tmp_path(open_folder):
+    """Like pytest's, but the sandbox users can walk into it (pytest's own is private to root)."""
+    return open_folder
 
 
 @pytest.fixture

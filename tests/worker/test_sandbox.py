@@ -5,11 +5,9 @@ bubblewrap fails them rather than skipping.
 """
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
@@ -29,12 +27,9 @@ def _bubblewrap_is_here():
 
 
 @pytest.fixture
-def tmp_path():
-    """Like pytest's, but the sandbox user can walk into it (pytest's own is private to root)."""
-    base = Path(tempfile.mkdtemp(prefix="commitgym-sandbox-test-"))
-    base.chmod(0o711)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
+def tmp_path(open_folder):
+    """Like pytest's, but the sandbox users can walk into it (pytest's own is private to root)."""
+    return open_folder
 
 
 @pytest.fixture

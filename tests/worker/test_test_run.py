@@ -17,7 +17,7 @@ import pytest
 from worker.engine.sandbox import Limits, LocalSandbox
 from worker.engine.test_run import outcomes_from_report, pytest_run
 
-UV = "/work/main/.venv/bin/uv"
+UV = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv")
 PYTEST_VERSIONS = ["pytest==6.2.5", "pytest>=8,<9"]  # the oldest we test and the newest 8.x
 LIMITS = Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=2 << 30, processes=64,
                 file_bytes=16 << 20, output_bytes=256 << 10)
