@@ -129,6 +129,8 @@ COMMITGYM_WORK_DIR = Path(os.environ.get("COMMITGYM_WORK_DIR", VAR_DIR / "work")
 COMMITGYM_CA_BUNDLE = os.environ.get("COMMITGYM_CA_BUNDLE", "")  # an extra CA for builds behind a proxy
 # Where untrusted code runs: "local" (bubblewrap) or "docker" (a container per run).
 COMMITGYM_SANDBOX = os.environ.get("COMMITGYM_SANDBOX", "local")
+# Without bubblewrap the local sandbox refuses to run untrusted code, unless the operator allows it here.
+COMMITGYM_ALLOW_UNSANDBOXED = _env_bool("COMMITGYM_ALLOW_UNSANDBOXED", False)
 COMMITGYM_DOCKER_IMAGE = os.environ.get("COMMITGYM_DOCKER_IMAGE", "commitgym-base:bookworm")
 # The network containers install with: "host" where nothing may use a bridge (these machines),
 # a bridge network's name in production (then install scripts cannot reach the host's services).

@@ -66,6 +66,8 @@ class Validation(models.Model):
     verdict = models.CharField(max_length=32, blank=True)  # valid | invalid | environment_failed
     reason = models.CharField(max_length=64, blank=True)
     backend = models.CharField(max_length=16, default="local")
+    isolation_reduced = models.BooleanField(
+        default=False, help_text="Ran without bubblewrap, because the operator allowed it (COMMITGYM_ALLOW_UNSANDBOXED).")
     environment = models.ForeignKey("environments.Environment", null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="validations")
     environment_reused = models.BooleanField(default=False)

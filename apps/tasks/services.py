@@ -94,7 +94,7 @@ def _builder(repository, backend: str) -> EnvironmentBuilder:
     """Environments are shared between a repository's commits, never across repositories:
     building one runs the repository's own code."""
     uv = Path(sys.executable).parent / "uv"
-    factory = LocalSandbox
+    factory = partial(LocalSandbox, allow_unsandboxed=settings.COMMITGYM_ALLOW_UNSANDBOXED)
     if backend == "docker":
         factory = partial(DockerSandbox, image=settings.COMMITGYM_DOCKER_IMAGE,
                           build_network=settings.COMMITGYM_BUILD_NETWORK)
@@ -190,6 +190,7 @@ def _validation_store(lease: Lease, validation: Validation, result) -> None:
         for r in result.runs])
     finished = lease.finish(
         Validation.State.DONE, verdict=result.verdict, reason=result.reason, environment=environment,
+        isolation_reduced=validation.backend == "local" and not LocalSandbox.available(),
         environment_reused=result.environment_reused,
         fail_to_pass=[_text(t) for t in oracle.fail_to_pass] if oracle else [],
         pass_to_pass=[_text(t) for t in oracle.pass_to_pass] if oracle else [],

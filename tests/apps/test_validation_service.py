@@ -111,3 +111,28 @@ def test_a_validation_taken_over_while_storing_keeps_nothing_of_this_worker(task
     assert services.task_validation_run(validation_id=validation.id) is True
     validation.refresh_from_db()
     assert validation.state == "running" and not validation.runs.exists() and not validation.attempts.exists()
+
+
+@pytest.mark.django_db
+def test_without_bubblewrap_validation_runs_only_if_allowed_and_the_page_says_so(task, monkeypatch, settings, tmp_path):
+    from django.test import Client
+    from django.urls import reverse
+
+    from worker.engine.sandbox import LocalSandbox, SandboxUnavailable
+
+    monkeypatch.setattr(LocalSandbox, "available", staticmethod(lambda: False))
+    settings.COMMITGYM_ALLOW_UNSANDBOXED = False
+    assert not services._builder(task.repository, "local").sandbox().allow_unsandboxed
+    with pytest.raises(SandboxUnavailable):
+        services._builder(task.repository, "local").sandbox().run(["true"], workdir=tmp_path)
+
+    settings.COMMITGYM_ALLOW_UNSANDBOXED = True
+    assert services._builder(task.repository, "local").sandbox().allow_unsandboxed
+    monkeypatch.setattr(services, "task_validate", lambda *a, **k: _result())
+    validation = services.task_validation_start(task=task)
+    services.task_validation_run(validation_id=validation.id)
+    assert Validation.objects.get(id=validation.id).isolation_reduced
+    client = Client()
+    client.force_login(task.repository.created_by)
+    page = client.get(reverse("tasks:detail", args=[task.instance_id])).content.decode()
+    assert "isolation reduced" in page
