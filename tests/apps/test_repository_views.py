@@ -15,7 +15,7 @@ from apps.repositories.models import Commit, MiningJob, Repository
 from apps.repositories.services import mining_job_run, mining_job_start, repository_register
 from apps.repositories.templatetags.commitgym import redact
 from apps.tasks.models import Task
-from tests.conftest import mine_now
+from tests.conftest import _user, mine_now
 from worker.engine.commit_filters import TestFileRules
 from worker.engine.git_repo import GitCredentials
 from worker.engine.reasons import reason_sentence
@@ -47,10 +47,8 @@ def text_of(page: str) -> str:
 @pytest.fixture
 def outsider_client(db) -> Client:
     """A curator in no special group."""
-    user = User.objects.create_user("olga", password="pw")
-    user.groups.add(Group.objects.get(name="curator"))
     client = Client()
-    client.force_login(user)
+    client.force_login(_user("olga", "curator"))
     return client
 
 

@@ -24,3 +24,11 @@ def open_module_folder():
     base = _open_folder("commitgym-test-module-")
     yield base
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def workdir(open_folder) -> Path:
+    """A sandbox run's working folder, inside an open folder."""
+    work = open_folder / "work"
+    work.mkdir()
+    return work

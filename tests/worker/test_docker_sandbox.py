@@ -39,19 +39,6 @@ def _no_container_is_left():
     assert not labelled_containers(), "a sandbox container was left behind"
 
 
-@pytest.fixture
-def tmp_path(open_folder):
-    """Like pytest's, but the sandbox users can walk into it (pytest's own is private to root)."""
-    return open_folder
-
-
-@pytest.fixture
-def workdir(tmp_path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    return work
-
-
 def run(code: str, workdir: Path, limits: Limits = QUICK, sandbox: DockerSandbox = None, **kwargs):
     return (sandbox or DockerSandbox()).run([PYTHON, "-c", code], workdir=workdir, limits=limits, **kwargs)
 

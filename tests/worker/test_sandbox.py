@@ -21,19 +21,6 @@ def _bubblewrap_is_here():
         pytest.fail("the sandbox tests need bubblewrap and /usr/bin/python3 (make test installs them)")
 
 
-@pytest.fixture
-def tmp_path(open_folder):
-    """Like pytest's, but the sandbox users can walk into it (pytest's own is private to root)."""
-    return open_folder
-
-
-@pytest.fixture
-def workdir(tmp_path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    return work
-
-
 def run(code: str, workdir: Path, limits: Limits = QUICK, **kwargs):
     return LocalSandbox().run([PYTHON, "-c", code], workdir=workdir, limits=limits, **kwargs)
 
@@ -46,22 +33,22 @@ def test_without_bubblewrap_nothing_runs_unless_the_operator_allows_it(workdir, 
     assert allowed.status == "ok" and allowed.output.strip() == b"1"
 
 
-def test_files_a_sandbox_could_plant_are_read_safely(tmp_path):
+def test_files_a_sandbox_could_plant_are_read_safely(open_folder):
     from worker.engine.sandbox import sandbox_file_read
 
-    (tmp_path / "plain").write_bytes(b"x" * 10)
-    os.mkfifo(tmp_path / "fifo")
-    os.symlink("/etc/shadow", tmp_path / "link")
-    assert sandbox_file_read(tmp_path / "plain", max_bytes=4) == b"xxxx"
-    assert sandbox_file_read(tmp_path / "fifo") == b""  # does not block
-    assert sandbox_file_read(tmp_path / "link") == b""
-    assert sandbox_file_read(tmp_path / "missing") == b""
+    (open_folder / "plain").write_bytes(b"x" * 10)
+    os.mkfifo(open_folder / "fifo")
+    os.symlink("/etc/shadow", open_folder / "link")
+    assert sandbox_file_read(open_folder / "plain", max_bytes=4) == b"xxxx"
+    assert sandbox_file_read(open_folder / "fifo") == b""  # does not block
+    assert sandbox_file_read(open_folder / "link") == b""
+    assert sandbox_file_read(open_folder / "missing") == b""
 
 
-def test_a_link_is_never_mounted(workdir, tmp_path):
-    os.symlink("/root", tmp_path / "planted")
+def test_a_link_is_never_mounted(workdir, open_folder):
+    os.symlink("/root", open_folder / "planted")
     with pytest.raises(PermissionError):
-        LocalSandbox(read_only=[tmp_path / "planted"]).run([PYTHON, "-c", "pass"], workdir=workdir)
+        LocalSandbox(read_only=[open_folder / "planted"]).run([PYTHON, "-c", "pass"], workdir=workdir)
 
 
 def test_memory_backed_folders_are_capped(workdir):

@@ -48,13 +48,6 @@ def make_sandbox(request):
         assert not labelled_containers(), "a sandbox container was left behind"
 
 
-@pytest.fixture
-def workdir(open_folder) -> Path:
-    work = open_folder / "work"
-    work.mkdir()
-    return work
-
-
 def run(make_sandbox, code: str, workdir: Path, limits: Limits = QUICK, read_only=(), **kwargs):
     return make_sandbox(read_only=read_only).run([PYTHON, "-c", code], workdir=workdir, limits=limits, **kwargs)
 
