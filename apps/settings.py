@@ -131,7 +131,12 @@ COMMITGYM_CA_BUNDLE = os.environ.get("COMMITGYM_CA_BUNDLE", "")  # an extra CA f
 COMMITGYM_SANDBOX = os.environ.get("COMMITGYM_SANDBOX", "local")
 # Without bubblewrap the local sandbox refuses to run untrusted code, unless the operator allows it here.
 COMMITGYM_ALLOW_UNSANDBOXED = _env_bool("COMMITGYM_ALLOW_UNSANDBOXED", False)
-COMMITGYM_DOCKER_IMAGE = os.environ.get("COMMITGYM_DOCKER_IMAGE", "commitgym-base:bookworm")
+# The docker backend's Python base images, "3.11=image,3.9=image,..." (several per version: the first
+# the engine has is used). Unset: python:X.Y-slim, else what `manage.py build_base_images` built.
+COMMITGYM_DOCKER_IMAGES = [
+    tuple(item.strip().split("=", 1)) for item in os.environ.get("COMMITGYM_DOCKER_IMAGES", "").split(",")
+    if "=" in item
+]
 # The network containers install with: "host" where nothing may use a bridge (these machines),
 # a bridge network's name in production (then install scripts cannot reach the host's services).
 COMMITGYM_BUILD_NETWORK = os.environ.get("COMMITGYM_BUILD_NETWORK", "host")

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.gitrepo import GitRepo  # noqa: E402
 from worker.engine.commit_filters import MiningFilters, drop_reason  # noqa: E402
-from worker.engine.docker_sandbox import DockerSandbox  # noqa: E402
+from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes  # noqa: E402
 from worker.engine.environment import EnvironmentBuilder  # noqa: E402
 from worker.engine.git_repo import BlobReader  # noqa: E402
 from worker.engine.mining import commits_walk, python_change_check  # noqa: E402
@@ -124,7 +124,7 @@ def main() -> None:
         warm_overhead(place, builder, "local")  # goal <= 1.5x
         if DockerSandbox.available():
             docker = EnvironmentBuilder(env_root=place / "envs-docker", uv=uv, sandbox_factory=DockerSandbox,
-                                        backend="docker")
+                                        backend="docker", runtimes=docker_runtimes(default_images()))
             warm_overhead(place, docker, "docker")  # goal <= 2.5x
         else:
             print("validate.warm_overhead_docker: not measured (no Docker engine answers)", flush=True)

@@ -8,6 +8,7 @@ class Environment(models.Model):
     key = models.CharField(max_length=64, unique=True)
     backend = models.CharField(max_length=16, default="local")
     python_version = models.CharField(max_length=32)
+    image = models.CharField(max_length=255, blank=True, help_text="The docker image its Python lives in.")
     lock = models.TextField(help_text="The resolved packages (uv pip freeze).")
     recipe_key = models.CharField(max_length=64, blank=True, help_text="The install files it was built from.")
     path = models.CharField(max_length=1000, help_text="Where the environment lives on the worker.")

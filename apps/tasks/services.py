@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from apps.environments.models import Environment
 from apps.leases import Lease, LeaseLost
-from worker.engine.docker_sandbox import DockerSandbox
-from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder
+from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes
+from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder, local_runtimes
 from worker.engine.sandbox import LocalSandbox
 from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
 
@@ -95,12 +95,13 @@ def _builder(repository, backend: str) -> EnvironmentBuilder:
     building one runs the repository's own code."""
     uv = Path(sys.executable).parent / "uv"
     factory = partial(LocalSandbox, allow_unsandboxed=settings.COMMITGYM_ALLOW_UNSANDBOXED)
+    runtimes = local_runtimes()
     if backend == "docker":
-        factory = partial(DockerSandbox, image=settings.COMMITGYM_DOCKER_IMAGE,
-                          build_network=settings.COMMITGYM_BUILD_NETWORK)
+        factory = partial(DockerSandbox, build_network=settings.COMMITGYM_BUILD_NETWORK)
+        runtimes = docker_runtimes(settings.COMMITGYM_DOCKER_IMAGES or default_images())
     return EnvironmentBuilder(
         env_root=Path(settings.COMMITGYM_ENV_DIR) / backend / f"repository-{repository.pk}", uv=uv,
-        namespace=f"repository-{repository.pk}", sandbox_factory=factory, backend=backend,
+        namespace=f"repository-{repository.pk}", sandbox_factory=factory, backend=backend, runtimes=runtimes,
         ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None)
 
 
@@ -157,7 +158,7 @@ def task_validation_run(*, validation_id: int) -> bool:
 def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:
     environments = Environment.objects.filter(repository=repository, backend=backend)[:5]
     return [BuiltEnvironment(path=Path(env.path), key=env.key, python_version=env.python_version, lock=env.lock,
-                             recipe_key=env.recipe_key)
+                             recipe_key=env.recipe_key, image=env.image)
             for env in environments if Path(env.path).is_dir()]
 
 
@@ -174,6 +175,7 @@ def _validation_store(lease: Lease, validation: Validation, result) -> None:
     if result.environment:
         environment, _ = Environment.objects.get_or_create(key=result.environment.key, defaults={
             "python_version": result.environment.python_version, "lock": result.environment.lock,
+            "image": result.environment.image,
             "recipe_key": result.environment.recipe_key, "path": str(result.environment.path),
             "repository": validation.task.repository, "backend": validation.backend,
             "build_network": settings.COMMITGYM_BUILD_NETWORK if validation.backend == "docker" else "host"})

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Make sure a Docker engine answers and the sandbox's base image is there.
+# Make sure a Docker engine answers and the sandbox's base images are there.
 # On Debian as root: install docker.io and debootstrap if missing, start dockerd (no bridge, no
-# iptables: nothing here may send traffic to private address ranges) and build the base image
-# with debootstrap (no image registry is reachable). Elsewhere say exactly what is missing.
+# iptables: nothing here may send traffic to private address ranges) and build the base images
+# with debootstrap (no image registry is reachable): bookworm has Python 3.11, bullseye 3.9, so
+# the environment builder has an older Python to search. Elsewhere say exactly what is missing.
 # Run again, it does nothing (quickly).
 set -euo pipefail
 
-RELEASE=${COMMITGYM_BASE_RELEASE:-bookworm}
-IMAGE=${COMMITGYM_BASE_IMAGE:-commitgym-base:$RELEASE}
+RELEASES=${COMMITGYM_BASE_RELEASES:-bookworm bullseye}
 PACKAGES=python3,python3-venv,git,ca-certificates
 LOG=/tmp/commitgym-dockerd.log
 
@@ -43,21 +43,25 @@ if ! engine_answers; then
   engine_answers || fail "a Docker engine answering 'docker info' (Debian: apt-get install docker.io, then dockerd --bridge=none --iptables=false; see $LOG)"
 fi
 
-# 2. The base image.
-if docker image inspect "$IMAGE" >/dev/null 2>&1; then
-  echo "docker: engine answers, $IMAGE is there"
-  exit 0
-fi
-if ! command -v debootstrap >/dev/null; then
-  can_install && apt_install debootstrap
-  command -v debootstrap >/dev/null || fail "debootstrap, to build the base image $IMAGE (Debian: apt-get install debootstrap)"
-fi
-[ "$(id -u)" = 0 ] || fail "root, to build the base image $IMAGE with debootstrap"
-start=$EPOCHREALTIME
-root=$(mktemp -d /tmp/commitgym-base.XXXXXX)
-trap 'rm -rf "$root"' EXIT
-debootstrap --variant=minbase --include="$PACKAGES" "$RELEASE" "$root" >"$root.log" 2>&1 \
-  || { tail -n 20 "$root.log" >&2; fail "a working debootstrap of $RELEASE (log: $root.log)"; }
-rm -f "$root.log"
-tar -C "$root" -c . | docker import - "$IMAGE" >/dev/null
-awk -v i="$IMAGE" -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN { printf "docker: built %s in %.1f s\n", i, e - s }'
+# 2. The base images.
+build_image() {
+  local release=$1 image=commitgym-base:$1
+  if docker image inspect "$image" >/dev/null 2>&1; then
+    echo "docker: engine answers, $image is there"
+    return
+  fi
+  if ! command -v debootstrap >/dev/null; then
+    can_install && apt_install debootstrap
+    command -v debootstrap >/dev/null || fail "debootstrap, to build the base image $image (Debian: apt-get install debootstrap)"
+  fi
+  [ "$(id -u)" = 0 ] || fail "root, to build the base image $image with debootstrap"
+  local start=$EPOCHREALTIME root
+  root=$(mktemp -d /tmp/commitgym-base.XXXXXX)
+  debootstrap --variant=minbase --include="$PACKAGES" "$release" "$root" >"$root.log" 2>&1 \
+    || { tail -n 20 "$root.log" >&2; rm -rf "$root"; fail "a working debootstrap of $release (log: $root.log)"; }
+  rm -f "$root.log"
+  tar -C "$root" -c . | docker import - "$image" >/dev/null
+  rm -rf "$root"
+  awk -v i="$image" -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN { printf "docker: built %s in %.1f s\n", i, e - s }'
+}
+for release in $RELEASES; do build_image "$release"; done

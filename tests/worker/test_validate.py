@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.docker_sandbox import DockerSandbox
+from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes
 from worker.engine.environment import EnvironmentBuilder
 from worker.engine.sample_repo import sample_repo_write
 from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
@@ -33,7 +33,7 @@ def builder(place, request):
         if not DockerSandbox.available():
             pytest.fail("no Docker engine answers: make test starts one (deploy/dev/docker.sh)")
         return EnvironmentBuilder(env_root=place / "envs-docker", uv=UV, sandbox_factory=DockerSandbox,
-                                  backend="docker")
+                                  backend="docker", runtimes=docker_runtimes(default_images()))
     return EnvironmentBuilder(env_root=place / "envs-local", uv=UV)
 
 

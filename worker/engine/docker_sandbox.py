@@ -23,11 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from worker.engine.environment import PYTHON_RELEASES, Runtime
 from worker.engine.sandbox import (
     Limits, RunResult, SandboxUnavailable, _clean_environment, _hand_over, _head_and_tail, _run_as, _status,
 )
 
-DEFAULT_IMAGE = os.environ.get("COMMITGYM_SANDBOX_IMAGE", "commitgym-base:bookworm")
+DEFAULT_IMAGE = "commitgym-base:bookworm"
+# The python3 of each Debian release, for base images built with `manage.py build_base_images`.
+DEBIAN_PYTHONS = {"bullseye": "3.9", "bookworm": "3.11", "trixie": "3.13"}
 LABEL = "commitgym"
 DEADLINE_LABEL = "commitgym.deadline"  # epoch seconds after which the container may be removed by anyone
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -194,6 +197,32 @@ class DockerSandbox:
         if self.cpus:
             options["nano_cpus"] = int(self.cpus * 1e9)
         return options
+
+
+def default_images() -> list[tuple[str, str]]:
+    """(Python version, image) to look for: the official slim image, then our Debian-built one."""
+    debian = {version: release for release, version in DEBIAN_PYTHONS.items()}
+    images = []
+    for version in reversed(PYTHON_RELEASES):
+        images.append((version, f"python:{version}-slim"))
+        if version in debian:
+            images.append((version, f"commitgym-base:{debian[version]}"))
+    return images
+
+
+def docker_runtimes(images: Sequence[tuple[str, str]]) -> tuple[Runtime, ...]:
+    """For each Python version, the first of its `images` the engine has (none are pulled)."""
+    import docker
+
+    try:
+        present = {tag for image in _client(timeout=30).images.list() for tag in image.tags}
+    except docker.errors.DockerException:
+        return ()
+    runtimes: dict[str, Runtime] = {}
+    for version, image in images:
+        if version not in runtimes and (image in present or f"{image}:latest" in present):
+            runtimes[version] = Runtime(version, image)
+    return tuple(runtimes.values())
 
 
 def _reload(container) -> bool:

@@ -18,11 +18,13 @@ import shutil
 import stat
 import tomllib
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from worker.engine.sandbox import Limits, LocalSandbox, sandbox_file_read
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from worker.engine.sandbox import SANDBOX_PATH, Limits, LocalSandbox, sandbox_file_read
 
 WORKSPACE = "/workspace"
 REPO = f"{WORKSPACE}/repo"
@@ -31,6 +33,47 @@ UV = "/opt/commitgym/uv"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 _INSTALL_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "Pipfile")
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
+MAX_PINS = 3  # packages held back per strategy before it counts as failed
+# What an import of something a later release removed says (ImportError, or AttributeError on a module).
+_BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
+# Run in the environment: the distribution that installed a top-level module, and its version.
+_DISTRIBUTION_OF = """
+import importlib.metadata as metadata, sys
+for dist in metadata.distributions():
+    tops = set((dist.read_text("top_level.txt") or "").split())
+    tops |= {str(f).split("/")[0][:-3] if str(f).endswith(".py") else str(f).split("/")[0] for f in dist.files or []}
+    if sys.argv[1] in tops:
+        print(dist.metadata["Name"], dist.version)
+        break
+"""
+# When each Python came out: a commit was written for the Pythons of its day.
+PYTHON_RELEASES = {
+    "3.6": date(2016, 12, 23), "3.7": date(2018, 6, 27), "3.8": date(2019, 10, 14), "3.9": date(2020, 10, 5),
+    "3.10": date(2021, 10, 4), "3.11": date(2022, 10, 24), "3.12": date(2023, 10, 2), "3.13": date(2024, 10, 7),
+    "3.14": date(2025, 10, 7),
+}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A Python a sandbox can run: `python<version>` on its PATH, in `image` for the docker backend."""
+
+    version: str  # "3.11"
+    image: str = ""
+
+    @property
+    def interpreter(self) -> str:
+        return f"python{self.version}"
+
+
+def local_runtimes() -> tuple[Runtime, ...]:
+    """The Pythons installed on this machine where the local sandbox finds them, newest first."""
+    found = [version for version in PYTHON_RELEASES if shutil.which(f"python{version}", path=SANDBOX_PATH)]
+    return tuple(Runtime(version) for version in sorted(found, key=_version_tuple, reverse=True))
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2])
 
 
 class EnvironmentFailed(Exception):
@@ -63,6 +106,7 @@ class BuiltEnvironment:
     lock: str  # `uv pip freeze`
     attempts: list[Attempt] = field(default_factory=list)
     recipe_key: str = ""  # the install files it was built from
+    image: str = ""  # the docker image its Python lives in ("" for the local backend)
 
 
 def install_recipe(repo_dir: Path) -> dict[str, str]:
@@ -101,6 +145,38 @@ def _declared_extras(recipe: dict[str, str]) -> list[str]:
     return [extra for extra in TEST_EXTRAS if extra in extras]
 
 
+def declared_python(recipe: dict[str, str]) -> Optional[SpecifierSet]:
+    """The Pythons the repository says it supports (requires-python, python_requires), if it says."""
+    declared = None
+    if "pyproject.toml" in recipe:
+        try:
+            declared = tomllib.loads(recipe["pyproject.toml"]).get("project", {}).get("requires-python")
+        except tomllib.TOMLDecodeError:
+            pass
+    for name in ("setup.cfg", "setup.py"):
+        match = re.search(r"""python_requires\s*[=:]\s*['"]?([^'"\n]+)""", recipe.get(name, ""))
+        declared = declared or (match and match.group(1).strip())
+    try:
+        return SpecifierSet(declared) if isinstance(declared, str) else None
+    except InvalidSpecifier:
+        return None
+
+
+def python_order(runtimes: Sequence[Runtime], recipe: dict[str, str], as_of: datetime) -> list[Runtime]:
+    """The Pythons to try: those the repository allows (all, if it allows none of them), the newest
+    one released by the commit's date first, then older ones, then the ones that came later."""
+    allowed = declared_python(recipe)
+    fitting = [r for r in runtimes if allowed is None or any(allowed.contains(f"{r.version}.{p}") for p in (0, 99))]
+
+    def rank(runtime: Runtime) -> tuple:
+        released = PYTHON_RELEASES.get(runtime.version, date.max)
+        later = released > as_of.date()
+        version = _version_tuple(runtime.version)
+        return (later, version if later else tuple(-part for part in version))
+
+    return sorted(fitting or runtimes, key=rank)
+
+
 def install_strategies(recipe: dict[str, str]) -> list[Strategy]:
     """What to try, most specific first."""
     installable = any(name in recipe for name in ("pyproject.toml", "setup.py", "setup.cfg"))
@@ -128,22 +204,29 @@ class EnvironmentBuilder:
     env_root: Path  # where finished environments live, one folder per key
     uv: Path  # the uv executable on this machine
     namespace: str = ""  # environments are shared within a namespace only (one per repository)
-    python: str = "/usr/bin/python3"  # the interpreter the sandbox user can run
+    runtimes: Sequence[Runtime] = field(default_factory=local_runtimes)  # the Pythons to search
     ca_bundle: Optional[Path] = None  # extra CA bundle for TLS-inspecting proxies
     limits: Limits = Limits(wall_seconds=900, cpu_seconds=900)
     # Makes the sandbox every step runs in: LocalSandbox, or a configured DockerSandbox.
     sandbox_factory: Callable[..., LocalSandbox] = LocalSandbox
     backend: str = "local"
 
-    def sandbox(self, read_only: Sequence = ()):
-        """A sandbox of this builder's backend with `read_only` mounted (and, for installs, uv)."""
-        return self.sandbox_factory(read_only=list(read_only))
+    def sandbox(self, read_only: Sequence = (), *, image: str = ""):
+        """A sandbox of this builder's backend with `read_only` mounted; for docker, in `image`
+        (an environment's), else the first runtime's."""
+        image = image or (self.runtimes[0].image if self.runtimes else "")
+        return self.sandbox_factory(read_only=list(read_only), **({"image": image} if image else {}))
 
-    def _sandbox(self, extra: tuple = ()):
+    def runs(self, environment: BuiltEnvironment) -> bool:
+        """Whether this builder's sandboxes can run `environment` (its Python is one of the runtimes)."""
+        return any(environment.python_version.startswith(f"{runtime.version}.") and runtime.image == environment.image
+                   for runtime in self.runtimes)
+
+    def _sandbox(self, runtime: Runtime, extra: tuple = ()):
         read_only = [(self.uv, UV), *extra]
         if self.ca_bundle:
             read_only.append((self.ca_bundle, "/opt/commitgym/ca.pem"))
-        return self.sandbox(read_only)
+        return self.sandbox(read_only, image=runtime.image)
 
     def _env(self) -> dict:
         env = {"UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": f"{WORKSPACE}/.uv-cache", "UV_NO_PROGRESS": "1",
@@ -156,27 +239,65 @@ class EnvironmentBuilder:
         return env
 
     def build(self, workdir: Path, *, as_of: datetime) -> BuiltEnvironment:
-        """Try each strategy in a fresh virtualenv until one installs and collects."""
+        """Try each Python and, with each, each strategy in a fresh virtualenv until one installs
+        and collects."""
         recipe = install_recipe(workdir / "repo")
         attempts = []
-        for strategy in install_strategies(recipe):
-            attempt = self._attempt(workdir, strategy, as_of)
-            attempts.append(attempt)
-            if attempt.status == "ok":
-                return self._keep(workdir, attempts, recipe)
+        for runtime in python_order(self.runtimes, recipe, as_of):
+            for strategy in install_strategies(recipe):
+                attempts += self._attempts_pinning(workdir, runtime, strategy, as_of)
+                if attempts[-1].status == "ok":
+                    return self._keep(workdir, runtime, attempts, recipe)
+                if attempts[-1].step == "venv":
+                    break  # this Python is not there: no strategy can work with it
         raise EnvironmentFailed(attempts)
 
-    def _attempt(self, workdir: Path, strategy: Strategy, as_of: datetime) -> Attempt:
+    def _attempts_pinning(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime) -> list:
+        """One strategy; while the tests fail to import from a dependency, again with that dependency
+        held below the release line it came in (a package that broke later than the code was written)."""
+        pins: dict[str, str] = {}
+        attempts = [self._attempt(workdir, runtime, strategy, as_of, pins)]
+        while attempts[-1].step == "collect" and len(pins) < MAX_PINS:
+            pin = self._pin_for(workdir, runtime, attempts[-1].output)
+            if pin is None or pins.get(pin[0]) == pin[1]:
+                break
+            pins[pin[0]] = pin[1]
+            attempts.append(self._attempt(workdir, runtime, strategy, as_of, pins))
+        return attempts
+
+    def _pin_for(self, workdir: Path, runtime: Runtime, output: str) -> Optional[tuple[str, str]]:
+        """(distribution, requirement) holding back the installed package the tests failed to import from."""
+        found = _BROKEN_IMPORT.search(output)
+        if not found:
+            return None
+        module = (found.group(1) or found.group(2)).split(".")[0]
+        repo = workdir / "repo"
+        if any(path.exists() for path in (repo / module, repo / f"{module}.py", repo / "src" / module)):
+            return None  # the repository's own code
+        owner = self._sandbox(runtime).run([f"{ENV}/bin/python", "-c", _DISTRIBUTION_OF, module], workdir=workdir,
+                                           mount_at=WORKSPACE, limits=self.limits)
+        fields = owner.output.decode("utf-8", "replace").split()
+        if not owner.ok or len(fields) != 2 or not re.fullmatch(r"[A-Za-z0-9._-]+", fields[0]):
+            return None
+        release = re.match(r"\d+(\.\d+)?", fields[1])
+        if not release:
+            return None
+        return fields[0].lower(), f"{fields[0]}<{release.group(0)}"
+
+    def _attempt(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime,
+                 pins: dict[str, str]) -> Attempt:
         shutil.rmtree(workdir / "env", ignore_errors=True)
         steps = [
-            ("venv", [UV, "venv", "--quiet", "--python", self.python, ENV], False),
+            ("venv", [UV, "venv", "--quiet", "--python", runtime.interpreter, ENV], False),
             ("install", [UV, "pip", "install", "--python", f"{ENV}/bin/python",
-                         "--exclude-newer", as_of.isoformat(), *strategy.install_args, "pytest"], True),
+                         "--exclude-newer", as_of.isoformat(), *strategy.install_args, "pytest", *pins.values()],
+             True),
             ("collect", [f"{ENV}/bin/python", "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
              False),
         ]
         outputs, seconds, commands = [], 0.0, []
-        sandbox = self._sandbox()
+        sandbox = self._sandbox(runtime)
+        name = " ".join([runtime.interpreter, strategy.name, *pins.values()])
         for step, argv, network in steps:
             commands.append(" ".join(argv))
             result = sandbox.run(argv, workdir=workdir, mount_at=WORKSPACE, cwd=REPO, network=network,
@@ -184,11 +305,12 @@ class EnvironmentBuilder:
             seconds += result.seconds
             outputs.append(f"$ {commands[-1]}\n{result.output.decode('utf-8', 'replace')}")
             if not result.ok:
-                return Attempt(strategy.name, commands, result.status, step, "\n".join(outputs), seconds)
-        return Attempt(strategy.name, commands, "ok", "", "\n".join(outputs), seconds)
+                return Attempt(name, commands, result.status, step, "\n".join(outputs), seconds)
+        return Attempt(name, commands, "ok", "", "\n".join(outputs), seconds)
 
-    def _keep(self, workdir: Path, attempts: list[Attempt], recipe: dict[str, str]) -> BuiltEnvironment:
-        sandbox = self._sandbox()
+    def _keep(self, workdir: Path, runtime: Runtime, attempts: list[Attempt],
+              recipe: dict[str, str]) -> BuiltEnvironment:
+        sandbox = self._sandbox(runtime)
         freeze = sandbox.run([UV, "pip", "freeze", "--python", f"{ENV}/bin/python"], workdir=workdir,
                              mount_at=WORKSPACE, limits=self.limits, env=self._env())
         version = sandbox.run([f"{ENV}/bin/python", "-c", "import platform; print(platform.python_version())"],
@@ -202,19 +324,19 @@ class EnvironmentBuilder:
         python_version = version.output.decode().strip()[:32]
         # Environments are never shared across namespaces (repositories): a build is the repository's code.
         key = hashlib.sha256(
-            f"{self.backend}\n{self.namespace}\n{python_version}\n{lock}".encode()).hexdigest()[:16]
+            f"{self.backend}\n{self.namespace}\n{runtime.image}\n{python_version}\n{lock}".encode()).hexdigest()[:16]
         target = self.env_root / key
         if not target.exists():
             self.env_root.mkdir(parents=True, exist_ok=True)
             _give_back(built)
             shutil.move(built, target)
         return BuiltEnvironment(path=target, key=key, python_version=python_version, lock=lock, attempts=attempts,
-                                recipe_key=recipe_key(recipe))
+                                recipe_key=recipe_key(recipe), image=runtime.image)
 
-    def reuse_check(self, environment: Path, workdir: Path) -> Attempt:
+    def reuse_check(self, environment: BuiltEnvironment, workdir: Path) -> Attempt:
         """Does an environment built for another commit install this one? (Its tests collect.)"""
         argv = [f"{ENV}/bin/python", "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-        result = self._sandbox(((environment, ENV),)).run(
+        result = self.sandbox([(environment.path, ENV)], image=environment.image).run(
             argv, workdir=workdir, mount_at=WORKSPACE, cwd=REPO, limits=self.limits)
         return Attempt("reuse", [" ".join(argv)], result.status, "" if result.ok else "collect",
                        result.output.decode("utf-8", "replace"), result.seconds)

@@ -176,10 +176,13 @@ def sandbox_file_read(path: Path, *, max_bytes: int = 64 << 20) -> bytes:
         return file.read(max_bytes)
 
 
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
 def _clean_environment(home: str, extra: Optional[dict]) -> dict:
     """Nothing of the worker's environment (its secrets included) reaches the sandbox."""
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PATH": SANDBOX_PATH,
         "HOME": home,
         "LANG": "C.UTF-8",
         "TMPDIR": "/tmp",

@@ -90,7 +90,9 @@ class _Validation:
 
     def environment_for(self, workdir: Path, reusable: list[BuiltEnvironment]) -> bool:
         for candidate in reusable:
-            check = self.builder.reuse_check(candidate.path, workdir)
+            if not self.builder.runs(candidate):
+                continue  # its Python is no longer among this builder's runtimes
+            check = self.builder.reuse_check(candidate, workdir)
             self.result.attempts.append(check)
             if check.status == "ok":
                 self.environment, self.result.environment_reused = candidate, True
@@ -113,7 +115,7 @@ class _Validation:
         limits = self.settings.limits
         if wall_seconds:
             limits = Limits(**{**limits.__dict__, "wall_seconds": wall_seconds})
-        sandbox = self.builder.sandbox([(self.environment.path, ENV)])
+        sandbox = self.builder.sandbox([(self.environment.path, ENV)], image=self.environment.image)
         run = pytest_run(sandbox=sandbox, workdir=workdir, repo_dir=workdir / "repo", python=f"{ENV}/bin/python",
                          selection=selection, per_test_timeout=self.settings.per_test_timeout, limits=limits,
                          mount_at=WORKSPACE)
