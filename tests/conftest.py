@@ -109,8 +109,10 @@ def _celery_worker_process(django_db_setup, _worker_mirror_dir):
     redis.Redis.from_url(broker).flushdb()
     parts = urlsplit(source_url)
     test_database_url = urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
+    # Two runs a side and a 10 s per-test timeout keep validations of hanging tests short.
     env = {**os.environ, "DATABASE_URL": test_database_url, "CELERY_BROKER_URL": broker,
-           "COMMITGYM_MIRROR_DIR": str(_worker_mirror_dir)}
+           "COMMITGYM_MIRROR_DIR": str(_worker_mirror_dir), "COMMITGYM_VALIDATION_RUNS": "2",
+           "COMMITGYM_TEST_TIMEOUT": "10"}
     log_path = _worker_mirror_dir.parent / "worker.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -13,6 +14,7 @@ from apps.environments.models import Environment
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task, TaskStateChange, Validation
 from tests.conftest import mine_now
+from tests.gitrepo import GitRepo
 from worker.engine.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +31,7 @@ def test_validate_command_through_a_worker(celery_worker, tmp_path):
     mine_now(repository)
     fix = [c for c in commits if c.kind == "fix_with_test"][0]
     breaking = [c for c in commits if c.kind == "breaks_other_test"][0]
-    env = {**os.environ, "DATABASE_URL": _test_database_url(), "COMMITGYM_VALIDATION_RUNS": "2"}
+    env = {**os.environ, "DATABASE_URL": _test_database_url()}
     done = subprocess.run(
         [sys.executable, "manage.py", "validate", repository.name, "--commit", fix.sha[:10],
          "--commit", breaking.sha, "--json"],
@@ -70,7 +72,7 @@ def test_validate_command_with_the_docker_backend(celery_worker, tmp_path):
     repository = repository_register(location=str(tmp_path / "textkit"))
     mine_now(repository)
     fix = [c for c in commits if c.kind == "fix_with_test"][3]
-    env = {**os.environ, "DATABASE_URL": _test_database_url(), "COMMITGYM_VALIDATION_RUNS": "2"}
+    env = {**os.environ, "DATABASE_URL": _test_database_url()}
     done = subprocess.run(
         [sys.executable, "manage.py", "validate", repository.name, "--commit", fix.sha, "--backend", "docker",
          "--json"], env=env, capture_output=True, text=True, timeout=600, cwd=settings.BASE_DIR)
@@ -80,3 +82,94 @@ def test_validate_command_with_the_docker_backend(celery_worker, tmp_path):
     validation = Validation.objects.get(task__commit__sha=fix.sha)
     assert validation.backend == "docker" and validation.environment.backend == "docker"
     assert validation.environment.build_network == "host"
+
+
+HOSTILE_SETUP = '''
+import os, sys
+print("environment seen:", sorted(os.environ))
+try:
+    print("shadow:", open("/etc/shadow").read()[:40])
+except OSError as error:
+    print("shadow unreadable:", error)
+sys.exit("this package refuses to install")
+'''
+
+HOSTILE_TESTS = '''
+import os, shutil, socket, time
+from calc import add
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_hangs():
+    while True:
+        pass
+
+
+def test_allocates_ten_gigabytes():
+    blocks = [bytearray(1 << 30) for _ in range(10)]
+    assert blocks
+
+
+def test_forks_without_end():
+    for _ in range(100_000):
+        if os.fork() == 0:
+            time.sleep(3600)
+    assert False
+
+
+def test_reaches_the_hosts_redis():
+    socket.create_connection(("127.0.0.1", 6379), timeout=2).close()
+
+
+def test_reads_secrets():
+    assert "DATABASE_URL" in os.environ or open("/etc/shadow").read()
+
+
+def test_deletes_the_environment():
+    shutil.rmtree("/workspace/env")
+    assert not os.path.exists("/workspace/env")
+'''
+
+
+def _validate(repository, *shas: str) -> dict:
+    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "validate", repository.name, *[a for sha in shas for a in ("--commit", sha)],
+         "--json"], env=env, capture_output=True, text=True, timeout=900, cwd=settings.BASE_DIR)
+    assert done.returncode == 0, done.stderr
+    return {line["sha"]: line for line in map(json.loads, done.stdout.splitlines())}
+
+
+def test_hostile_code_is_contained_and_the_worker_goes_on(celery_worker, tmp_path):
+    installer = GitRepo(tmp_path / "installer")
+    installer.commit("init", {"setup.py": "from setuptools import setup\nsetup(name='x')\n"})
+    refusing = installer.commit("Fix the install", {"setup.py": HOSTILE_SETUP, "x.py": "X = 1\n"})
+    attacker = GitRepo(tmp_path / "attacker")
+    attacker.commit("init", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    fix = attacker.commit("Fix add", {"calc.py": "def add(a, b):\n    return a + b\n",
+                                      "tests/test_calc.py": HOSTILE_TESTS})
+    installer_repository = repository_register(location=str(installer.path))
+    attacker_repository = repository_register(location=str(attacker.path))
+    mine_now(installer_repository)
+    mine_now(attacker_repository)
+
+    failed = _validate(installer_repository, refusing)[refusing]
+    assert (failed["verdict"], failed["reason"]) == ("environment_failed", "install_failed")
+    attempt = Validation.objects.get(task__commit__sha=refusing).attempts.first()
+    assert "this package refuses to install" in attempt.output and "shadow unreadable" in attempt.output
+    assert "DATABASE_URL" not in attempt.output and "SECRET_KEY" not in attempt.output
+
+    # The same worker goes on with the next job, whose tests attack the sandbox.
+    line = _validate(attacker_repository, fix)[fix]
+    assert (line["verdict"], line["fail_to_pass"]) == ("valid", ["tests/test_calc.py::test_add"])
+    validation = Validation.objects.get(task__commit__sha=fix)
+    assert validation.pass_to_pass == [] and validation.flaky == []
+    attacks = ("test_hangs", "test_allocates_ten_gigabytes", "test_forks_without_end", "test_reaches_the_hosts_redis",
+               "test_reads_secrets", "test_deletes_the_environment")
+    for run in validation.runs.filter(scope="selected"):
+        for attack in attacks:
+            assert run.outcomes[f"tests/test_calc.py::{attack}"] in {"FAILED", "ERROR"}, (attack, run.outcomes)
+    assert (Path(validation.environment.path) / "bin" / "python").exists()
