@@ -88,6 +88,25 @@ def repository_validation_funnel(*, repository: Repository) -> list[ValidationSt
     return steps
 
 
+@dataclass(frozen=True)
+class EnvironmentReuse:
+    validations: int  # finished validations that got an environment
+    reused: int  # of those, how many reused one built before
+    environments: int  # distinct environments they ran in
+
+    @property
+    def percent(self) -> float:
+        return 100 * self.reused / self.validations if self.validations else 0.0
+
+
+def environment_reuse(*, validations: QuerySet) -> EnvironmentReuse:
+    """How often validations found an environment to share (the builder tries reuse first)."""
+    with_environment = validations.filter(state=Validation.State.DONE, environment__isnull=False)
+    counts = with_environment.aggregate(total=Count("id"), reused=Count("id", filter=Q(environment_reused=True)),
+                                        environments=Count("environment", distinct=True))
+    return EnvironmentReuse(counts["total"], counts["reused"], counts["environments"])
+
+
 # --- the task page ----------------------------------------------------------------------------
 
 

@@ -293,7 +293,9 @@ def test_repository_page_shows_the_validation_funnel(curator_client, repository)
         if state == "environment_failed":
             make_validation(task, None, verdict=state, runs=0)
         elif state != "mined":
-            make_validation(task, environment, verdict="invalid" if state == "invalid" else "valid", runs=0)
+            validation = make_validation(task, environment, verdict="invalid" if state == "invalid" else "valid",
+                                         runs=0)
+            Validation.objects.filter(id=validation.id).update(environment_reused=state != "invalid")
     page = html(curator_client.get(reverse("repositories:detail", args=[repository.pk])))
     funnel = re.search(r'<div id="validation-funnel">.*?</table>', page, re.S).group(0)
     rows = [text_of(row) for row in re.findall(r"<tr>.*?</tr>", funnel, re.S)][1:]
@@ -305,6 +307,8 @@ def test_repository_page_shows_the_validation_funnel(curator_client, repository)
     ]
     assert f'{reverse("tasks:list", args=[repository.pk])}?state=environment_failed' in funnel
     assert f'{reverse("tasks:list", args=[repository.pk])}?state=invalid' in funnel
+    assert "Environment reuse: 2 of 3 validations (66.7%) reused an environment; 1 distinct environment." in (
+        text_of(page))
     assert f'href="{reverse("tasks:list", args=[repository.pk])}">tasks</a>' in page
 
 

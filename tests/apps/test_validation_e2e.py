@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,8 @@ def test_validate_command_through_a_worker(celery_worker, tmp_path):
     assert done.returncode == 0, done.stderr
     lines = {line["sha"]: line for line in map(json.loads, done.stdout.splitlines())}
     assert set(lines) == {fix.sha, breaking.sha}
+    assert re.search(r"2 validated: 1 invalid, 1 valid; environment reuse: [12] of 2 \(\d+\.\d%\), 1 distinct",
+                     done.stderr), done.stderr
     assert set(lines[fix.sha]) == {"sha", "task_id", "verdict", "reason", "fail_to_pass", "pass_to_pass_count",
                                    "flaky", "environment_id", "environment_reused", "seconds"}
     assert lines[fix.sha]["verdict"] == "valid" and lines[fix.sha]["fail_to_pass"] == sorted(fix.fail_to_pass)

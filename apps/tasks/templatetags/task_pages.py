@@ -3,6 +3,7 @@
 from django import template
 
 from apps.tasks import selectors
+from apps.tasks.models import Validation
 
 register = template.Library()
 
@@ -15,4 +16,5 @@ def validation_funnel(repository):
     return {
         "repository": repository,
         "steps": [(step, 100 * step.remaining / total, 100 * step.dropped / total) for step in steps],
+        "reuse": selectors.environment_reuse(validations=Validation.objects.filter(task__repository=repository)),
     }

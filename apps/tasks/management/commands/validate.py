@@ -1,10 +1,12 @@
 import json
 import time
+from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.repositories.services import repository_find
 from apps.tasks.models import Task, Validation
+from apps.tasks.selectors import environment_reuse
 from apps.tasks.services import VALIDATABLE_STATES, task_validation_start
 
 
@@ -32,16 +34,18 @@ class Command(BaseCommand):
                 skipped += 1
                 continue
             pending[validation.id] = task
-        failures = 0
+        failures, finished = 0, []
         deadline = time.monotonic() + timeout
         while pending:
             for validation in Validation.objects.filter(id__in=pending).exclude(state__in=Validation.ACTIVE_STATES):
                 task = pending.pop(validation.id)
+                finished.append(validation.id)
                 failures += validation.state == Validation.State.FAILED
                 self._report(task, validation, as_json)
             if pending and time.monotonic() > deadline:
                 raise CommandError(f"{len(pending)} validations did not finish within {timeout:.0f} s")
             time.sleep(0.5)
+        self._summary(list(finished), as_json)
         if failures:
             raise CommandError(f"{failures} validations stopped on an error (see their pages)")
         if skipped and commit:
@@ -58,6 +62,16 @@ class Command(BaseCommand):
                 raise CommandError(f"{sha}: {'no task' if not matches else 'ambiguous'} in {repository.name}")
             chosen += matches
         return chosen
+
+    def _summary(self, validation_ids: list[int], as_json: bool) -> None:
+        """Verdict counts and environment reuse, on standard error with --json (stdout holds only the lines)."""
+        validations = Validation.objects.filter(id__in=validation_ids)
+        verdicts = Counter(validations.values_list("verdict", flat=True))
+        reuse = environment_reuse(validations=validations)
+        counts = ", ".join(f"{count} {verdict or 'error'}" for verdict, count in sorted(verdicts.items()))
+        text = (f"{len(validation_ids)} validated: {counts or 'nothing'}; environment reuse: {reuse.reused} of "
+                f"{reuse.validations} ({reuse.percent:.1f}%), {reuse.environments} distinct environments")
+        (self.stderr if as_json else self.stdout).write(text)
 
     def _report(self, task: Task, validation: Validation, as_json: bool) -> None:
         line = {
