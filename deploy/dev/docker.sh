@@ -2,7 +2,7 @@
 # Make sure a Docker engine answers and the sandbox's base images are there.
 # On Debian as root: install docker.io and debootstrap if missing, start dockerd (no bridge, no
 # iptables: nothing here may send traffic to private address ranges) and build the base images
-# with debootstrap (no image registry is reachable): bookworm has Python 3.11, bullseye 3.9, so
+# with debootstrap (no image registry is reachable; manage.py build_base_images): bookworm has Python 3.11, bullseye 3.9, so
 # the environment builder has an older Python to search. Elsewhere say exactly what is missing.
 # Run again, it does nothing (quickly).
 set -euo pipefail
@@ -43,25 +43,22 @@ if ! engine_answers; then
   engine_answers || fail "a Docker engine answering 'docker info' (Debian: apt-get install docker.io, then dockerd --bridge=none --iptables=false; see $LOG)"
 fi
 
-# 2. The base images.
-build_image() {
-  local release=$1 image=commitgym-base:$1
-  if docker image inspect "$image" >/dev/null 2>&1; then
-    echo "docker: engine answers, $image is there"
-    return
+# 2. The base images, built by the project's own command (after `make install`).
+missing=()
+for release in $RELEASES; do
+  if docker image inspect "commitgym-base:$release" >/dev/null 2>&1; then
+    echo "docker: engine answers, commitgym-base:$release is there"
+  else
+    missing+=(--release "$release")
   fi
-  if ! command -v debootstrap >/dev/null; then
-    can_install && apt_install debootstrap
-    command -v debootstrap >/dev/null || fail "debootstrap, to build the base image $image (Debian: apt-get install debootstrap)"
-  fi
-  [ "$(id -u)" = 0 ] || fail "root, to build the base image $image with debootstrap"
-  local start=$EPOCHREALTIME root
-  root=$(mktemp -d /tmp/commitgym-base.XXXXXX)
-  debootstrap --variant=minbase --include="$PACKAGES" "$release" "$root" >"$root.log" 2>&1 \
-    || { tail -n 20 "$root.log" >&2; rm -rf "$root"; fail "a working debootstrap of $release (log: $root.log)"; }
-  rm -f "$root.log"
-  tar -C "$root" -c . | docker import - "$image" >/dev/null
-  rm -rf "$root"
-  awk -v i="$image" -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN { printf "docker: built %s in %.1f s\n", i, e - s }'
-}
-for release in $RELEASES; do build_image "$release"; done
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if ! command -v debootstrap >/dev/null; then
+  can_install && apt_install debootstrap
+  command -v debootstrap >/dev/null || fail "debootstrap, to build the base images (Debian: apt-get install debootstrap)"
+fi
+[ "$(id -u)" = 0 ] || fail "root, to build the base images with debootstrap"
+PROJECT=$(cd "$(dirname "$0")/../.." && pwd)
+[ -x "$PROJECT/.venv/bin/python" ] || fail "the project's .venv (make install)"
+"$PROJECT/.venv/bin/python" "$PROJECT/manage.py" build_base_images "${missing[@]}" \
+  || fail "base images built with debootstrap (see the error above)"

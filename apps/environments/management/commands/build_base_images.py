@@ -1,6 +1,7 @@
-"""Build the Docker sandbox's base image for a Debian release (no image registry is reachable here):
-debootstrap a minimal system with Python and git, then `docker import` it. The same steps as
-deploy/dev/docker.sh's second half; needs root, debootstrap and a Docker engine."""
+"""Build the Docker sandbox's base images from Debian releases, for machines that reach no image
+registry: debootstrap a minimal system with Python and git, then `docker import` it. Each release
+brings its own Python (DEBIAN_PYTHONS), which the environment builder then searches. Needs root,
+debootstrap and a Docker engine (deploy/dev/docker.sh installs them on Debian and calls this)."""
 
 import os
 import shutil
@@ -10,6 +11,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from worker.engine.docker_sandbox import DEBIAN_PYTHONS
+
 PACKAGES = "python3,python3-venv,git,ca-certificates"
 
 
@@ -17,7 +20,8 @@ class Command(BaseCommand):
     help = "Build commitgym-base:RELEASE with debootstrap and docker import."
 
     def add_arguments(self, parser):
-        parser.add_argument("--release", action="append", help="Debian release (default bookworm); repeatable")
+        parser.add_argument("--release", action="append", choices=sorted(DEBIAN_PYTHONS),
+                            help="Debian release (default: all of them); repeatable")
         parser.add_argument("--force", action="store_true", help="rebuild an image that is already there")
 
     def handle(self, *args, release=None, force=False, **options):
@@ -26,7 +30,7 @@ class Command(BaseCommand):
                 raise CommandError(f"{name} is missing (deploy/dev/docker.sh installs it on Debian)")
         if os.geteuid() != 0:
             raise CommandError("debootstrap needs root")
-        for each in release or ["bookworm"]:
+        for each in release or list(DEBIAN_PYTHONS):
             image = f"commitgym-base:{each}"
             if not force and subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0:
                 self.stdout.write(f"{image} is there")
@@ -43,4 +47,4 @@ class Command(BaseCommand):
                 tar.stdout.close()
                 if tar.wait() or imported.returncode:
                     raise CommandError(f"docker import {image} failed: {imported.stderr.strip()}")
-            self.stdout.write(f"{image} built in {time.monotonic() - started:.1f} s")
+            self.stdout.write(f"{image} (Python {DEBIAN_PYTHONS[each]}) built in {time.monotonic() - started:.1f} s")
