@@ -8,12 +8,20 @@ TIMED := deploy/dev/timed.sh
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/commitgym
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
 
+# The embedded model runs on llama-cpp-python, which builds from source (a few minutes): with
+# the default flags it crashes on these machines' CPUs. uv's cache of built wheels ignores
+# CMAKE_ARGS, so the cache is keyed by the flags: a build with other flags is never reused.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_OPENMP=OFF
+UV_CACHE := $(HOME)/.cache/uv-commitgym-$(shell printf '%s' '$(LLAMA_CMAKE_ARGS)' | md5sum | cut -c1-8)
+
 .PHONY: demo test bench install services worker serve clean
 
 $(VENV)/.installed: pyproject.toml uv.lock
+	deploy/dev/require.sh /usr/bin/g++ g++ /usr/bin/cmake cmake
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q uv
-	$(VENV)/bin/uv sync --frozen --inexact --extra test --python $(PY) -q
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" UV_CACHE_DIR=$(UV_CACHE) \
+	  $(VENV)/bin/uv sync --frozen --inexact --extra test --python $(PY) -q
 	touch $@
 
 install: $(VENV)/.installed

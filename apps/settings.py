@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "apps.repositories",
     "apps.tasks",
     "apps.environments",
+    "apps.llm",
 ]
 
 MIDDLEWARE = [
@@ -149,6 +150,22 @@ COMMITGYM_JOB_HEARTBEAT_SECONDS = _env_int("COMMITGYM_JOB_HEARTBEAT_SECONDS", 30
 # Local folders people other than admins may register (the command line may register any).
 COMMITGYM_LOCAL_ROOTS = [p for p in os.environ.get("COMMITGYM_LOCAL_ROOTS", "").split(os.pathsep) if p]
 
+# Language models, per role (issue_writer, test_writer, judge, agent): COMMITGYM_<ROLE>_BACKEND,
+# _MODEL, _BASE_URL, _API_KEY, _TIMEOUT, each falling back to COMMITGYM_LLM_<NAME>. Backends:
+# "embedded" (SmolLM2-135M in the worker, the default), "openai" (any OpenAI-compatible server),
+# "anthropic" (writing roles only).
+def _model_settings(role: str) -> dict:
+    def get(name: str, default: str = "") -> str:
+        return os.environ.get(f"COMMITGYM_{role.upper()}_{name}", os.environ.get(f"COMMITGYM_LLM_{name}", default))
+
+    return {"backend": get("BACKEND", "embedded"), "model": get("MODEL"), "base_url": get("BASE_URL"),
+            "api_key": get("API_KEY"), "timeout": float(get("TIMEOUT", "120"))}
+
+
+COMMITGYM_MODELS = {role: _model_settings(role) for role in ("issue_writer", "test_writer", "judge", "agent")}
+# An issue text whose leak score (0-1: the share of the fix it reveals) is above this is flagged.
+COMMITGYM_LEAK_THRESHOLD = float(os.environ.get("COMMITGYM_LEAK_THRESHOLD", "0.3"))
+
 # --- Celery ------------------------------------------------------------------
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
@@ -169,6 +186,7 @@ CELERY_TASK_DEFAULT_QUEUE = "mining"
 CELERY_TASK_ROUTES = {
     "worker.tasks.mining_job_run_task": {"queue": "mining"},
     "worker.tasks.task_validate_task": {"queue": "tests"},
+    "worker.tasks.language_job_run_task": {"queue": "llm"},
 }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

@@ -57,6 +57,17 @@ def git_repo(tmp_path) -> GitRepo:
     return GitRepo(tmp_path / "project")
 
 
+def commands_database_url() -> str:
+    """DATABASE_URL pointing at the test database, for processes the tests start (commands)."""
+    import os
+    from urllib.parse import urlsplit, urlunsplit
+
+    from django.conf import settings
+
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
+
+
 def mine_now(repository) -> MiningJob:
     """Run a mining job in this process, as a worker would."""
     job, _ = mining_job_start(repository=repository)
@@ -108,15 +119,15 @@ def _celery_worker_process(django_db_setup, _worker_mirror_dir):
                     "(make test sets both)")
     redis.Redis.from_url(broker).flushdb()
     parts = urlsplit(source_url)
-    test_database_url = urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
+    commands_database_url = urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
     # Two runs a side and a 10 s per-test timeout keep validations of hanging tests short.
-    env = {**os.environ, "DATABASE_URL": test_database_url, "CELERY_BROKER_URL": broker,
+    env = {**os.environ, "DATABASE_URL": commands_database_url, "CELERY_BROKER_URL": broker,
            "COMMITGYM_MIRROR_DIR": str(_worker_mirror_dir), "COMMITGYM_VALIDATION_RUNS": "2",
            "COMMITGYM_TEST_TIMEOUT": "10"}
     log_path = _worker_mirror_dir.parent / "worker.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "mining,tests",
+            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "mining,tests,llm",
              "--concurrency", "1", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )

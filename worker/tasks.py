@@ -23,3 +23,13 @@ def task_validate_task(self, validation_id: int) -> None:
 
     if not task_validation_run(validation_id=validation_id):  # held by another worker: see mining
         raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
+
+
+@app.task(bind=True, name="worker.tasks.language_job_run_task", max_retries=None)
+def language_job_run_task(self, job_id: int) -> None:
+    from django.conf import settings
+
+    from apps.llm.services import language_job_run
+
+    if not language_job_run(job_id=job_id):  # held by another worker: see mining
+        raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)

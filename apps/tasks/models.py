@@ -128,3 +128,31 @@ class TestRunRecord(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class IssueVersion(models.Model):
+    """One version of a task's issue text. Versions are never changed or removed: the model writes
+    new ones, people edit into new ones, and the current one is the task's problem statement."""
+
+    class Author(models.TextChoices):
+        MODEL = "model"
+        PERSON = "person"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="issue_versions")
+    number = models.PositiveIntegerField()
+    text = models.TextField()
+    author = models.CharField(max_length=16, choices=Author.choices)
+    model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="issue_versions")
+    edited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    leak_score = models.FloatField(default=0, help_text="The share of the fix the text reveals (0-1).")
+    leak = models.JSONField(default=dict, help_text="What of the fix was found in the text.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "number"]
+        constraints = [models.UniqueConstraint(fields=["task", "number"], name="issue_version_number_unique")]
+
+    @property
+    def leak_flagged(self) -> bool:
+        return self.leak_score > settings.COMMITGYM_LEAK_THRESHOLD

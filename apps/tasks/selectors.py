@@ -7,7 +7,7 @@ from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from apps.repositories.models import Repository
 from apps.repositories.selectors import repositories_visible
 
-from .models import Task, TaskStateChange, TestRunRecord, Validation
+from .models import IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
 
 # A task that passed validation keeps counting as valid while people review it.
 VALID_OR_LATER = (Task.State.VALID, Task.State.NEEDS_REVIEW, Task.State.ACCEPTED, Task.State.REJECTED)
@@ -217,3 +217,40 @@ def environments_listed(*, user) -> QuerySet:
     return (environments_visible(user=user).select_related("repository")
             .annotate(validation_count=Count("validations", filter=Q(validations__task__repository__in=visible)))
             .order_by("-created_at", "-id"))
+
+
+# --- the task's issue -----------------------------------------------------------------------------
+
+
+@dataclass
+class IssueVersionRow:
+    version: "IssueVersion"
+    diff: str  # a unified diff against the version before ("" for the first)
+
+
+def task_issue_versions(*, task: Task) -> list[IssueVersionRow]:
+    """Every version of the task's issue, newest first, each with its diff to the one before."""
+    import difflib
+
+    versions = list(IssueVersion.objects.filter(task=task).select_related("model_call", "edited_by")
+                    .order_by("number"))
+    rows, before = [], None
+    for version in versions:
+        diff = "" if before is None else "".join(difflib.unified_diff(
+            before.text.splitlines(keepends=True), version.text.splitlines(keepends=True),
+            fromfile=f"version {before.number}", tofile=f"version {version.number}"))
+        rows.append(IssueVersionRow(version, diff))
+        before = version
+    return rows[::-1]
+
+
+def task_model_calls(*, task: Task, limit: int = 50) -> QuerySet:
+    from apps.llm.models import ModelCall
+
+    return ModelCall.objects.filter(task=task).order_by("-created_at", "-id")[:limit]
+
+
+def task_language_job(*, task: Task, kind: str):
+    from apps.llm.models import LanguageJob
+
+    return LanguageJob.objects.filter(task=task, kind=kind).order_by("-created_at", "-id").first()

@@ -10,4 +10,6 @@ urlpatterns = [
     path("tasks/<str:instance_id>/", views.task_detail, name="detail"),
     path("tasks/<str:instance_id>/validation/", views.task_validation_state, name="validation"),
     path("tasks/<str:instance_id>/validate/", views.task_validate, name="validate"),
+    path("tasks/<str:instance_id>/issue/", views.task_issue_state, name="issue"),
+    path("tasks/<str:instance_id>/backtranslate/", views.task_backtranslate, name="backtranslate"),
 ]

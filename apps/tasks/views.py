@@ -4,6 +4,7 @@ Every view checks permissions itself: a task of a repository the user may not se
 and starting a validation without the right to mine is a 403.
 """
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
@@ -11,7 +12,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine
-from apps.repositories.views import _render, _require_miner, _visible_repository
+from apps.repositories.views import _diff_html, _render, _require_miner, _visible_repository
 
 from . import selectors, services
 from .models import Task
@@ -66,14 +67,57 @@ def _validation_context(request, task: Task) -> dict:
     }
 
 
+def _issue_context(request, task: Task) -> dict:
+    from apps.llm.models import LanguageJob
+
+    from .backtranslation import current_issue
+
+    rows = selectors.task_issue_versions(task=task)
+    return {
+        "task": task,
+        "issue": current_issue([row.version for row in rows]),
+        "issue_versions": [(row.version, _diff_html(row.diff) if row.diff else "") for row in rows],
+        "issue_job": selectors.task_language_job(task=task, kind=LanguageJob.Kind.BACKTRANSLATE),
+        "model_calls": selectors.task_model_calls(task=task),
+        "can_write_issue": user_can_mine(request.user) and task.state in selectors.VALID_OR_LATER,
+        "leak_threshold": settings.COMMITGYM_LEAK_THRESHOLD,
+    }
+
+
 def task_detail(request, instance_id: str):
     task = _visible_task(request, instance_id)
     context = {
         **_validation_context(request, task),
+        **_issue_context(request, task),
         "repository": task.repository,
         "state_changes": selectors.task_state_changes(task=task),
     }
     return _render(request, "tasks/task_detail.html", context)
+
+
+def task_issue_state(request, instance_id: str):
+    """The issue section; htmx polls it while the issue writer works."""
+    task = _visible_task(request, instance_id)
+    if not request.htmx:
+        return redirect("tasks:detail", instance_id=task.instance_id)
+    return _render(request, "tasks/task_detail.html", _issue_context(request, task), partial="issue")
+
+
+@require_POST
+def task_backtranslate(request, instance_id: str):
+    from apps.llm.models import LanguageJob
+    from apps.llm.services import language_job_start
+
+    task = _visible_task(request, instance_id)
+    _require_miner(request)
+    if task.state not in selectors.VALID_OR_LATER:
+        messages.info(request, f"{task.instance_id} is {task.get_state_display().lower()}: issues are written "
+                               f"for valid tasks.")
+    else:
+        language_job_start(task=task, kind=LanguageJob.Kind.BACKTRANSLATE, user=request.user,
+                           regenerate=request.POST.get("regenerate") == "1")
+        messages.success(request, f"The issue writer is writing the issue of {task.instance_id}.")
+    return redirect("tasks:detail", instance_id=task.instance_id)
 
 
 def task_validation_state(request, instance_id: str):

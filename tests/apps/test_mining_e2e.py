@@ -12,6 +12,7 @@ from django.conf import settings
 from apps.repositories.models import Commit, MiningJob
 from apps.repositories.services import mining_job_start, repository_register
 from apps.tasks.models import Task
+from tests.conftest import commands_database_url
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +50,7 @@ def test_mining_job_goes_through_redis_to_a_worker_process(celery_worker, git_re
 def test_mine_command_waits_for_the_worker_and_prints_one_json_line(celery_worker, git_repo):
     git_repo.commit("Initial", {"pkg/core.py": "VALUE = 1\n"})
     git_repo.commit("Docs", {"README.md": "hello\n"})
-    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    env = {**os.environ, "DATABASE_URL": commands_database_url()}
 
     first = _mine(git_repo.path, env)
     git_repo.commit("Change value", {"pkg/core.py": "VALUE = 2\n"})
@@ -65,7 +66,7 @@ def test_mine_command_waits_for_the_worker_and_prints_one_json_line(celery_worke
 def test_mine_command_fails_with_a_clear_reason(celery_worker, tmp_path):
     not_a_repo = tmp_path / "plain-folder"
     not_a_repo.mkdir()
-    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    env = {**os.environ, "DATABASE_URL": commands_database_url()}
     done = subprocess.run([sys.executable, "manage.py", "mine", str(not_a_repo), "--json"],
                           env=env, capture_output=True, text=True, timeout=120, cwd=settings.BASE_DIR)
     assert done.returncode != 0
@@ -81,9 +82,3 @@ def _mine(path, env) -> dict:
     assert len(lines) == 1, done.stdout
     return json.loads(lines[0])
 
-
-def _test_database_url() -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))

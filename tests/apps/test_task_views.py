@@ -9,7 +9,8 @@ from django.urls import reverse
 
 from apps.environments.models import Environment
 from apps.repositories.models import Commit, Repository
-from apps.tasks.models import EnvironmentAttempt, Task, TaskStateChange, TestRunRecord, Validation
+from apps.llm.models import ModelCall
+from apps.tasks.models import EnvironmentAttempt, IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
 from worker.engine.reasons import reason_sentence
 
 HTMX = {"HX-Request": "true"}
@@ -214,7 +215,11 @@ def test_task_page_queries_are_bounded(curator_client, task, django_assert_max_n
         make_validation(task, environment, runs=3)
     for n in range(10):
         TaskStateChange.objects.create(task=task, from_state="mined", to_state="building")
-    with django_assert_max_num_queries(14):
+    for n in range(1, 6):
+        call = ModelCall.objects.create(role="issue_writer", backend="embedded", model="m", prompt_name="p",
+                                        prompt_version=1, prompt_digest="d", cache_key="k", outcome="ok", task=task)
+        IssueVersion.objects.create(task=task, number=n, text=f"version {n}", author="model", model_call=call)
+    with django_assert_max_num_queries(17):
         response = curator_client.get(reverse("tasks:detail", args=[task.instance_id]))
     assert response.status_code == 200
 

@@ -6,7 +6,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.conf import settings
@@ -14,16 +13,11 @@ from django.conf import settings
 from apps.environments.models import Environment
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task, TaskStateChange, Validation
-from tests.conftest import mine_now
+from tests.conftest import mine_now, commands_database_url
 from tests.gitrepo import GitRepo
 from worker.engine.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
-
-
-def _test_database_url() -> str:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
 
 
 def test_validate_command_through_a_worker(celery_worker, tmp_path):
@@ -32,7 +26,7 @@ def test_validate_command_through_a_worker(celery_worker, tmp_path):
     mine_now(repository)
     fix = [c for c in commits if c.kind == "fix_with_test"][0]
     breaking = [c for c in commits if c.kind == "breaks_other_test"][0]
-    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    env = {**os.environ, "DATABASE_URL": commands_database_url()}
     done = subprocess.run(
         [sys.executable, "manage.py", "validate", repository.name, "--commit", fix.sha[:10],
          "--commit", breaking.sha, "--json"],
@@ -61,7 +55,7 @@ def test_validate_refuses_an_unknown_repository_and_commit(celery_worker, git_re
     git_repo.commit("init", {"a.py": "x = 1\n"})
     small_repository = repository_register(location=str(git_repo.path))
     mine_now(small_repository)
-    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    env = {**os.environ, "DATABASE_URL": commands_database_url()}
     unknown = subprocess.run([sys.executable, "manage.py", "validate", "nobody/nothing", "--json"],
                              env=env, capture_output=True, text=True, timeout=60, cwd=settings.BASE_DIR)
     assert unknown.returncode != 0 and unknown.stdout == "" and "no registered repository" in unknown.stderr
@@ -75,7 +69,7 @@ def test_validate_command_with_the_docker_backend(celery_worker, tmp_path):
     repository = repository_register(location=str(tmp_path / "textkit"))
     mine_now(repository)
     fix = [c for c in commits if c.kind == "fix_with_test"][3]
-    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    env = {**os.environ, "DATABASE_URL": commands_database_url()}
     done = subprocess.run(
         [sys.executable, "manage.py", "validate", repository.name, "--commit", fix.sha, "--backend", "docker",
          "--json"], env=env, capture_output=True, text=True, timeout=600, cwd=settings.BASE_DIR)
@@ -138,7 +132,7 @@ def test_deletes_the_environment():
 
 
 def _validate(repository, *shas: str) -> dict:
-    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    env = {**os.environ, "DATABASE_URL": commands_database_url()}
     done = subprocess.run(
         [sys.executable, "manage.py", "validate", repository.name, *[a for sha in shas for a in ("--commit", sha)],
          "--json"], env=env, capture_output=True, text=True, timeout=900, cwd=settings.BASE_DIR)

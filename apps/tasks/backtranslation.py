@@ -1,0 +1,73 @@
+"""Writing a valid task's issue with the issue writer, and keeping its versions."""
+
+from dataclasses import asdict
+from typing import Optional
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from apps.llm.services import model_call, role_settings
+from worker.engine.backtranslation import issue_prompt_variables, issue_text, leak_check
+from worker.engine.patches import commit_patches
+from worker.engine.prompts import prompt_load
+
+from .models import IssueVersion, Task, TestRunRecord, Validation
+from .selectors import VALID_OR_LATER
+
+
+def current_issue(versions: list[IssueVersion]) -> Optional[IssueVersion]:
+    """The problem statement among a task's versions: the newest a person wrote, else the newest the
+    model wrote. No model output ever replaces a person's edit."""
+    newest_first = sorted(versions, key=lambda version: version.number, reverse=True)
+    return next((v for v in newest_first if v.author == IssueVersion.Author.PERSON), None) or next(
+        iter(newest_first), None)
+
+
+def task_current_issue(*, task: Task) -> Optional[IssueVersion]:
+    return current_issue(list(IssueVersion.objects.filter(task=task)))
+
+
+def _failing_output(validation: Validation) -> str:
+    run = (TestRunRecord.objects.filter(validation=validation, side="before", scope="selected")
+           .order_by("index").first())
+    return run.output if run else ""
+
+
+def _version_add(*, task: Task, text: str, source_patch: str, fail_to_pass: list[str], **fields) -> IssueVersion:
+    leak = leak_check(text, source_patch=source_patch, fail_to_pass=fail_to_pass)
+    details = {key: value for key, value in asdict(leak).items() if key != "score"}
+    for _ in range(3):  # two writers at once: the loser takes the next number
+        number = (IssueVersion.objects.filter(task=task).aggregate(n=Max("number"))["n"] or 0) + 1
+        try:
+            with transaction.atomic():
+                return IssueVersion.objects.create(task=task, number=number, text=text, leak_score=leak.score,
+                                                   leak=details, **fields)
+        except IntegrityError:
+            continue
+    raise RuntimeError("could not number a new issue version")
+
+
+def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, str, str]:
+    """Write (or find already written) the task's issue. Returns (outcome, detail, model): outcome
+    is written, cached or skipped; a model that fails raises ModelError and stores nothing."""
+    model = role_settings("issue_writer").model_name
+    if task.state not in VALID_OR_LATER:
+        return "skipped", f"the task is {task.state}: issues are written for valid tasks", model
+    validation = (Validation.objects.filter(task=task, state=Validation.State.DONE, verdict="valid")
+                  .order_by("-created_at", "-id").first())
+    if validation is None:
+        return "skipped", "the task has no valid validation to describe", model
+    commit, repository = task.commit, task.repository
+    patches = commit_patches(repository.mirror_dir, commit.sha, commit.parent_sha, repository.test_file_rules())
+    variables = issue_prompt_variables(commit_message=commit.message, source_patch=patches.source_patch,
+                                       failing_output=_failing_output(validation))
+    call, cached = model_call(role="issue_writer", prompt=prompt_load("issue_writer"), variables=variables, task=task,
+                              regenerate=regenerate)
+    if cached and IssueVersion.objects.filter(task=task, model_call=call).exists():
+        return "cached", "", call.model
+    text = issue_text(call.answer)
+    if not text:
+        return "skipped", "the model's answer held no issue text", call.model
+    _version_add(task=task, text=text, source_patch=patches.source_patch, fail_to_pass=validation.fail_to_pass,
+                 author=IssueVersion.Author.MODEL, model_call=call)
+    return "written", "", call.model

@@ -1,0 +1,115 @@
+"""Writing issues: model calls recorded and cached, versions kept, leaks flagged, failures harmless.
+The embedded model answers for real; a recorded call stands in for a model that writes a given text."""
+
+import pytest
+
+from apps.llm.models import ModelCall
+from apps.llm.services import _cache_key, language_job_run, language_job_start, model_call, role_settings
+from apps.tasks.backtranslation import task_backtranslate, task_current_issue
+from apps.tasks.models import IssueVersion, Task, TestRunRecord, Validation
+from worker.engine.backtranslation import issue_prompt_variables
+from worker.engine.llm import ModelError
+from worker.engine.patches import commit_patches
+from worker.engine.prompts import prompt_load
+
+F2P = "tests/test_calc.py::test_add"
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def valid_task(small_repository):
+    task = Task.objects.get(repository=small_repository, commit__message__startswith="Fix add")
+    validation = Validation.objects.create(task=task, state="done", verdict="valid", fail_to_pass=[F2P])
+    TestRunRecord.objects.create(validation=validation, side="before", scope="selected", index=0, status="failed",
+                                 outcomes={F2P: "FAILED"}, output="E   assert -1 == 5\nFAILED " + F2P)
+    Task.objects.filter(id=task.id).update(state="valid")
+    task.refresh_from_db()
+    return task
+
+
+def _record_answer(task: Task, answer: str) -> ModelCall:
+    """Store a call as if the issue writer had answered `answer` to this task's prompt."""
+    commit = task.commit
+    patches = commit_patches(task.repository.mirror_dir, commit.sha, commit.parent_sha,
+                             task.repository.test_file_rules())
+    variables = issue_prompt_variables(commit_message=commit.message, source_patch=patches.source_patch,
+                                       failing_output=TestRunRecord.objects.get(validation__task=task).output)
+    prompt = prompt_load("issue_writer")
+    messages = prompt.messages(**variables)
+    parameters = {"max_tokens": 600, "temperature": 0.0, "seed": 0}
+    return ModelCall.objects.create(
+        role="issue_writer", backend="embedded", model="recorded", prompt_name=prompt.name,
+        prompt_version=prompt.version, prompt_digest=prompt.digest, messages=messages, parameters=parameters,
+        cache_key=_cache_key("issue_writer", role_settings("issue_writer"), prompt, messages, parameters),
+        answer=answer, outcome="ok", task=task)
+
+
+def test_the_embedded_model_writes_a_version_and_a_second_run_costs_nothing(valid_task):
+    assert task_backtranslate(task=valid_task) == ("written", "", "SmolLM2-135M-Instruct")
+    version = task_current_issue(task=valid_task)
+    assert version.number == 1 and version.author == "model" and version.text
+    call = version.model_call
+    assert (call.role, call.prompt_name, call.prompt_version, call.outcome) == ("issue_writer", "issue_writer", 1, "ok")
+    assert call.tokens_in > 100 and call.tokens_out > 0 and call.seconds > 0 and call.task == valid_task
+    assert task_backtranslate(task=valid_task)[0] == "cached"
+    assert ModelCall.objects.count() == 1 and IssueVersion.objects.count() == 1
+
+
+def test_regenerating_adds_a_version_and_keeps_the_first(valid_task):
+    task_backtranslate(task=valid_task)
+    assert task_backtranslate(task=valid_task, regenerate=True)[0] == "written"
+    versions = list(IssueVersion.objects.filter(task=valid_task).order_by("number"))
+    assert [v.number for v in versions] == [1, 2]
+    assert versions[1].model_call.regenerated and versions[1].model_call.parameters["temperature"] > 0
+
+
+def test_a_leaking_issue_is_flagged(valid_task):
+    _record_answer(valid_task, "add subtracts. The fix: `return a + b` instead; test_add shows it.")
+    assert task_backtranslate(task=valid_task) == ("written", "", "recorded")
+    version = task_current_issue(task=valid_task)
+    assert version.leak_score == 1.0 and version.leak_flagged and version.leak["test_names"] == ["test_add"]
+
+
+def test_a_person_s_edit_stays_the_problem_statement(valid_task, curator):
+    _record_answer(valid_task, "add(2, 3) gives -1\n\nI expected 5.")
+    task_backtranslate(task=valid_task)
+    person = IssueVersion.objects.create(task=valid_task, number=2, text="Edited by hand", author="person",
+                                         edited_by=curator)
+    assert task_backtranslate(task=valid_task, regenerate=True)[0] == "written"
+    assert IssueVersion.objects.filter(task=valid_task).count() == 3
+    assert task_current_issue(task=valid_task) == person
+    assert not person.leak_flagged
+
+
+def test_a_model_that_fails_is_recorded_and_stores_no_version(valid_task, settings):
+    settings.COMMITGYM_MODELS = {**settings.COMMITGYM_MODELS, "issue_writer": {
+        "backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-hidden", "timeout": 5}}
+    with pytest.raises(ModelError):
+        task_backtranslate(task=valid_task)
+    failed = ModelCall.objects.get()
+    assert failed.outcome == "failed" and failed.error_code == "unreachable" and "sk-hidden" not in failed.error_message
+    assert not IssueVersion.objects.exists()
+    job = language_job_start(task=valid_task, kind="backtranslate")
+    assert language_job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert (job.state, job.outcome) == ("done", "failed") and job.detail.startswith("unreachable")
+    assert language_job_run(job_id=job.id)  # a second delivery does nothing
+    assert ModelCall.objects.count() == 2
+
+
+def test_only_valid_tasks_get_an_issue(small_repository):
+    task = Task.objects.filter(repository=small_repository).first()
+    outcome, detail, _ = task_backtranslate(task=task)
+    assert outcome == "skipped" and "valid tasks" in detail and not ModelCall.objects.exists()
+
+
+def test_the_cache_key_follows_every_input(valid_task):
+    prompt = prompt_load("issue_writer")
+    first, cached = model_call(role="issue_writer", prompt=prompt, variables={
+        "commit_message": "a", "source_patch": "b", "failing_output": "c"}, max_tokens=8)
+    again, cached_again = model_call(role="issue_writer", prompt=prompt, variables={
+        "commit_message": "a", "source_patch": "b", "failing_output": "c"}, max_tokens=8)
+    other, cached_other = model_call(role="issue_writer", prompt=prompt, variables={
+        "commit_message": "a", "source_patch": "b", "failing_output": "d"}, max_tokens=8)
+    assert (cached, cached_again, cached_other) == (False, True, False)
+    assert again == first and other != first

@@ -1,0 +1,68 @@
+"""The task page's issue section: versions with diffs, the leak score, the model calls, the button."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from apps.llm.models import LanguageJob, ModelCall
+from apps.tasks.models import IssueVersion, Task
+
+pytestmark = pytest.mark.django_db
+
+
+def _call(task, **fields):
+    values = dict(role="issue_writer", backend="embedded", model="SmolLM2-135M-Instruct", prompt_name="issue_writer",
+                  prompt_version=1, prompt_digest="d", cache_key="k", outcome="ok", tokens_in=812, tokens_out=95,
+                  seconds=2.5, task=task)
+    return ModelCall.objects.create(**{**values, **fields})
+
+
+@pytest.fixture
+def valid_task(small_repository):
+    task = Task.objects.filter(repository=small_repository).first()
+    Task.objects.filter(id=task.id).update(state="valid")
+    task.refresh_from_db()
+    return task
+
+
+def test_versions_diffs_leak_and_calls_are_shown_and_text_renders_inert(curator_client, valid_task, curator):
+    first = _call(valid_task)
+    IssueVersion.objects.create(task=valid_task, number=1, author="model", model_call=first, leak_score=0.5,
+                                leak={"identifiers": ["_collapse"], "counts": {"identifiers": 2}},
+                                text="add is wrong <script>alert(1)</script>\nsecond line\n")
+    IssueVersion.objects.create(task=valid_task, number=2, author="person", edited_by=curator,
+                                text="add is wrong <script>alert(1)</script>\nbetter line\n")
+    _call(valid_task, outcome="failed", error_code="rate_limited", error_message="429", tokens_in=0, tokens_out=0)
+    page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+    section = re.search(r'<section id="issue".*?</section>', page, re.S).group(0)
+    assert "Version 2, edited by carla" in section and "<script>alert" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section
+    assert "-second line" in re.sub(r"<[^>]+>", "", section) and "+better line" in re.sub(r"<[^>]+>", "", section)
+    assert "Version 1 — SmolLM2-135M-Instruct" in section and "leak score 0.50" in section
+    assert "issue_writer v1" in section and "812" in section and "rate_limited" in section
+    assert "Write a new version" in section
+
+
+def test_a_leaking_current_version_is_flagged(curator_client, valid_task):
+    IssueVersion.objects.create(task=valid_task, number=1, author="model", model_call=_call(valid_task),
+                                leak_score=0.8, leak={"test_names": ["test_add"], "counts": {"test_names": 1}},
+                                text="see test_add")
+    page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+    assert "leaks the fix" in page and "<code>test_add</code>" in page
+
+
+def test_writing_the_issue_is_for_curators_and_valid_tasks(curator_client, annotator_client, valid_task,
+                                                           monkeypatch):
+    monkeypatch.setattr("worker.tasks.language_job_run_task.delay", lambda job_id: None)
+    url = reverse("tasks:backtranslate", args=[valid_task.instance_id])
+    assert annotator_client.post(url).status_code == 403
+    assert curator_client.post(url).status_code == 302
+    job = LanguageJob.objects.get(task=valid_task)
+    assert (job.kind, job.state, job.regenerate) == ("backtranslate", "queued", False)
+    page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+    assert 'hx-get="%s"' % reverse("tasks:issue", args=[valid_task.instance_id]) in page
+    LanguageJob.objects.filter(id=job.id).update(state="done", outcome="written")
+    Task.objects.filter(id=valid_task.id).update(state="mined")
+    refused = curator_client.post(url, follow=True).content.decode()
+    assert "issues are written for valid tasks" in refused and LanguageJob.objects.count() == 1

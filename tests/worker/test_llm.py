@@ -1,0 +1,113 @@
+"""The model interface: prompts, the leak check, and the embedded model for real."""
+
+import math
+
+import pytest
+
+from worker.engine.backtranslation import issue_prompt_variables, issue_text, leak_check
+from worker.engine.llm import EmbeddedClient, ModelError, ModelSettings, settings_problem
+from worker.engine.prompts import prompt_load
+
+PATCH = """\
+diff --git a/textkit/slug.py b/textkit/slug.py
+--- a/textkit/slug.py
++++ b/textkit/slug.py
+@@ -1,2 +1,5 @@
+ def slugify(text):
+-    return text.lower().replace(" ", "-")
++    return _collapse_dashes(text.strip().lower().replace(" ", "-"))
++
++def _collapse_dashes(slug):
++    return re.sub(r"-{2,}", "-", slug)
+"""
+F2P = ["tests/test_slug.py::test_slugify_collapses_repeated_spaces"]
+
+
+def test_the_newest_prompt_version_is_used_and_variables_stay_text(tmp_path):
+    (tmp_path / "writer.v1.txt").write_text("=== system ===\nold\n=== user ===\n$x\n")
+    (tmp_path / "writer.v2.txt").write_text("=== system ===\nYou write.\n=== user ===\nAbout: $x\n")
+    (tmp_path / "writer.v10.txt.bak").write_text("ignored")
+    prompt = prompt_load("writer", tmp_path)
+    assert prompt.version == 2
+    assert prompt.messages(x="${danger} $HOME {braces}") == [
+        {"role": "system", "content": "You write."}, {"role": "user", "content": "About: ${danger} $HOME {braces}"}]
+    with pytest.raises(KeyError):
+        prompt.messages()
+    (tmp_path / "broken.v1.txt").write_text("no parts here")
+    with pytest.raises(ValueError, match="system"):
+        prompt_load("broken", tmp_path)
+    with pytest.raises(FileNotFoundError):
+        prompt_load("absent", tmp_path)
+
+
+def test_the_shipped_issue_writer_prompt_takes_the_back_translation_inputs():
+    variables = issue_prompt_variables(commit_message="Fix slugify", source_patch=PATCH, failing_output="x" * 10_000)
+    messages = prompt_load("issue_writer").messages(**variables)
+    assert "Fix slugify" in messages[1]["content"] and "_collapse_dashes" in messages[1]["content"]
+    assert len(variables["failing_output"]) < 3_100 and variables["failing_output"].startswith("[... cut ...]")
+
+
+def test_a_text_that_names_the_fix_is_scored_as_leaking():
+    leaking = "slugify leaves double dashes. Call _collapse_dashes(slug) after replacing spaces; see " \
+              "test_slugify_collapses_repeated_spaces."
+    report = leak_check(leaking, source_patch=PATCH, fail_to_pass=F2P)
+    assert report.score == 1.0
+    assert report.identifiers == ["_collapse_dashes"] and report.test_names == [F2P[0].split("::")[1]]
+    quoted = 'The fix is: return re.sub(r"-{2,}", "-", slug)'
+    assert leak_check(quoted, source_patch=PATCH, fail_to_pass=F2P).added_lines == ['return re.sub(r"-{2,}", "-", slug)']
+
+
+def test_a_text_that_only_describes_the_bug_does_not_leak():
+    fair = ("slugify('a  b') returns 'a--b'\n\nI expected 'a-b': two spaces should give one dash.\n\n"
+            "```python\nfrom textkit.slug import slugify\nprint(slugify('a  b'))\n```")
+    report = leak_check(fair, source_patch=PATCH, fail_to_pass=F2P)
+    assert report.score == 0.0 and report.counts == {"added_lines": 3, "identifiers": 1, "test_names": 1}
+    assert leak_check(fair, source_patch="not a diff", fail_to_pass=[]).score == 0.0
+
+
+def test_the_stored_issue_drops_a_preamble_and_a_wrapping_fence():
+    assert issue_text("Sure, here is the issue:\nTitle\n\nBody") == "Title\n\nBody"
+    assert issue_text("```markdown\nTitle\n\nBody\n```") == "Title\n\nBody"
+    assert issue_text("Title\n```python\nx()\n```\n") == "Title\n```python\nx()\n```"
+
+
+def test_settings_that_cannot_work_are_refused_with_a_reason():
+    assert "log-probabilities" in settings_problem("judge", ModelSettings(backend="anthropic", model="claude"))
+    assert settings_problem("issue_writer", ModelSettings(backend="anthropic", model="claude")) is None
+    assert "model name" in settings_problem("agent", ModelSettings(backend="openai"))
+    assert "unknown backend" in settings_problem("agent", ModelSettings(backend="gpt"))
+    assert settings_problem("judge", ModelSettings()) is None
+    assert "sk-secret" not in repr(ModelSettings(backend="openai", model="m", api_key="sk-secret"))
+    assert ModelSettings(api_key="sk-secret").redact("bad key sk-secret") == "bad key [key]"
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    return EmbeddedClient(ModelSettings(context_tokens=2048))
+
+
+def test_the_embedded_model_answers(embedded):
+    completion = embedded.complete([{"role": "user", "content": "Say hello in one word."}], max_tokens=12)
+    assert completion.text.strip() and completion.tokens_in > 5 and 0 < completion.tokens_out <= 12
+    assert completion.model == "SmolLM2-135M-Instruct" and completion.finish_reason in {"stop", "length"}
+    again = embedded.complete([{"role": "user", "content": "Say hello in one word."}], max_tokens=12)
+    assert again.text == completion.text  # temperature 0 and a fixed seed: the same answer
+
+
+def test_the_embedded_model_scores_the_first_answer_token(embedded):
+    question = [{"role": "system", "content": "Answer YES or NO."},
+                {"role": "user", "content": "Is Paris the capital of France?"}]
+    scores = embedded.first_token_logprobs(question, ["YES", "NO"])
+    assert set(scores) == {"YES", "NO"} and all(-30 < score < 0 for score in scores.values())
+    assert math.exp(scores["YES"]) + math.exp(scores["NO"]) <= 1.0001
+    # The part shared with the previous prompt is reused; the figures are the same as evaluating it all.
+    other = [question[0], {"role": "user", "content": "Is Paris the capital of Spain?"}]
+    reused = embedded.first_token_logprobs(other, ["YES", "NO"])
+    fresh = embedded.first_token_logprobs(other, ["YES", "NO"], reuse_prefix=False)
+    assert reused == pytest.approx(fresh, abs=1e-3)
+
+
+def test_a_prompt_longer_than_the_context_is_refused(embedded):
+    with pytest.raises(ModelError) as error:
+        embedded.first_token_logprobs([{"role": "user", "content": "word " * 5000}], ["YES"])
+    assert error.value.code == "too_long"
