@@ -68,6 +68,20 @@ def commands_database_url() -> str:
     return urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
 
 
+def record_model_answer(*, role: str, prompt, variables: dict, answer: str, max_tokens: int, task=None):
+    """Store a call as if the role's model had answered `answer` to this prompt: the cache then
+    gives it to the job that asks the same (a known answer from a weak model, for a test)."""
+    from apps.llm.models import ModelCall
+    from apps.llm.services import _cache_key, role_settings
+
+    messages = prompt.messages(**variables)
+    parameters = {"max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
+    return ModelCall.objects.create(
+        role=role, backend="embedded", model="recorded", prompt_name=prompt.name, prompt_version=prompt.version,
+        prompt_digest=prompt.digest, messages=messages, parameters=parameters, answer=answer, outcome="ok",
+        cache_key=_cache_key(role, role_settings(role), prompt, messages, parameters), task=task)
+
+
 def mine_now(repository) -> MiningJob:
     """Run a mining job in this process, as a worker would."""
     job, _ = mining_job_start(repository=repository)

@@ -43,6 +43,7 @@ class LanguageJob(models.Model):
 
     class Kind(models.TextChoices):
         BACKTRANSLATE = "backtranslate"
+        GENERATE_TESTS = "generate_tests"
 
     class State(models.TextChoices):
         QUEUED = "queued"

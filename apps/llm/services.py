@@ -88,6 +88,7 @@ def language_job_start(*, task, kind: str, regenerate: bool = False, user=None) 
 def language_job_run(*, job_id: int) -> bool:
     """Run a queued job to its end. Safe to call twice. False when another worker holds it."""
     from apps.tasks.backtranslation import task_backtranslate
+    from apps.tasks.generation import task_generate_tests
 
     lease = Lease.claim(LanguageJob, job_id, waiting_state=LanguageJob.State.QUEUED,
                         running_state=LanguageJob.State.RUNNING)
@@ -97,11 +98,14 @@ def language_job_run(*, job_id: int) -> bool:
     started = time.monotonic()
     with lease:
         try:
-            outcome, detail, model = task_backtranslate(task=job.task, regenerate=job.regenerate)
+            work = task_generate_tests if job.kind == LanguageJob.Kind.GENERATE_TESTS else task_backtranslate
+            outcome, detail, model = work(task=job.task, regenerate=job.regenerate)
         except LeaseLost:
             return True
         except ModelError as error:
-            outcome, detail, model = "failed", f"{error.code}: {error}", ModelSettings(**settings.COMMITGYM_MODELS["issue_writer"]).model_name
+            role = "test_writer" if job.kind == LanguageJob.Kind.GENERATE_TESTS else "issue_writer"
+            outcome, detail = "failed", f"{error.code}: {error}"
+            model = ModelSettings(**settings.COMMITGYM_MODELS[role]).model_name
         except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
             log.exception("language job %s failed", job_id)
             lease.finish(LanguageJob.State.FAILED, outcome="failed", detail=f"{type(error).__name__}: {error}"[:2000],

@@ -14,6 +14,8 @@ from worker.engine.prompts import prompt_load
 from .models import IssueVersion, Task, TestRunRecord, Validation
 from .selectors import VALID_OR_LATER
 
+ISSUE_WRITER_TOKENS = 600
+
 
 def current_issue(versions: list[IssueVersion]) -> Optional[IssueVersion]:
     """The problem statement among a task's versions: the newest a person wrote, else the newest the
@@ -47,6 +49,19 @@ def _version_add(*, task: Task, text: str, source_patch: str, fail_to_pass: list
     raise RuntimeError("could not number a new issue version")
 
 
+def _source_patch(task: Task) -> str:
+    commit, repository = task.commit, task.repository
+    return commit_patches(repository.mirror_dir, commit.sha, commit.parent_sha,
+                          repository.test_file_rules()).source_patch
+
+
+def issue_prompt(task: Task, validation: Validation):
+    """(the prompt, its variables) the issue writer gets for this task."""
+    return prompt_load("issue_writer"), issue_prompt_variables(
+        commit_message=task.commit.message, source_patch=_source_patch(task),
+        failing_output=_failing_output(validation))
+
+
 def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, str, str]:
     """Write (or find already written) the task's issue. Returns (outcome, detail, model): outcome
     is written, cached or skipped; a model that fails raises ModelError and stores nothing."""
@@ -57,17 +72,14 @@ def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, st
                   .order_by("-created_at", "-id").first())
     if validation is None:
         return "skipped", "the task has no valid validation to describe", model
-    commit, repository = task.commit, task.repository
-    patches = commit_patches(repository.mirror_dir, commit.sha, commit.parent_sha, repository.test_file_rules())
-    variables = issue_prompt_variables(commit_message=commit.message, source_patch=patches.source_patch,
-                                       failing_output=_failing_output(validation))
-    call, cached = model_call(role="issue_writer", prompt=prompt_load("issue_writer"), variables=variables, task=task,
-                              regenerate=regenerate)
+    prompt, variables = issue_prompt(task, validation)
+    call, cached = model_call(role="issue_writer", prompt=prompt, variables=variables, task=task,
+                              regenerate=regenerate, max_tokens=ISSUE_WRITER_TOKENS)
     if cached and IssueVersion.objects.filter(task=task, model_call=call).exists():
         return "cached", "", call.model
     text = issue_text(call.answer)
     if not text:
         return "skipped", "the model's answer held no issue text", call.model
-    _version_add(task=task, text=text, source_patch=patches.source_patch, fail_to_pass=validation.fail_to_pass,
+    _version_add(task=task, text=text, source_patch=_source_patch(task), fail_to_pass=validation.fail_to_pass,
                  author=IssueVersion.Author.MODEL, model_call=call)
     return "written", "", call.model

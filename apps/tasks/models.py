@@ -81,6 +81,8 @@ class Validation(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_token = models.CharField(max_length=32, blank=True, help_text="Which worker holds the running validation.")
+    generated = models.BooleanField(default=False, help_text="Checks generated tests in an earlier validation's "
+                                                             "environment, instead of the commit's own tests.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -117,7 +119,7 @@ class TestRunRecord(models.Model):
 
     validation = models.ForeignKey(Validation, on_delete=models.CASCADE, related_name="runs")
     side = models.CharField(max_length=16)  # before | after | gold | empty
-    scope = models.CharField(max_length=16)  # selected | suite | graded
+    scope = models.CharField(max_length=16)  # selected | suite | breaks | graded
     index = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=32)
     exit_code = models.IntegerField(null=True, blank=True)
@@ -156,3 +158,32 @@ class IssueVersion(models.Model):
     @property
     def leak_flagged(self) -> bool:
         return self.leak_score > settings.COMMITGYM_LEAK_THRESHOLD
+
+
+class GeneratedTest(models.Model):
+    """A test file the test writer wrote for a task; kept when its tests fail before the fix and
+    pass after it in every run, dropped otherwise, with why."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        KEPT = "kept"
+        DROPPED = "dropped"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="generated_tests")
+    model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="generated_tests")
+    validation = models.ForeignKey(Validation, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="generated_tests", help_text="The validation that checked it.")
+    index = models.PositiveIntegerField(help_text="Its place in the model's answer.")
+    content = models.TextField()
+    path = models.CharField(max_length=255, blank=True, help_text="Where it was put in the repository.")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    reason = models.CharField(max_length=32, blank=True,
+                              help_text="Why it was dropped: passes_before, fails_after, errors, flaky, no_tests.")
+    fail_to_pass = models.JSONField(default=list)
+    before = models.JSONField(default=list, help_text="Its tests' outcomes in each run before the fix.")
+    after = models.JSONField(default=list, help_text="Its tests' outcomes in each run after the fix.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "id"]

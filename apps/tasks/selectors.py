@@ -7,7 +7,7 @@ from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from apps.repositories.models import Repository
 from apps.repositories.selectors import repositories_visible
 
-from .models import IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
+from .models import GeneratedTest, IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
 
 # A task that passed validation keeps counting as valid while people review it.
 VALID_OR_LATER = (Task.State.VALID, Task.State.NEEDS_REVIEW, Task.State.ACCEPTED, Task.State.REJECTED)
@@ -150,7 +150,7 @@ class TestMatrix:
 
 
 _SIDE_ORDER = {"before": 0, "after": 1, "gold": 2, "empty": 3}
-_SCOPE_ORDER = {"selected": 0, "suite": 1, "graded": 2}
+_SCOPE_ORDER = {"selected": 0, "suite": 1, "breaks": 2, "graded": 3}
 
 
 def _run_label(run: TestRunRecord) -> str:
@@ -158,6 +158,8 @@ def _run_label(run: TestRunRecord) -> str:
         return f"{run.side} #{run.index + 1}"
     if run.scope == "suite":
         return f"suite {run.side}"
+    if run.scope == "breaks":
+        return f"recheck {run.side} #{run.index + 1}"
     return f"{run.side} patch" if run.scope == "graded" else f"{run.scope} {run.side}"
 
 
@@ -254,3 +256,7 @@ def task_language_job(*, task: Task, kind: str):
     from apps.llm.models import LanguageJob
 
     return LanguageJob.objects.filter(task=task, kind=kind).order_by("-created_at", "-id").first()
+
+
+def task_generated_tests(*, task: Task) -> QuerySet:
+    return GeneratedTest.objects.filter(task=task).select_related("model_call").order_by("-id")

@@ -13,7 +13,7 @@ from apps.leases import Lease, LeaseLost
 from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes
 from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder, local_runtimes
 from worker.engine.sandbox import LocalSandbox
-from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
+from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate, task_validate_generated
 
 from .models import EnvironmentAttempt, Task, TaskStateChange, TestRunRecord, Validation
 
@@ -69,9 +69,10 @@ def task_state_move(*, task_id: int, to_state: str, from_states, reason: str = "
     return True
 
 
-def task_validation_start(*, task: Task, actor=None, backend: str = ""):
+def task_validation_start(*, task: Task, actor=None, backend: str = "", generated_from: Validation = None):
     """Queue a validation of the task (in the given sandbox backend, default the setting);
-    None if the task is being validated already or not validatable."""
+    None if the task is being validated already or not validatable. With `generated_from`, it
+    checks the task's pending generated tests in that validation's environment."""
     from worker.tasks import task_validate_task
 
     _stale_validations_end(task)
@@ -79,7 +80,11 @@ def task_validation_start(*, task: Task, actor=None, backend: str = ""):
         if not task_state_move(task_id=task.id, to_state=Task.State.BUILDING, from_states=VALIDATABLE_STATES,
                                actor=actor):
             return None
-        validation = Validation.objects.create(task=task, backend=backend or settings.COMMITGYM_SANDBOX)
+        extra = {}
+        if generated_from is not None:
+            extra = {"generated": True, "environment": generated_from.environment,
+                     "pass_to_pass": generated_from.pass_to_pass}
+        validation = Validation.objects.create(task=task, backend=backend or settings.COMMITGYM_SANDBOX, **extra)
     transaction.on_commit(lambda: task_validate_task.delay(validation.id))
     return validation
 
@@ -139,10 +144,13 @@ def task_validation_run(*, validation_id: int) -> bool:
             target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha,
                                       parent_sha=commit.parent_sha, committed_at=commit.committed_at,
                                       rules=repository.test_file_rules())
-            result = task_validate(target, builder=_builder(repository, validation.backend), work_root=_work_root(),
-                                   settings=_engine_settings(),
-                                   reusable=_reusable_environments(repository, validation.backend))
-            _validation_store(lease, validation, result)
+            if validation.generated:
+                result = _generated_validate(lease, validation, target)
+            else:
+                result = task_validate(target, builder=_builder(repository, validation.backend),
+                                       work_root=_work_root(), settings=_engine_settings(),
+                                       reusable=_reusable_environments(repository, validation.backend))
+                _validation_store(lease, validation, result)
         except LeaseLost:
             return True  # another worker took it over; it finishes the task
         except Exception as error:  # noqa: BLE001 - the task must not stay in a running state
@@ -155,11 +163,35 @@ def task_validation_run(*, validation_id: int) -> bool:
     return True
 
 
+def _generated_validate(lease: Lease, validation: Validation, target: CommitToValidate):
+    """Check the generated tests queued with this validation; store each one's verdict."""
+    from .generation import generated_tests_store
+    from .models import GeneratedTest
+
+    environment = validation.environment
+    if environment is None or not Path(environment.path).is_dir():
+        raise RuntimeError("the environment the generated tests were to run in is gone")
+    contents = list(GeneratedTest.objects.filter(validation=validation).order_by("index")
+                    .values_list("content", flat=True))
+    checked = task_validate_generated(
+        target, contents, builder=_builder(validation.task.repository, validation.backend),
+        environment=_built(environment), work_root=_work_root(), settings=_engine_settings(),
+        pass_to_pass=validation.pass_to_pass)
+    with transaction.atomic():
+        generated_tests_store(validation, checked)
+        _validation_store(lease, validation, checked.result)
+    return checked.result
+
+
+def _built(environment: Environment) -> BuiltEnvironment:
+    return BuiltEnvironment(path=Path(environment.path), key=environment.key,
+                            python_version=environment.python_version, lock=environment.lock,
+                            recipe_key=environment.recipe_key, image=environment.image)
+
+
 def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:
     environments = Environment.objects.filter(repository=repository, backend=backend)[:5]
-    return [BuiltEnvironment(path=Path(env.path), key=env.key, python_version=env.python_version, lock=env.lock,
-                             recipe_key=env.recipe_key, image=env.image)
-            for env in environments if Path(env.path).is_dir()]
+    return [_built(env) for env in environments if Path(env.path).is_dir()]
 
 
 def _text(value) -> str:

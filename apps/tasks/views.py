@@ -84,11 +84,24 @@ def _issue_context(request, task: Task) -> dict:
     }
 
 
+def _generated_context(request, task: Task) -> dict:
+    from apps.llm.models import LanguageJob
+
+    from .generation import generation_source
+
+    return {
+        "generated_tests": selectors.task_generated_tests(task=task),
+        "generation_job": selectors.task_language_job(task=task, kind=LanguageJob.Kind.GENERATE_TESTS),
+        "can_generate": user_can_mine(request.user) and generation_source(task) is not None,
+    }
+
+
 def task_detail(request, instance_id: str):
     task = _visible_task(request, instance_id)
     context = {
         **_validation_context(request, task),
         **_issue_context(request, task),
+        **_generated_context(request, task),
         "repository": task.repository,
         "state_changes": selectors.task_state_changes(task=task),
     }
@@ -101,6 +114,26 @@ def task_issue_state(request, instance_id: str):
     if not request.htmx:
         return redirect("tasks:detail", instance_id=task.instance_id)
     return _render(request, "tasks/task_detail.html", _issue_context(request, task), partial="issue")
+
+
+@require_POST
+def task_generate_tests(request, instance_id: str):
+    from apps.llm.models import LanguageJob
+    from apps.llm.services import language_job_start
+
+    from .generation import generation_source
+
+    task = _visible_task(request, instance_id)
+    _require_miner(request)
+    if generation_source(task) is None:
+        messages.info(request, f"{task.instance_id}: tests are generated for tasks whose validation found no "
+                               f"Fail-to-Pass test of their own, broke nothing and built an environment.")
+    else:
+        language_job_start(task=task, kind=LanguageJob.Kind.GENERATE_TESTS, user=request.user,
+                           regenerate=request.POST.get("regenerate") == "1")
+        messages.success(request, f"The test writer is writing tests for {task.instance_id}; they are checked "
+                                  f"before and after the fix next.")
+    return redirect("tasks:detail", instance_id=task.instance_id)
 
 
 @require_POST

@@ -4,12 +4,11 @@ The embedded model answers for real; a recorded call stands in for a model that 
 import pytest
 
 from apps.llm.models import ModelCall
-from apps.llm.services import _cache_key, language_job_run, language_job_start, model_call, role_settings
-from apps.tasks.backtranslation import task_backtranslate, task_current_issue
+from apps.llm.services import language_job_run, language_job_start, model_call
+from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt, task_backtranslate, task_current_issue
 from apps.tasks.models import IssueVersion, Task, TestRunRecord, Validation
-from worker.engine.backtranslation import issue_prompt_variables
+from tests.conftest import record_model_answer
 from worker.engine.llm import ModelError
-from worker.engine.patches import commit_patches
 from worker.engine.prompts import prompt_load
 
 F2P = "tests/test_calc.py::test_add"
@@ -27,21 +26,10 @@ def valid_task(small_repository):
     return task
 
 
-def _record_answer(task: Task, answer: str) -> ModelCall:
-    """Store a call as if the issue writer had answered `answer` to this task's prompt."""
-    commit = task.commit
-    patches = commit_patches(task.repository.mirror_dir, commit.sha, commit.parent_sha,
-                             task.repository.test_file_rules())
-    variables = issue_prompt_variables(commit_message=commit.message, source_patch=patches.source_patch,
-                                       failing_output=TestRunRecord.objects.get(validation__task=task).output)
-    prompt = prompt_load("issue_writer")
-    messages = prompt.messages(**variables)
-    parameters = {"max_tokens": 600, "temperature": 0.0, "seed": 0}
-    return ModelCall.objects.create(
-        role="issue_writer", backend="embedded", model="recorded", prompt_name=prompt.name,
-        prompt_version=prompt.version, prompt_digest=prompt.digest, messages=messages, parameters=parameters,
-        cache_key=_cache_key("issue_writer", role_settings("issue_writer"), prompt, messages, parameters),
-        answer=answer, outcome="ok", task=task)
+def _record_answer(task: Task, answer: str):
+    prompt, variables = issue_prompt(task, Validation.objects.get(task=task))
+    return record_model_answer(role="issue_writer", prompt=prompt, variables=variables, answer=answer,
+                               max_tokens=ISSUE_WRITER_TOKENS, task=task)
 
 
 def test_the_embedded_model_writes_a_version_and_a_second_run_costs_nothing(valid_task):

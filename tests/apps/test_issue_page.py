@@ -66,3 +66,41 @@ def test_writing_the_issue_is_for_curators_and_valid_tasks(curator_client, annot
     Task.objects.filter(id=valid_task.id).update(state="mined")
     refused = curator_client.post(url, follow=True).content.decode()
     assert "issues are written for valid tasks" in refused and LanguageJob.objects.count() == 1
+
+
+def test_generated_tests_are_listed_with_their_outcomes_and_marked(curator_client, annotator_client, valid_task,
+                                                                   monkeypatch):
+    from apps.tasks.models import GeneratedTest, Validation
+
+    call = _call(valid_task, role="test_writer", prompt_name="test_writer")
+    GeneratedTest.objects.create(task=valid_task, model_call=call, index=1, content="def test_x():\n    assert f()\n",
+                                 path="test_commitgym_generated_1.py", state="kept",
+                                 fail_to_pass=["test_commitgym_generated_1.py::test_x"],
+                                 before=[{"test_commitgym_generated_1.py::test_x": "FAILED"}],
+                                 after=[{"test_commitgym_generated_1.py::test_x": "PASSED"}])
+    GeneratedTest.objects.create(task=valid_task, model_call=call, index=2, content="<b>x</b>", state="dropped",
+                                 reason="passes_before", path="test_commitgym_generated_2.py")
+    page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+    section = re.search(r'<section id="generated-tests">.*?</section>', page, re.S).group(0)
+    assert section.count('badge-generated">generated') == 2 and "dropped: passes_before" in section
+    assert "already pass before the fix" in section and "&lt;b&gt;x&lt;/b&gt;" in section
+    assert "<code>test_commitgym_generated_1.py::test_x</code>" in section
+    assert "Generate other tests" not in section  # a valid task needs no generated tests
+
+    monkeypatch.setattr("worker.tasks.language_job_run_task.delay", lambda job_id: None)
+    Task.objects.filter(id=valid_task.id).update(state="invalid", reason="no_fail_to_pass")
+    Validation.objects.create(task=valid_task, state="done", verdict="invalid", reason="no_fail_to_pass",
+                              environment=_environment(valid_task))
+    url = reverse("tasks:generate_tests", args=[valid_task.instance_id])
+    assert annotator_client.post(url).status_code == 403
+    page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+    assert "Generate other tests" in page
+    curator_client.post(url)
+    assert LanguageJob.objects.get(task=valid_task).kind == "generate_tests"
+
+
+def _environment(task):
+    from apps.environments.models import Environment
+
+    return Environment.objects.create(key="env-generated", python_version="3.11.2", lock="", path="/nonexistent",
+                                      repository=task.repository)

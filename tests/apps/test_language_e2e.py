@@ -9,8 +9,10 @@ import pytest
 from django.conf import settings
 
 from apps.repositories.services import repository_register
-from apps.tasks.models import IssueVersion, Task
-from tests.conftest import mine_now, commands_database_url
+from apps.llm.models import ModelCall
+from apps.tasks.generation import TEST_WRITER_TOKENS, generation_prompt
+from apps.tasks.models import GeneratedTest, IssueVersion, Task
+from tests.conftest import commands_database_url, mine_now, record_model_answer
 from worker.engine.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
@@ -61,3 +63,61 @@ def test_llm_check_reports_each_role_and_bad_settings_are_refused(celery_worker)
         "COMMITGYM_ISSUE_WRITER_BASE_URL": "http://127.0.0.1:9/v1", "COMMITGYM_ISSUE_WRITER_API_KEY": "sk-hidden"})
     assert down.returncode != 0 and json.loads(down.stdout)["ok"] is False
     assert "unreachable" in down.stderr and "sk-hidden" not in down.stderr + down.stdout
+
+
+GOOD_TEST = """```python
+from textkit.slug import slugify
+
+
+def test_max_length_leaves_no_trailing_separator():
+    assert slugify("hello big world", max_length=10) == "hello-big"
+```
+And one that checks nothing new:
+```python
+from textkit.slug import slugify
+
+
+def test_plain():
+    assert slugify("a b") == "a-b"
+```"""
+
+
+def test_a_fix_without_tests_becomes_valid_through_a_generated_test(celery_worker, tmp_path):
+    commits = sample_repo_write(tmp_path / "textkit")
+    repository = repository_register(location=str(tmp_path / "textkit"))
+    mine_now(repository)
+    fixes = [c for c in commits if c.kind == "fix_without_test"]
+    validated = _manage("validate", repository.name, "--commit", fixes[0].sha, "--commit", fixes[1].sha, "--json")
+    assert validated.returncode == 0, validated.stderr
+    assert {json.loads(line)["reason"] for line in validated.stdout.splitlines()} == {"no_fail_to_pass"}
+    known, embedded = (Task.objects.get(commit__sha=fix.sha) for fix in fixes[:2])
+    # The test writer "answers" the first task with a known good test; the embedded model writes the other's.
+    prompt, variables = generation_prompt(known)
+    record_model_answer(role="test_writer", prompt=prompt, variables=variables, answer=GOOD_TEST,
+                        max_tokens=TEST_WRITER_TOKENS, task=known)
+
+    generated = _manage("generate_tests", repository.name, "--json")
+    lines = {line["task_id"]: line for line in map(json.loads, generated.stdout.splitlines())}
+    assert set(lines) == {known.instance_id, embedded.instance_id}, generated.stderr
+    assert {key: lines[known.instance_id][key] for key in ("outcome", "model", "kept", "dropped")} == {
+        "outcome": "written", "model": "recorded", "kept": 1, "dropped": 1}
+    known.refresh_from_db()
+    assert known.state == "valid"
+    kept, dropped = GeneratedTest.objects.filter(task=known).order_by("index")
+    assert (kept.state, kept.fail_to_pass) == (
+        "kept", ["test_commitgym_generated_1.py::test_max_length_leaves_no_trailing_separator"])
+    assert (dropped.state, dropped.reason) == ("dropped", "passes_before")
+    assert len(kept.before) == 2 and set(kept.before[0].values()) == {"FAILED"}
+    validation = kept.validation
+    assert validation.generated and validation.verdict == "valid" and validation.fail_to_pass == kept.fail_to_pass
+
+    line = lines[embedded.instance_id]
+    call = ModelCall.objects.get(task=embedded, role="test_writer")
+    assert call.outcome == "ok" and call.model == "SmolLM2-135M-Instruct" and call.tokens_out > 0
+    rows = GeneratedTest.objects.filter(task=embedded)
+    if line["outcome"] == "written":  # the weak model's answer held a test: each file was judged
+        assert line["kept"] + line["dropped"] == rows.count() > 0
+        assert not rows.filter(state="pending").exists()
+    else:
+        assert line["outcome"] == "failed" and not rows.exists() and generated.returncode != 0
+        assert "no Python code block" in generated.stderr

@@ -10,7 +10,7 @@ from django.urls import reverse
 from apps.environments.models import Environment
 from apps.repositories.models import Commit, Repository
 from apps.llm.models import ModelCall
-from apps.tasks.models import EnvironmentAttempt, IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
+from apps.tasks.models import EnvironmentAttempt, GeneratedTest, IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
 from worker.engine.reasons import reason_sentence
 
 HTMX = {"HX-Request": "true"}
@@ -219,7 +219,8 @@ def test_task_page_queries_are_bounded(curator_client, task, django_assert_max_n
         call = ModelCall.objects.create(role="issue_writer", backend="embedded", model="m", prompt_name="p",
                                         prompt_version=1, prompt_digest="d", cache_key="k", outcome="ok", task=task)
         IssueVersion.objects.create(task=task, number=n, text=f"version {n}", author="model", model_call=call)
-    with django_assert_max_num_queries(17):
+        GeneratedTest.objects.create(task=task, model_call=call, index=n, content="def test_x(): pass")
+    with django_assert_max_num_queries(20):
         response = curator_client.get(reverse("tasks:detail", args=[task.instance_id]))
     assert response.status_code == 200
 

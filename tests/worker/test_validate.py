@@ -8,7 +8,7 @@ import pytest
 from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes
 from worker.engine.environment import EnvironmentBuilder
 from worker.engine.sample_repo import sample_repo_write
-from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate
+from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate, task_validate_generated
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
 FAST = ValidationSettings(runs_per_side=2, per_test_timeout=20, suite_seconds=120)
@@ -73,10 +73,40 @@ def test_a_commit_that_breaks_another_test_is_rejected(sample, builder, place):
     assert set(breaking.pass_to_fail) <= set(result.oracle.breaks)
 
 
-def test_a_fix_without_tests_has_no_fail_to_pass(sample, builder, place):
-    _, commits, _ = sample
-    result = _validate(sample, builder, place, _first(commits, "fix_without_test"))
+GOOD_TEST = """from textkit.slug import slugify
+
+
+def test_max_length_leaves_no_trailing_separator():
+    assert slugify("hello big world", max_length=10) == "hello-big"
+"""
+PASSES_BEFORE = "from textkit.slug import slugify\n\n\ndef test_plain():\n    assert slugify('a b') == 'a-b'\n"
+FAILS_AFTER = "def test_wrong():\n    assert 1 == 2\n"
+BROKEN = "def test_broken(:\n"
+
+
+def test_a_fix_without_tests_becomes_valid_through_a_generated_test(sample, builder, place):
+    repo, commits, parents = sample
+    fix = _first(commits, "fix_without_test")
+    result = _validate(sample, builder, place, fix)
     assert (result.verdict, result.reason) == ("invalid", "no_fail_to_pass") and result.environment
+
+    target = CommitToValidate(mirror_dir=repo, sha=fix.sha, parent_sha=parents[fix.sha],
+                              committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc))
+    checked = task_validate_generated(target, [GOOD_TEST, PASSES_BEFORE, FAILS_AFTER, BROKEN], builder=builder,
+                                      environment=result.environment, work_root=place, settings=FAST,
+                                      pass_to_pass=result.oracle.pass_to_pass)
+    assert (checked.result.verdict, checked.result.reason) == ("valid", "")
+    assert [(f.path, f.kept, f.reason) for f in checked.files] == [
+        ("test_commitgym_generated_1.py", True, ""), ("test_commitgym_generated_2.py", False, "passes_before"),
+        ("test_commitgym_generated_3.py", False, "fails_after"), ("test_commitgym_generated_4.py", False, "no_tests")]
+    assert checked.result.oracle.fail_to_pass == [
+        "test_commitgym_generated_1.py::test_max_length_leaves_no_trailing_separator"]
+    assert checked.result.oracle.pass_to_pass == result.oracle.pass_to_pass
+    assert len(checked.files[0].before) == FAST.runs_per_side
+
+    useless = task_validate_generated(target, [PASSES_BEFORE], builder=builder, environment=result.environment,
+                                      work_root=place, settings=FAST)
+    assert (useless.result.verdict, useless.result.reason) == ("invalid", "no_fail_to_pass")
 
 
 def test_the_flaky_test_is_found_flaky(sample, builder, place):
@@ -87,3 +117,31 @@ def test_the_flaky_test_is_found_flaky(sample, builder, place):
     result = _validate(sample, builder, place, flaky, settings=settings)
     assert set(flaky.flaky) <= set(result.oracle.flaky)
     assert not set(flaky.flaky) & set(result.oracle.fail_to_pass + result.oracle.pass_to_pass)
+
+
+class _Rechecks:
+    """Stands in for a validation: each recheck run of a side gives the next preset outcomes."""
+
+    def __init__(self, before, after):
+        self.settings = ValidationSettings(break_rechecks=len(before))
+        self.outcomes = {"before": before, "after": after}
+        self.asked = []
+
+    def runs(self, workdir, side, selection, scope, count):
+        self.asked.append((side, tuple(selection), scope, count))
+        return self.outcomes[side]
+
+
+def test_a_test_the_suite_saw_break_is_a_break_only_if_it_breaks_every_time_again():
+    from worker.engine.validate import _breaks_confirmed
+    from worker.engine.validation import Oracle
+
+    suite = Oracle([], ["t::ok"], [], ["t::broken", "t::flaky"])
+    v = _Rechecks(before=[{"t::broken": "PASSED", "t::flaky": "PASSED"}, {"t::broken": "PASSED", "t::flaky": "FAILED"}],
+                  after=[{"t::broken": "FAILED", "t::flaky": "FAILED"}, {"t::broken": "FAILED", "t::flaky": "PASSED"}])
+    confirmed = _breaks_confirmed(v, Path("before"), Path("after"), suite)
+    assert confirmed == Oracle([], ["t::ok"], ["t::flaky"], ["t::broken"])
+    assert v.asked == [("before", ("t::broken", "t::flaky"), "breaks", 2), ("after", ("t::broken", "t::flaky"), "breaks", 2)]
+    nothing = _Rechecks(before=[], after=[])
+    assert _breaks_confirmed(nothing, Path("b"), Path("a"), Oracle([], ["t::ok"], [], [])).breaks == []
+    assert nothing.asked == []

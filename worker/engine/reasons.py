@@ -37,7 +37,16 @@ VALIDATION_REASONS = {
     "worker_lost": "The worker running the job stopped reporting (killed, out of memory, or past its hard time limit).",
 }
 
-REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS}
+# Why a generated test file was dropped.
+GENERATED_TEST_REASONS = {
+    "passes_before": "Its tests already pass before the fix: they do not catch the bug.",
+    "fails_after": "Its tests still fail after the fix: they test something else, or wrongly.",
+    "errors": "Its tests end in errors (a fixture or import problem).",
+    "flaky": "Its tests changed outcome between identical runs.",
+    "no_tests": "No test was collected from it (a syntax or import error).",
+}
+
+REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS, **GENERATED_TEST_REASONS}
 
 
 def reason_sentence(code: str) -> str:

@@ -22,6 +22,7 @@ from worker.engine.environment import (
     install_recipe,
     recipe_key,
 )
+from worker.engine.generated_tests import GeneratedFileVerdict, generated_file_verdicts, generated_file_write
 from worker.engine.patches import commit_patches
 from worker.engine.sandbox import Limits
 from worker.engine.test_run import TestRun, pytest_run
@@ -32,6 +33,7 @@ from worker.engine.workspace import patch_apply, working_copy_write
 @dataclass(frozen=True)
 class ValidationSettings:
     runs_per_side: int = 3  # runs of the commit's test files before and after
+    break_rechecks: int = 5  # runs a side of the tests the suite saw break (a flaky one fools fewer)
     per_test_timeout: float = 60
     suite_seconds: float = 600  # the rest of the suite runs once per side within this budget
     limits: Limits = Limits(wall_seconds=1800, cpu_seconds=1800)
@@ -49,7 +51,9 @@ class CommitToValidate:
 @dataclass(frozen=True)
 class RunRecord:
     side: str  # "before" (parent + test patch), "after" (the commit), "gold", "empty"
-    scope: str  # "selected" (the commit's test files), "suite" (everything), "graded" (F2P + P2P files)
+    # "selected" (the commit's test files), "suite" (everything), "breaks" (what the suite saw break,
+    # again), "graded" (F2P + P2P files)
+    scope: str
     index: int
     run: TestRun
 
@@ -105,9 +109,10 @@ class _Validation:
         self.result.attempts += self.environment.attempts
         return True
 
-    def runs(self, workdir: Path, side: str, selection: list[str]) -> list[dict[str, str]]:
-        """The commit's test files, several times, ready for the oracle."""
-        runs = [self.run(workdir, side, "selected", i, selection) for i in range(self.settings.runs_per_side)]
+    def runs(self, workdir: Path, side: str, selection: list[str], scope: str = "selected",
+             count: Optional[int] = None) -> list[dict[str, str]]:
+        """The selected tests (the commit's test files, say), several times, ready for the oracle."""
+        runs = [self.run(workdir, side, scope, i, selection) for i in range(count or self.settings.runs_per_side)]
         return runs_filled([run.outcomes for run in runs], [run.complete for run in runs])
 
     def run(self, workdir: Path, side: str, scope: str, index: int, selection: list[str],
@@ -150,15 +155,21 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     result.environment = v.environment
     after = v.copy("after", commit.sha)
     selection = [path for path in _test_files(patches.test_files) if (after / "repo" / path).is_file()]
-    if not selection or not commit.parent_sha:
+    if not commit.parent_sha:
         result.reason = "no_fail_to_pass"
         return
     before = v.copy("before", commit.parent_sha, patches.test_patch)
-    oracle = oracle_from_runs(*[v.runs(copy, side, selection) for copy, side in ((before, "before"), (after, "after"))])
+    # Without test files of its own the commit still gets its suite run: the P2P tests that generated
+    # tests will need, and whether it breaks anything.
+    oracle = Oracle([], [], [], [])
+    if selection:
+        oracle = oracle_from_runs(*[v.runs(copy, side, selection)
+                                    for copy, side in ((before, "before"), (after, "after"))])
     suite_before = v.run(before, "before", "suite", 0, [], wall_seconds=settings.suite_seconds)
     suite_after = v.run(after, "after", "suite", 0, [], wall_seconds=settings.suite_seconds)
     if suite_before.complete and suite_after.complete:
-        oracle = _with_suite(oracle, oracle_from_runs([suite_before.outcomes], [suite_after.outcomes]))
+        suite = oracle_from_runs([suite_before.outcomes], [suite_after.outcomes])
+        oracle = _with_suite(oracle, _breaks_confirmed(v, before, after, suite))
     result.oracle = oracle
     if not oracle.fail_to_pass:
         result.reason = "no_fail_to_pass"
@@ -172,13 +183,64 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
         oracle, gold_resolves=resolves(gold.outcomes, **grade), empty_resolves=resolves(empty.outcomes, **grade))
 
 
+def _breaks_confirmed(v: _Validation, before: Path, after: Path, suite: Oracle) -> Oracle:
+    """One run of the suite cannot tell a broken test from a flaky one: the tests it saw break run
+    again, several times a side; those that do not break every time are flaky."""
+    if not suite.breaks:
+        return suite
+    count = v.settings.break_rechecks
+    again = oracle_from_runs(v.runs(before, "before", suite.breaks, scope="breaks", count=count),
+                             v.runs(after, "after", suite.breaks, scope="breaks", count=count))
+    return Oracle(suite.fail_to_pass, suite.pass_to_pass, sorted(set(suite.flaky) | set(again.flaky)),
+                  again.breaks)
+
+
 def _with_suite(selected: Oracle, suite: Oracle) -> Oracle:
-    """The commit's own test files decide F2P and flakiness (several runs); the one run of the
-    whole suite adds the tests elsewhere that pass on both sides, or that the fix breaks."""
-    flaky = set(selected.flaky)
+    """The commit's own test files decide F2P (several runs); the suite adds the tests elsewhere
+    that pass on both sides, or that the fix breaks (confirmed by runs of their own)."""
+    flaky = set(selected.flaky) | set(suite.flaky)
     return Oracle(
         fail_to_pass=selected.fail_to_pass,
         pass_to_pass=sorted((set(selected.pass_to_pass) | set(suite.pass_to_pass)) - flaky),
-        flaky=selected.flaky,
+        flaky=sorted(flaky),
         breaks=sorted((set(selected.breaks) | set(suite.breaks)) - flaky - set(selected.fail_to_pass)),
     )
+
+
+@dataclass
+class GeneratedValidationResult:
+    result: ValidationResult
+    files: list[GeneratedFileVerdict] = field(default_factory=list)
+
+
+def task_validate_generated(commit: CommitToValidate, contents: list[str], *, builder: EnvironmentBuilder,
+                            environment: BuiltEnvironment, work_root: Path,
+                            settings: ValidationSettings = ValidationSettings(),
+                            pass_to_pass: list[str] = ()) -> GeneratedValidationResult:
+    """Check generated test files in the environment an earlier validation built: each runs several
+    times on the parent (before) and on the commit (after); files with Fail-to-Pass tests are kept.
+    The task grades through the same path as any other (the before side is the empty patch, the
+    after side the gold patch), with the P2P tests found before."""
+    started = time.monotonic()
+    validation = _Validation(commit, builder, work_root, settings)
+    validation.environment = validation.result.environment = environment
+    validation.result.environment_reused = True
+    try:
+        before, after = validation.copy("before", commit.parent_sha), validation.copy("after", commit.sha)
+        paths = [generated_file_write(before / "repo", i, text) for i, text in enumerate(contents, 1)]
+        if [generated_file_write(after / "repo", i, text) for i, text in enumerate(contents, 1)] != paths:
+            raise RuntimeError("the generated files got different names before and after")
+        before_runs, after_runs = validation.runs(before, "before", paths), validation.runs(after, "after", paths)
+        oracle = oracle_from_runs(before_runs, after_runs)
+        # A generated test that fails after the fix is a wrong test, dropped below, not a broken suite
+        # (the earlier validation ran the suite).
+        oracle = Oracle(oracle.fail_to_pass, sorted(set(pass_to_pass) - set(oracle.flaky)), oracle.flaky, [])
+        validation.result.oracle = oracle
+        grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": []}
+        validation.result.verdict, validation.result.reason = task_verdict(
+            oracle, gold_resolves=resolves(after_runs[-1], **grade), empty_resolves=resolves(before_runs[-1], **grade))
+        files = generated_file_verdicts(paths, oracle, before_runs, after_runs)
+    finally:
+        shutil.rmtree(validation.work, ignore_errors=True)
+    validation.result.seconds = time.monotonic() - started
+    return GeneratedValidationResult(validation.result, files)

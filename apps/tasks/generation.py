@@ -1,0 +1,88 @@
+"""Generated tests: the test writer writes test files for a commit that brought no Fail-to-Pass
+test (a language job); a validation then runs them in the task's environment and keeps those
+that fail before the fix and pass after it."""
+
+from django.db import transaction
+
+from apps.llm.services import model_call, role_settings
+from worker.engine.generated_tests import generated_files_from_answer, generation_prompt_variables
+from worker.engine.git_repo import BlobReader
+from worker.engine.patches import commit_patches
+from worker.engine.prompts import prompt_load
+from worker.engine.validate import GeneratedValidationResult
+
+from .models import GeneratedTest, Task, Validation
+
+FILE_BYTES = 200_000  # of one changed file shown to the test writer
+TEST_WRITER_TOKENS = 800
+
+
+def generation_source(task: Task) -> Validation | None:
+    """The validation generated tests build on: the latest finished one, if it found no F2P test of
+    the commit's own, broke nothing, and left an environment to run tests in."""
+    latest = (Validation.objects.filter(task=task).exclude(state__in=Validation.ACTIVE_STATES)
+              .order_by("-created_at", "-id").first())
+    if latest and latest.state == Validation.State.DONE and latest.reason == "no_fail_to_pass" \
+            and latest.environment_id and not latest.breaks and not latest.generated:
+        return latest
+    return None
+
+
+def _files_before(task: Task, source_patch_paths: list[str]) -> dict[str, str]:
+    commit = task.commit
+    if not commit.parent_sha:
+        return {}
+    with BlobReader(task.repository.mirror_dir) as blobs:
+        found = blobs.read_objects([f"{commit.parent_sha}:{path}" for path in source_patch_paths])
+    return {path: data[:FILE_BYTES].decode("utf-8", "replace")
+            for path, data in zip(source_patch_paths, found) if data is not None}
+
+
+def generation_prompt(task: Task):
+    """(the prompt, its variables) the test writer gets for this task."""
+    commit, repository = task.commit, task.repository
+    patches = commit_patches(repository.mirror_dir, commit.sha, commit.parent_sha, repository.test_file_rules())
+    source_paths = [path for path in commit.source_files if path.endswith(".py")]
+    return prompt_load("test_writer"), generation_prompt_variables(
+        commit_message=commit.message, source_patch=patches.source_patch,
+        files_before=_files_before(task, source_paths))
+
+
+def task_generate_tests(*, task: Task, regenerate: bool = False) -> tuple[str, str, str]:
+    """Ask the test writer for test files and queue their check. Returns (outcome, detail, model):
+    written (files queued), cached (this answer was checked before), skipped, or failed (no test in
+    the answer). A model that fails raises ModelError and stores nothing."""
+    model = role_settings("test_writer").model_name
+    source = generation_source(task)
+    if source is None:
+        return "skipped", ("tests are generated for tasks whose validation found no Fail-to-Pass test of "
+                           "their own, broke nothing and built an environment"), model
+    prompt, variables = generation_prompt(task)
+    call, cached = model_call(role="test_writer", prompt=prompt, variables=variables, task=task,
+                              regenerate=regenerate, max_tokens=TEST_WRITER_TOKENS)
+    if cached and GeneratedTest.objects.filter(task=task, model_call=call).exists():
+        return "cached", "", call.model
+    files = generated_files_from_answer(call.answer)
+    if not files:
+        return "failed", "the answer held no Python code block with a test function", call.model
+    from .services import task_validation_start
+
+    with transaction.atomic():
+        validation = task_validation_start(task=task, backend=source.backend, generated_from=source)
+        if validation is None:
+            return "skipped", f"the task is {Task.objects.get(id=task.id).state}: it cannot be checked now", call.model
+        GeneratedTest.objects.bulk_create([
+            GeneratedTest(task=task, model_call=call, validation=validation, index=i, content=content)
+            for i, content in enumerate(files, 1)])
+    return "written", f"{len(files)} test files queued for checking", call.model
+
+
+def generated_tests_store(validation: Validation, checked: GeneratedValidationResult) -> None:
+    """Each file's verdict, in the order the files were given."""
+    rows = list(GeneratedTest.objects.filter(validation=validation).order_by("index"))
+    for row, verdict in zip(rows, checked.files):
+        row.path, row.fail_to_pass, row.before, row.after = verdict.path, verdict.fail_to_pass, verdict.before, \
+            verdict.after
+        row.state = GeneratedTest.State.KEPT if verdict.kept else GeneratedTest.State.DROPPED
+        row.reason = verdict.reason
+    GeneratedTest.objects.bulk_update(rows, ["path", "fail_to_pass", "before", "after", "state", "reason"])
