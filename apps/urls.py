@@ -11,4 +11,5 @@ urlpatterns = [
     path("repositories/", include("apps.repositories.urls")),
     path("", include("apps.tasks.urls")),
     path("environments/", include("apps.environments.urls")),
+    path("models/", include("apps.llm.urls")),
 ]

@@ -1,0 +1,44 @@
+"""The models page: which model each role uses, and a check that it answers. Keys are never shown."""
+
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http import Http404
+from django.views.decorators.http import require_POST
+
+from apps.accounts.roles import user_can_mine
+from apps.repositories.views import _render, _require_miner
+from worker.engine.llm import ROLES, ModelSettings, settings_problem
+
+from .services import model_health
+
+
+def _role_rows() -> list[dict]:
+    rows = []
+    for role in ROLES:
+        model = ModelSettings(**settings.COMMITGYM_MODELS[role])
+        parts = urlsplit(model.base_url)
+        rows.append({"role": role, "backend": model.backend, "model": model.model_name,
+                     # The address without anything a user name or token could hide in.
+                     "server": f"{parts.scheme}://{parts.hostname}{':%d' % parts.port if parts.port else ''}"
+                               f"{parts.path}" if parts.hostname else "",
+                     "has_key": bool(model.api_key), "problem": settings_problem(role, model)})
+    return rows
+
+
+def model_list(request):
+    return _render(request, "llm/model_list.html", {"roles": _role_rows(), "can_check": user_can_mine(request.user)})
+
+
+@require_POST
+def model_check(request, role: str):
+    """Ask the role's model a one-word question; the row says whether and how fast it answered."""
+    _require_miner(request)
+    rows = _role_rows()
+    checked = next((row for row in rows if row["role"] == role), None)
+    if checked is None:
+        raise Http404("No such role.")
+    checked["health"] = model_health(role)
+    # htmx swaps the one row; without JavaScript the whole page comes back with it.
+    context = {"roles": rows, "row": checked, "can_check": True}
+    return _render(request, "llm/model_list.html", context, partial="role_row")
