@@ -23,6 +23,7 @@ class ModelCall(models.Model):
     logprobs = models.JSONField(null=True, blank=True)
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
+    finish_reason = models.CharField(max_length=32, blank=True, help_text='"length": the answer was cut off.')
     seconds = models.FloatField(default=0)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     error_code = models.CharField(max_length=32, blank=True)

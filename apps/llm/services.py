@@ -63,6 +63,7 @@ def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=Non
     record.seconds = time.monotonic() - started
     record.outcome, record.answer = ModelCall.Outcome.OK, completion.text
     record.tokens_in, record.tokens_out = completion.tokens_in, completion.tokens_out
+    record.finish_reason = completion.finish_reason[:32]
     record.model = completion.model or record.model
     record.save()
     return record, False

@@ -11,7 +11,8 @@ from django.conf import settings
 from apps.repositories.services import repository_register
 from apps.llm.models import ModelCall
 from apps.tasks.generation import TEST_WRITER_TOKENS, generation_prompt
-from apps.tasks.models import GeneratedTest, IssueVersion, Task
+from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt
+from apps.tasks.models import GeneratedTest, IssueVersion, Task, Validation
 from tests.conftest import commands_database_url, mine_now, record_model_answer
 from worker.engine.sample_repo import sample_repo_write
 
@@ -28,22 +29,33 @@ def test_backtranslate_writes_each_valid_task_s_issue_through_a_worker(celery_wo
     commits = sample_repo_write(tmp_path / "textkit")
     repository = repository_register(location=str(tmp_path / "textkit"))
     mine_now(repository)
-    fix = [c for c in commits if c.kind == "fix_with_test"][0]
-    validated = _manage("validate", repository.name, "--commit", fix.sha, "--json")
-    assert validated.returncode == 0 and json.loads(validated.stdout)["verdict"] == "valid", validated.stderr
+    fix, leaked = [c for c in commits if c.kind == "fix_with_test"][:2]
+    validated = _manage("validate", repository.name, "--commit", fix.sha, "--commit", leaked.sha, "--json")
+    assert validated.returncode == 0, validated.stderr
+    assert {json.loads(line)["verdict"] for line in validated.stdout.splitlines()} == {"valid"}
+    task, leaking_task = Task.objects.get(commit__sha=fix.sha), Task.objects.get(commit__sha=leaked.sha)
+    # The issue writer "answers" the second task with a text that names its Fail-to-Pass tests.
+    validation = Validation.objects.get(task=leaking_task)
+    prompt, variables = issue_prompt(leaking_task, validation)
+    names = " and ".join(test.split("::")[-1] for test in validation.fail_to_pass)
+    record_model_answer(role="issue_writer", prompt=prompt, variables=variables, task=leaking_task,
+                        max_tokens=ISSUE_WRITER_TOKENS, answer=f"Broken\n\nRun {names} to see it.")
 
     written = _manage("backtranslate", repository.name, "--json")
     assert written.returncode == 0, written.stderr
-    (line,) = map(json.loads, written.stdout.splitlines())
-    task = Task.objects.get(commit__sha=fix.sha)
+    lines = {line["task_id"]: line for line in map(json.loads, written.stdout.splitlines())}
+    line = lines[task.instance_id]
     assert set(line) == {"task_id", "outcome", "model", "leak_score", "seconds"}
-    assert (line["task_id"], line["outcome"], line["model"]) == (task.instance_id, "written", "SmolLM2-135M-Instruct")
+    assert (line["outcome"], line["model"]) == ("written", "SmolLM2-135M-Instruct")
     assert 0 <= line["leak_score"] <= 1
     version = IssueVersion.objects.get(task=task)
-    assert version.text and version.model_call.task == task
+    assert version.text and version.model_call.task == task and version.model_call.tokens_out > 0
+    flagged = IssueVersion.objects.get(task=leaking_task)
+    assert lines[leaking_task.instance_id]["leak_score"] == flagged.leak_score == 1.0 and flagged.leak_flagged
 
     again = _manage("backtranslate", repository.name, "--json")
-    assert json.loads(again.stdout)["outcome"] == "cached" and IssueVersion.objects.filter(task=task).count() == 1
+    assert {json.loads(line)["outcome"] for line in again.stdout.splitlines()} == {"cached"}
+    assert IssueVersion.objects.filter(task=task).count() == 1
 
 
 def test_llm_check_reports_each_role_and_bad_settings_are_refused(celery_worker):

@@ -131,3 +131,56 @@ def test_a_server_without_log_probabilities_says_so(failing_server):
     with pytest.raises(ModelError) as error:
         _client(base_url).first_token_logprobs(QUESTION, ["YES", "NO"])
     assert error.value.code == "no_logprobs"
+
+
+class _AnthropicLike(BaseHTTPRequestHandler):
+    """Speaks Anthropic's messages protocol: an answer, or the error its `mode` says."""
+
+    mode = "ok"
+    seen: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        type(self).seen.append((self.path, self.headers.get("x-api-key") or self.headers.get("Authorization"), request))
+        if type(self).mode == "429":
+            body, status = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, 429
+        else:
+            body, status = {"id": "msg_1", "type": "message", "role": "assistant", "model": request["model"],
+                            "content": [{"type": "text", "text": "add(2, 3) returns -1"}], "stop_reason": "end_turn",
+                            "stop_sequence": None, "usage": {"input_tokens": 21, "output_tokens": 7}}, 200
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_anthropic_backend_writes_and_never_scores():
+    from worker.engine.llm import AnthropicClient
+
+    handler = type("Handler", (_AnthropicLike,), {"seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = AnthropicClient(ModelSettings(backend="anthropic", model="claude-x", api_key=KEY, max_retries=0,
+                                               base_url=f"http://127.0.0.1:{server.server_port}"))
+        messages = [{"role": "system", "content": "You write issues."}, *QUESTION]
+        completion = client.complete(messages, max_tokens=64)
+        assert (completion.text, completion.tokens_in, completion.tokens_out, completion.model) == (
+            "add(2, 3) returns -1", 21, 7, "claude-x")
+        path, key, request = handler.seen[0]
+        assert path == "/v1/messages" and key in {KEY, f"Bearer {KEY}"}
+        assert request["system"] == "You write issues." and request["messages"] == QUESTION
+        handler.mode = "429"
+        with pytest.raises(ModelError) as limited:
+            client.complete(messages, max_tokens=64)
+        assert limited.value.code == "rate_limited" and KEY not in str(limited.value)
+        with pytest.raises(ModelError) as scoring:
+            client.first_token_logprobs(messages, ["YES", "NO"])
+        assert scoring.value.code == "not_supported"
+    finally:
+        server.shutdown()

@@ -11,7 +11,7 @@ retry what is worth retrying (connection errors, 429, 5xx) with backoff; the res
 
 import math
 import threading
-import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol
@@ -101,6 +101,26 @@ def _answer(text: Optional[str], finish_reason: str) -> str:
     return text
 
 
+@contextmanager
+def _sdk_errors(sdk, settings: ModelSettings, service: str):
+    """The openai and anthropic SDKs raise the same kinds of errors (after their own retries): each
+    becomes a ModelError with its code, and never the key."""
+    try:
+        yield
+    except sdk.APITimeoutError:
+        raise ModelError("timeout", f"{service} gave no answer within {settings.timeout:.0f} s") from None
+    except sdk.APIConnectionError as error:
+        raise ModelError("unreachable", settings.redact(f"{service} does not answer: {error}")) from None
+    except sdk.RateLimitError:
+        raise ModelError("rate_limited", f"{service} kept refusing with 429 (rate limit)") from None
+    except (sdk.AuthenticationError, sdk.PermissionDeniedError):
+        raise ModelError("refused", f"{service} refused the key") from None
+    except sdk.APIStatusError as error:
+        code = "server_error" if error.status_code >= 500 else "refused"
+        raise ModelError(code, settings.redact(f"{service} answered {error.status_code}: {str(error)[:300]}")) \
+            from None
+
+
 # --- OpenAI-compatible servers ------------------------------------------------------------------
 
 
@@ -115,21 +135,8 @@ class OpenAICompatibleClient:
     def _create(self, **options):
         import openai
 
-        try:
+        with _sdk_errors(openai, self.settings, "the model server"):
             return self._client.chat.completions.create(model=self.settings.model, **options)
-        except openai.APITimeoutError:
-            raise ModelError("timeout", f"no answer within {self.settings.timeout:.0f} s") from None
-        except openai.APIConnectionError as error:
-            raise ModelError("unreachable", self.settings.redact(f"the model server does not answer: {error}")) \
-                from None
-        except openai.RateLimitError:
-            raise ModelError("rate_limited", "the model server kept refusing with 429 (rate limit)") from None
-        except (openai.AuthenticationError, openai.PermissionDeniedError):
-            raise ModelError("refused", "the model server refused the key") from None
-        except openai.APIStatusError as error:
-            code = "server_error" if error.status_code >= 500 else "refused"
-            raise ModelError(code, self.settings.redact(f"the model server answered {error.status_code}: "
-                                                        f"{str(error)[:300]}")) from None
 
     def complete(self, messages: Messages, *, max_tokens: int, temperature: float = 0.0,
                  seed: int = 0) -> Completion:
@@ -178,24 +185,12 @@ class AnthropicClient:
                  seed: int = 0) -> Completion:
         import anthropic
 
+        # The API takes no sampling settings (temperature, seed): its own defaults apply.
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         turns = [m for m in messages if m["role"] != "system"]
-        try:
+        with _sdk_errors(anthropic, self.settings, "Anthropic's API"):
             response = self._client.messages.create(model=self.settings.model, max_tokens=max_tokens,
-                                                    temperature=temperature, messages=turns,
-                                                    **({"system": system} if system else {}))
-        except anthropic.APITimeoutError:
-            raise ModelError("timeout", f"no answer within {self.settings.timeout:.0f} s") from None
-        except anthropic.APIConnectionError as error:
-            raise ModelError("unreachable", self.settings.redact(f"Anthropic's API does not answer: {error}")) \
-                from None
-        except anthropic.RateLimitError:
-            raise ModelError("rate_limited", "Anthropic's API kept refusing with 429 (rate limit)") from None
-        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError):
-            raise ModelError("refused", "Anthropic's API refused the key") from None
-        except anthropic.APIStatusError as error:
-            code = "server_error" if error.status_code >= 500 else "refused"
-            raise ModelError(code, self.settings.redact(f"Anthropic's API answered {error.status_code}")) from None
+                                                    messages=turns, **({"system": system} if system else {}))
         text = "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
         return Completion(text=_answer(text, response.stop_reason or ""), tokens_in=response.usage.input_tokens,
                           tokens_out=response.usage.output_tokens, finish_reason=response.stop_reason or "",
@@ -303,9 +298,3 @@ class EmbeddedClient:
             result[candidate] = max(float(logits[i]) - log_total for i in ids)
         return result
 
-
-def timed(call, *args, **kwargs):
-    """(result, seconds) of one call."""
-    started = time.monotonic()
-    result = call(*args, **kwargs)
-    return result, time.monotonic() - started

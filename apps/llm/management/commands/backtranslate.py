@@ -1,29 +1,22 @@
 import json
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from apps.llm.models import LanguageJob
 from apps.llm.services import language_job_start
-from apps.repositories.services import repository_find
 from apps.tasks.backtranslation import task_current_issue
 from apps.tasks.models import Task
 from apps.tasks.selectors import VALID_OR_LATER
 
+from ._language import LanguageJobCommand
 
-class Command(BaseCommand):
+
+class Command(LanguageJobCommand):
     help = "Have the issue writer write the issue of each valid task of a repository; wait; print each outcome."
 
-    def add_arguments(self, parser):
-        parser.add_argument("repository", help="a registered repository's name, URL or path")
-        parser.add_argument("--regenerate", action="store_true", help="ask again, adding a new version")
-        parser.add_argument("--json", action="store_true", dest="as_json", help="JSON lines on standard output")
-        parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds to wait for all tasks")
-
     def handle(self, *args, repository, regenerate, as_json, timeout, **options):
-        found = repository_find(location=repository)
-        if found is None:
-            raise CommandError(f"no registered repository named {repository!r} (mine it first)")
+        found = self.repository(repository)
         tasks = Task.objects.filter(repository=found, state__in=VALID_OR_LATER).order_by("commit__committed_at")
         pending = {language_job_start(task=task, kind=LanguageJob.Kind.BACKTRANSLATE, regenerate=regenerate).id: task
                    for task in tasks}

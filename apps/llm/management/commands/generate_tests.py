@@ -1,29 +1,22 @@
 import json
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from apps.llm.models import LanguageJob
 from apps.llm.services import language_job_start
-from apps.repositories.services import repository_find
 from apps.tasks.generation import generation_source
 from apps.tasks.models import GeneratedTest, Task, Validation
 
+from ._language import LanguageJobCommand
 
-class Command(BaseCommand):
+
+class Command(LanguageJobCommand):
     help = ("Have the test writer write tests for each task that has no Fail-to-Pass test of its own, check them "
             "before and after the fix, wait, and print what was kept per task.")
 
-    def add_arguments(self, parser):
-        parser.add_argument("repository", help="a registered repository's name, URL or path")
-        parser.add_argument("--regenerate", action="store_true", help="ask again instead of reusing answers")
-        parser.add_argument("--json", action="store_true", dest="as_json", help="JSON lines on standard output")
-        parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds to wait for all tasks")
-
     def handle(self, *args, repository, regenerate, as_json, timeout, **options):
-        found = repository_find(location=repository)
-        if found is None:
-            raise CommandError(f"no registered repository named {repository!r} (mine it first)")
+        found = self.repository(repository)
         tasks = [task for task in Task.objects.filter(repository=found, state=Task.State.INVALID,
                                                       reason="no_fail_to_pass").order_by("commit__committed_at")
                  if generation_source(task)]
