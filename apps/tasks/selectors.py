@@ -6,6 +6,7 @@ from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from apps.repositories.models import Repository
 from apps.repositories.selectors import repositories_visible
+from worker.engine.generated_tests import FILE_PREFIX as GENERATED_FILE_PREFIX
 
 from .models import GeneratedTest, IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
 
@@ -141,6 +142,11 @@ class TestRow:
     group: str  # fail_to_pass | flaky | breaks | pass_to_pass | other
     flaky: bool
     cells: list[str] = field(default_factory=list)  # the outcome in each run, "" when the run has none
+
+    @property
+    def generated(self) -> bool:
+        """A test the test writer wrote (generated files are put at the root under this name)."""
+        return self.test.startswith(f"{GENERATED_FILE_PREFIX}_")
 
 
 @dataclass

@@ -86,6 +86,13 @@ def test_generated_tests_are_listed_with_their_outcomes_and_marked(curator_clien
     assert "already pass before the fix" in section and "&lt;b&gt;x&lt;/b&gt;" in section
     assert "<code>test_commitgym_generated_1.py::test_x</code>" in section
     assert "Generate other tests" not in section  # a valid task needs no generated tests
+    Validation.objects.create(task=valid_task, state="done", verdict="valid", generated=True,
+                              fail_to_pass=["test_commitgym_generated_1.py::test_x"]).runs.create(
+        side="before", scope="selected", index=0, status="failed",
+        outcomes={"test_commitgym_generated_1.py::test_x": "FAILED"})
+    page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+    matrix = re.search(r'<table class="table test-matrix">.*?</table>', page, re.S).group(0)
+    assert 'test_x</code> <span class="badge badge-generated"' in matrix
 
     monkeypatch.setattr("worker.tasks.language_job_run_task.delay", lambda job_id: None)
     Task.objects.filter(id=valid_task.id).update(state="invalid", reason="no_fail_to_pass")

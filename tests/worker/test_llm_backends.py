@@ -184,3 +184,29 @@ def test_the_anthropic_backend_writes_and_never_scores():
         assert scoring.value.code == "not_supported"
     finally:
         server.shutdown()
+
+
+class _NotUtf8(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = (b'{"id": "1", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0, '
+                b'"finish_reason": "stop", "message": {"role": "assistant", "content": "caf\xe9 \xff"}}]}')
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_answer_that_is_not_utf8_fails_with_a_reason():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotUtf8)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ModelError) as error:
+            _client(f"http://127.0.0.1:{server.server_port}/v1").complete(QUESTION, max_tokens=4)
+        assert error.value.code == "bad_answer" and KEY not in str(error.value)
+    finally:
+        server.shutdown()

@@ -25,7 +25,7 @@ SCORING_ROLES = ("judge",)
 
 class ModelError(Exception):
     """A call that gave no usable answer. Codes: unreachable, timeout, rate_limited, refused,
-    server_error, empty_answer, no_logprobs, not_supported, misconfigured."""
+    server_error, bad_answer, empty_answer, no_logprobs, not_supported, too_long, misconfigured."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
@@ -118,6 +118,9 @@ def _sdk_errors(sdk, settings: ModelSettings, service: str):
     except sdk.APIStatusError as error:
         code = "server_error" if error.status_code >= 500 else "refused"
         raise ModelError(code, settings.redact(f"{service} answered {error.status_code}: {str(error)[:300]}")) \
+            from None
+    except ValueError as error:  # a body that is not JSON, or not UTF-8
+        raise ModelError("bad_answer", f"{service} sent an answer that cannot be read: {type(error).__name__}") \
             from None
 
 
