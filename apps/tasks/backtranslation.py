@@ -83,3 +83,30 @@ def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, st
     _version_add(task=task, text=text, source_patch=_source_patch(task), fail_to_pass=validation.fail_to_pass,
                  author=IssueVersion.Author.MODEL, model_call=call)
     return "written", "", call.model
+
+
+class IssueEditConflict(Exception):
+    """Someone saved a version after the one this edit started from."""
+
+    def __init__(self, latest: IssueVersion):
+        super().__init__(f"version {latest.number} was saved meanwhile")
+        self.latest = latest
+
+
+def issue_version_edit(*, task: Task, text: str, user, based_on: int) -> IssueVersion:
+    """A person's edit, as a new version that stays the problem statement. `based_on` is the number of
+    the newest version when the editor started (0 for none): a save over a newer one is refused,
+    never silently overwritten."""
+    text = text.replace("\r\n", "\n").strip()
+    if not text:
+        raise ValueError("the issue text is empty")
+    with transaction.atomic():
+        Task.objects.select_for_update().filter(id=task.id).first()  # one save at a time per task
+        latest = IssueVersion.objects.filter(task=task).order_by("-number").first()
+        if (latest.number if latest else 0) != based_on:
+            raise IssueEditConflict(latest)
+        validation = (Validation.objects.filter(task=task, state=Validation.State.DONE, verdict="valid")
+                      .order_by("-created_at", "-id").first())
+        return _version_add(task=task, text=text, source_patch=_source_patch(task),
+                            fail_to_pass=validation.fail_to_pass if validation else [],
+                            author=IssueVersion.Author.PERSON, edited_by=user)

@@ -11,6 +11,7 @@ urlpatterns = [
     path("tasks/<str:instance_id>/validation/", views.task_validation_state, name="validation"),
     path("tasks/<str:instance_id>/validate/", views.task_validate, name="validate"),
     path("tasks/<str:instance_id>/issue/", views.task_issue_state, name="issue"),
+    path("tasks/<str:instance_id>/issue/edit/", views.task_issue_edit, name="issue_edit"),
     path("tasks/<str:instance_id>/backtranslate/", views.task_backtranslate, name="backtranslate"),
     path("tasks/<str:instance_id>/generate-tests/", views.task_generate_tests, name="generate_tests"),
 ]

@@ -179,3 +179,33 @@ def task_validate(request, instance_id: str):
     else:
         messages.success(request, f"Validation of {task.instance_id} queued.")
     return redirect("tasks:detail", instance_id=task.instance_id)
+
+
+def task_issue_edit(request, instance_id: str):
+    """Edit the issue into a new version. A save over a version someone saved meanwhile is refused
+    (409) with theirs shown and this text kept in the form."""
+    from .backtranslation import IssueEditConflict, current_issue, issue_version_edit
+
+    task = _visible_task(request, instance_id)
+    _require_miner(request)
+    versions = [row.version for row in selectors.task_issue_versions(task=task)]
+    current = current_issue(versions)
+    context = {"task": task, "repository": task.repository, "current": current, "conflict": None,
+               "text": current.text if current else "", "based_on": max((v.number for v in versions), default=0)}
+    if request.method != "POST":
+        return _render(request, "tasks/issue_edit.html", context)
+    context["text"] = request.POST.get("text", "")
+    try:
+        based_on = int(request.POST.get("based_on", ""))
+    except ValueError:
+        based_on = -1
+    try:
+        version = issue_version_edit(task=task, text=context["text"], user=request.user, based_on=based_on)
+    except IssueEditConflict as conflict:
+        context.update(conflict=conflict.latest, based_on=conflict.latest.number)
+        return _render(request, "tasks/issue_edit.html", context, status=409)
+    except ValueError as error:
+        context["error"] = str(error)
+        return _render(request, "tasks/issue_edit.html", context, status=400)
+    messages.success(request, f"Saved as version {version.number} of the issue.")
+    return redirect("tasks:detail", instance_id=task.instance_id)

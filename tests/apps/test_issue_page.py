@@ -111,3 +111,34 @@ def _environment(task):
 
     return Environment.objects.create(key="env-generated", python_version="3.11.2", lock="", path="/nonexistent",
                                       repository=task.repository)
+
+
+def test_a_curator_edits_the_issue_into_a_version_that_stays_current(curator_client, annotator_client, valid_task):
+    IssueVersion.objects.create(task=valid_task, number=1, author="model", model_call=_call(valid_task),
+                                text="model text")
+    url = reverse("tasks:issue_edit", args=[valid_task.instance_id])
+    assert annotator_client.get(url).status_code == 403
+    form = curator_client.get(url).content.decode()
+    assert 'name="based_on" value="1"' in form and ">model text</textarea>" in form
+    saved = curator_client.post(url, {"text": "<b>edited</b>\r\nby hand", "based_on": "1"})
+    assert saved.status_code == 302
+    version = IssueVersion.objects.get(task=valid_task, number=2)
+    assert (version.author, version.text, version.edited_by.username) == ("person", "<b>edited</b>\nby hand", "carla")
+    page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+    assert "Version 2, edited by carla" in page and "&lt;b&gt;edited&lt;/b&gt;" in page
+    assert curator_client.post(url, {"text": "  ", "based_on": "2"}).status_code == 400
+
+
+def test_the_second_of_two_concurrent_edits_is_refused_with_the_other_shown(curator_client, valid_task, admin_user):
+    from apps.tasks.backtranslation import issue_version_edit
+
+    IssueVersion.objects.create(task=valid_task, number=1, author="model", model_call=_call(valid_task), text="v1")
+    url = reverse("tasks:issue_edit", args=[valid_task.instance_id])
+    issue_version_edit(task=valid_task, text="the other's edit", user=admin_user, based_on=1)  # saved meanwhile
+    refused = curator_client.post(url, {"text": "my careful edit", "based_on": "1"})
+    page = refused.content.decode()
+    assert refused.status_code == 409 and "Not saved" in page and "the other&#x27;s edit" in page
+    assert ">my careful edit</textarea>" in page and 'name="based_on" value="2"' in page
+    assert IssueVersion.objects.filter(task=valid_task).count() == 2
+    assert curator_client.post(url, {"text": "my careful edit", "based_on": "2"}).status_code == 302
+    assert IssueVersion.objects.get(task=valid_task, number=3).text == "my careful edit"
