@@ -4,12 +4,14 @@ import hashlib
 import json
 import logging
 import time
-from typing import Optional
+from datetime import timedelta
+
+from django.utils import timezone
 
 from django.conf import settings
 
 from apps.leases import Lease, LeaseLost
-from worker.engine.llm import ModelError, ModelSettings, model_client, settings_problem
+from worker.engine.llm import SCORING_ROLES, ModelError, ModelSettings, model_client, settings_problem
 from worker.engine.prompts import Prompt
 
 from .models import LanguageJob, ModelCall
@@ -28,7 +30,7 @@ def role_settings(role: str) -> ModelSettings:
 
 
 def _cache_key(role: str, model: ModelSettings, prompt: Prompt, messages: list, parameters: dict) -> str:
-    identity = [role, model.backend, model.model_name, model.base_url, prompt.name, prompt.version, prompt.digest,
+    identity = [role, model.backend, model.identity, model.base_url, prompt.name, prompt.version, prompt.digest,
                 messages, parameters]
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
@@ -42,7 +44,7 @@ def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=Non
     messages = prompt.messages(**variables)
     parameters = {"max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
     key = _cache_key(role, model, prompt, messages, parameters)
-    earlier = ModelCall.objects.filter(cache_key=key, outcome=ModelCall.Outcome.OK)
+    earlier = ModelCall.objects.filter(cache_key=key, outcome=ModelCall.Outcome.OK, regenerated=False)
     if not regenerate and (cached := earlier.first()):
         return cached, True
     if regenerate:
@@ -78,12 +80,20 @@ def language_job_start(*, task, kind: str, regenerate: bool = False, user=None) 
 
     from worker.tasks import language_job_run_task
 
+    stale = timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
+    LanguageJob.objects.filter(task=task, kind=kind, state=LanguageJob.State.RUNNING, heartbeat_at__lt=stale).update(
+        state=LanguageJob.State.FAILED, outcome="failed", finished_at=timezone.now(),
+        detail="The worker running this job stopped reporting.")
     active = LanguageJob.objects.filter(task=task, kind=kind, state__in=LanguageJob.ACTIVE_STATES).first()
     if active:
         return active
     job = LanguageJob.objects.create(task=task, kind=kind, regenerate=regenerate, requested_by=user)
     transaction.on_commit(lambda: language_job_run_task.delay(job.id))
     return job
+
+
+def _job_role(job: LanguageJob) -> str:
+    return "test_writer" if job.kind == LanguageJob.Kind.GENERATE_TESTS else "issue_writer"
 
 
 def language_job_run(*, job_id: int) -> bool:
@@ -104,12 +114,13 @@ def language_job_run(*, job_id: int) -> bool:
         except LeaseLost:
             return True
         except ModelError as error:
-            role = "test_writer" if job.kind == LanguageJob.Kind.GENERATE_TESTS else "issue_writer"
             outcome, detail = "failed", f"{error.code}: {error}"
-            model = ModelSettings(**settings.COMMITGYM_MODELS[role]).model_name
+            model = ModelSettings(**settings.COMMITGYM_MODELS[_job_role(job)]).model_name
         except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
             log.exception("language job %s failed", job_id)
-            lease.finish(LanguageJob.State.FAILED, outcome="failed", detail=f"{type(error).__name__}: {error}"[:2000],
+            redact = ModelSettings(**settings.COMMITGYM_MODELS[_job_role(job)]).redact
+            lease.finish(LanguageJob.State.FAILED, outcome="failed",
+                         detail=redact(f"{type(error).__name__}: {error}")[:2000],
                          seconds=time.monotonic() - started)
             return True
         lease.finish(LanguageJob.State.DONE, outcome=outcome, detail=detail[:2000], model=model,
@@ -134,5 +145,10 @@ def model_health(role: str) -> dict:
         scores = client.first_token_logprobs(messages, ["YES", "NO"])
         line["logprobs"] = any(score > float("-inf") for score in scores.values())
     except ModelError as error:
+        if line["ok"] and error.code == "not_supported" and role not in SCORING_ROLES:
+            return line  # a writing role needs no log-probabilities
         line.update(seconds=round(time.monotonic() - started, 3), error=model.redact(f"{error.code}: {error}"))
+    except Exception as error:  # noqa: BLE001 - a check reports what broke instead of failing
+        line.update(seconds=round(time.monotonic() - started, 3),
+                    error=model.redact(f"{type(error).__name__}: {error}")[:500])
     return line

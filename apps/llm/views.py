@@ -13,15 +13,22 @@ from worker.engine.llm import ROLES, ModelSettings, settings_problem
 from .services import model_health
 
 
+def _server(base_url: str) -> str:
+    """The address without anything a user name or token could hide in."""
+    try:
+        parts = urlsplit(base_url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(not a valid URL)"
+    return f"{parts.scheme}://{parts.hostname}{port}{parts.path}" if parts.hostname else ""
+
+
 def _role_rows() -> list[dict]:
     rows = []
     for role in ROLES:
         model = ModelSettings(**settings.COMMITGYM_MODELS[role])
-        parts = urlsplit(model.base_url)
         rows.append({"role": role, "backend": model.backend, "model": model.model_name,
-                     # The address without anything a user name or token could hide in.
-                     "server": f"{parts.scheme}://{parts.hostname}{':%d' % parts.port if parts.port else ''}"
-                               f"{parts.path}" if parts.hostname else "",
+                     "server": _server(model.base_url),
                      "has_key": bool(model.api_key), "problem": settings_problem(role, model)})
     return rows
 

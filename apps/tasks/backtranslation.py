@@ -103,7 +103,7 @@ def issue_version_edit(*, task: Task, text: str, user, based_on: int) -> IssueVe
     with transaction.atomic():
         Task.objects.select_for_update().filter(id=task.id).first()  # one save at a time per task
         latest = IssueVersion.objects.filter(task=task).order_by("-number").first()
-        if (latest.number if latest else 0) != based_on:
+        if latest is not None and latest.number != based_on:
             raise IssueEditConflict(latest)
         validation = (Validation.objects.filter(task=task, state=Validation.State.DONE, verdict="valid")
                       .order_by("-created_at", "-id").first())

@@ -18,12 +18,15 @@ TEST_WRITER_TOKENS = 800
 
 
 def generation_source(task: Task) -> Validation | None:
-    """The validation generated tests build on: the latest finished one, if it found no F2P test of
-    the commit's own, broke nothing, and left an environment to run tests in."""
-    latest = (Validation.objects.filter(task=task).exclude(state__in=Validation.ACTIVE_STATES)
+    """The validation generated tests build on: the latest of the commit's own, if it found no F2P
+    test, broke nothing and left an environment, while the task is still invalid (a root commit has
+    no before side to run them on)."""
+    if task.state != Task.State.INVALID or not task.commit.parent_sha:
+        return None
+    latest = (Validation.objects.filter(task=task, generated=False).exclude(state__in=Validation.ACTIVE_STATES)
               .order_by("-created_at", "-id").first())
     if latest and latest.state == Validation.State.DONE and latest.reason == "no_fail_to_pass" \
-            and latest.environment_id and not latest.breaks and not latest.generated:
+            and latest.environment_id and not latest.breaks:
         return latest
     return None
 
@@ -75,6 +78,12 @@ def task_generate_tests(*, task: Task, regenerate: bool = False) -> tuple[str, s
             GeneratedTest(task=task, model_call=call, validation=validation, index=i, content=content)
             for i, content in enumerate(files, 1)])
     return "written", f"{len(files)} test files queued for checking", call.model
+
+
+def generated_tests_not_run(validation: Validation) -> None:
+    """The validation that was to check these files ended without running them."""
+    GeneratedTest.objects.filter(validation=validation, state=GeneratedTest.State.PENDING).update(
+        state=GeneratedTest.State.DROPPED, reason="not_run")
 
 
 def generated_tests_store(validation: Validation, checked: GeneratedValidationResult) -> None:

@@ -102,7 +102,8 @@ class EnvironmentReuse:
 
 def environment_reuse(*, validations: QuerySet) -> EnvironmentReuse:
     """How often validations found an environment to share (the builder tries reuse first)."""
-    with_environment = validations.filter(state=Validation.State.DONE, environment__isnull=False)
+    # A check of generated tests runs in the environment of the validation before it: not a reuse.
+    with_environment = validations.filter(state=Validation.State.DONE, environment__isnull=False, generated=False)
     counts = with_environment.aggregate(total=Count("id"), reused=Count("id", filter=Q(environment_reused=True)),
                                         environments=Count("environment", distinct=True))
     return EnvironmentReuse(counts["total"], counts["reused"], counts["environments"])

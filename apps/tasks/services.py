@@ -15,6 +15,7 @@ from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder, loca
 from worker.engine.sandbox import LocalSandbox
 from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate, task_validate_generated
 
+from .generation import generated_tests_not_run
 from .models import EnvironmentAttempt, Task, TaskStateChange, TestRunRecord, Validation
 
 
@@ -124,6 +125,8 @@ def _stale_validations_end(task: Task) -> None:
     ended = Validation.objects.filter(task=task, state=Validation.State.RUNNING, heartbeat_at__lt=stale).update(
         state=Validation.State.FAILED, error="The worker running this validation stopped reporting.",
         finished_at=timezone.now())
+    for validation in Validation.objects.filter(task=task, state=Validation.State.FAILED, generated=True):
+        generated_tests_not_run(validation)
     if ended and not Validation.objects.filter(task=task, state__in=Validation.ACTIVE_STATES).exists():
         task_state_move(task_id=task.id, to_state=Task.State.MINED,
                         from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="worker_lost")
@@ -155,6 +158,7 @@ def task_validation_run(*, validation_id: int) -> bool:
             return True  # another worker took it over; it finishes the task
         except Exception as error:  # noqa: BLE001 - the task must not stay in a running state
             if lease.finish(Validation.State.FAILED, error=_text(f"{type(error).__name__}: {error}")[:4000]):
+                generated_tests_not_run(validation)
                 task_state_move(task_id=task.id, to_state=Task.State.MINED,
                                 from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="validation_error")
             raise

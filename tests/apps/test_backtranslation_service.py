@@ -49,6 +49,9 @@ def test_regenerating_adds_a_version_and_keeps_the_first(valid_task):
     versions = list(IssueVersion.objects.filter(task=valid_task).order_by("number"))
     assert [v.number for v in versions] == [1, 2]
     assert versions[1].model_call.regenerated and versions[1].model_call.parameters["temperature"] > 0
+    # A plain run is still answered by the first, deterministic call, not by the regenerated one.
+    assert task_backtranslate(task=valid_task)[0] == "cached"
+    assert IssueVersion.objects.filter(task=valid_task).count() == 2
 
 
 def test_a_leaking_issue_is_flagged(valid_task):

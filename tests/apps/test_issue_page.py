@@ -20,7 +20,7 @@ def _call(task, **fields):
 
 @pytest.fixture
 def valid_task(small_repository):
-    task = Task.objects.filter(repository=small_repository).first()
+    task = Task.objects.filter(repository=small_repository).exclude(commit__parent_sha="").first()
     Task.objects.filter(id=task.id).update(state="valid")
     task.refresh_from_db()
     return task

@@ -33,7 +33,7 @@ UV = "/opt/commitgym/uv"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 _INSTALL_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "Pipfile")
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
-MAX_PINS = 3  # packages held back per strategy before it counts as failed
+MAX_PINS = 3  # attempts holding packages back, per strategy, before it counts as failed
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
 # Run in the environment: the distribution that installed a top-level module, and its version.
@@ -41,7 +41,8 @@ _DISTRIBUTION_OF = """
 import importlib.metadata as metadata, sys
 for dist in metadata.distributions():
     tops = set((dist.read_text("top_level.txt") or "").split())
-    tops |= {str(f).split("/")[0][:-3] if str(f).endswith(".py") else str(f).split("/")[0] for f in dist.files or []}
+    firsts = [str(f).split("/")[0] for f in dist.files or []]
+    tops |= {first[:-3] if first.endswith(".py") else first for first in firsts}
     if sys.argv[1] in tops:
         print(dist.metadata["Name"], dist.version)
         break
@@ -243,6 +244,10 @@ class EnvironmentBuilder:
         and collects."""
         recipe = install_recipe(workdir / "repo")
         attempts = []
+        if not self.runtimes:
+            raise EnvironmentFailed([Attempt("python", [], "failed", "venv", f"No Python is available to the "
+                                             f"{self.backend} sandbox (docker: no base image is present; "
+                                             f"manage.py build_base_images builds them).", 0.0)])
         for runtime in python_order(self.runtimes, recipe, as_of):
             for strategy in install_strategies(recipe):
                 attempts += self._attempts_pinning(workdir, runtime, strategy, as_of)
@@ -257,7 +262,9 @@ class EnvironmentBuilder:
         held below the release line it came in (a package that broke later than the code was written)."""
         pins: dict[str, str] = {}
         attempts = [self._attempt(workdir, runtime, strategy, as_of, pins)]
-        while attempts[-1].step == "collect" and len(pins) < MAX_PINS:
+        for _ in range(MAX_PINS):
+            if attempts[-1].step != "collect":
+                break
             pin = self._pin_for(workdir, runtime, attempts[-1].output)
             if pin is None or pins.get(pin[0]) == pin[1]:
                 break

@@ -49,6 +49,15 @@ class ModelSettings:
     def model_name(self) -> str:
         return self.model or (EMBEDDED_MODEL if self.backend == "embedded" else "")
 
+    @property
+    def identity(self) -> str:
+        """What answers, for the cache: the embedded backend adds its model file and runtime version."""
+        if self.backend != "embedded":
+            return self.model_name
+        from importlib.metadata import version
+
+        return f"{self.model_name}:{embedded_model_path().name}:llama-cpp-python {version('llama-cpp-python')}"
+
 
 def settings_problem(role: str, settings: ModelSettings) -> Optional[str]:
     """Why a role cannot work with these settings, in a sentence; None when it can."""
@@ -262,13 +271,19 @@ class EmbeddedClient:
                           finish_reason=choice.get("finish_reason") or "", model=EMBEDDED_MODEL)
 
     def prompt_tokens(self, messages: Messages) -> list[int]:
-        """The chat template applied as for an answer, then tokenized."""
-        text = self._chat_text(messages)
-        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        """SmolLM2's chat template applied as for an answer, then tokenized. Only the template's own
+        markers become control tokens: "<|im_end|>" inside a patch or an issue stays plain text, so
+        untrusted text cannot close its turn and speak as the assistant."""
+        def marker(text: str) -> list[int]:
+            return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
-    def _chat_text(self, messages: Messages) -> str:
-        parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
-        return "".join(parts) + "<|im_start|>assistant\n"
+        def plain(text: str) -> list[int]:
+            return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+        tokens: list[int] = []
+        for message in messages:
+            tokens += marker(f"<|im_start|>{message['role']}\n") + plain(message["content"]) + marker("<|im_end|>\n")
+        return tokens + marker("<|im_start|>assistant\n")
 
     def first_token_logprobs(self, messages: Messages, candidates: list[str], *,
                              reuse_prefix: bool = True) -> dict[str, float]:

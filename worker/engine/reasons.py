@@ -44,6 +44,7 @@ GENERATED_TEST_REASONS = {
     "errors": "Its tests end in errors (a fixture or import problem).",
     "flaky": "Its tests changed outcome between identical runs.",
     "no_tests": "No test was collected from it (a syntax or import error).",
+    "not_run": "The validation that was to run it stopped before it could (see that validation).",
 }
 
 REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS, **GENERATED_TEST_REASONS}

@@ -224,9 +224,14 @@ def task_validate_generated(commit: CommitToValidate, contents: list[str], *, bu
     started = time.monotonic()
     validation = _Validation(commit, builder, work_root, settings)
     validation.environment = validation.result.environment = environment
-    validation.result.environment_reused = True
+    if not builder.runs(environment):
+        raise RuntimeError(f"the environment {environment.key} needs Python {environment.python_version}"
+                           f"{' in ' + environment.image if environment.image else ''}, which this sandbox lacks")
     try:
-        before, after = validation.copy("before", commit.parent_sha), validation.copy("after", commit.sha)
+        # The same sides as any validation: the parent with the commit's test files, and the commit.
+        patches = commit_patches(commit.mirror_dir, commit.sha, commit.parent_sha, commit.rules)
+        before = validation.copy("before", commit.parent_sha, patches.test_patch)
+        after = validation.copy("after", commit.sha)
         paths = [generated_file_write(before / "repo", i, text) for i, text in enumerate(contents, 1)]
         if [generated_file_write(after / "repo", i, text) for i, text in enumerate(contents, 1)] != paths:
             raise RuntimeError("the generated files got different names before and after")
