@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.request import urlopen
 
@@ -62,7 +63,30 @@ def test_an_openai_compatible_server_answers_and_scores(llama_server):
     assert set(scores) == {"YES", "NO"} and max(scores.values()) > -30
 
 
-class _Failing(BaseHTTPRequestHandler):
+class _JsonHandler(BaseHTTPRequestHandler):
+    def _send(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def _serving(handler):
+    """A threaded HTTP server on loopback with `handler`; yields its base address."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
+class _Failing(_JsonHandler):
     """Answers every request the way the server's `mode` says."""
 
     mode = "429"
@@ -83,24 +107,12 @@ class _Failing(BaseHTTPRequestHandler):
                            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}).encode()
         self._send(200, body)
 
-    def _send(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture
 def failing_server():
     handler = type("Handler", (_Failing,), {})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield handler, f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with _serving(handler) as address:
+        yield handler, f"{address}/v1"
 
 
 @pytest.mark.parametrize("mode, code", [("429", "rate_limited"), ("500", "server_error"), ("401", "refused"),
@@ -133,7 +145,7 @@ def test_a_server_without_log_probabilities_says_so(failing_server):
     assert error.value.code == "no_logprobs"
 
 
-class _AnthropicLike(BaseHTTPRequestHandler):
+class _AnthropicLike(_JsonHandler):
     """Speaks Anthropic's messages protocol: an answer, or the error its `mode` says."""
 
     mode = "ok"
@@ -148,26 +160,16 @@ class _AnthropicLike(BaseHTTPRequestHandler):
             body, status = {"id": "msg_1", "type": "message", "role": "assistant", "model": request["model"],
                             "content": [{"type": "text", "text": "add(2, 3) returns -1"}], "stop_reason": "end_turn",
                             "stop_sequence": None, "usage": {"input_tokens": 21, "output_tokens": 7}}, 200
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self._send(status, json.dumps(body).encode())
 
 
 def test_the_anthropic_backend_writes_and_never_scores():
     from worker.engine.llm import AnthropicClient
 
     handler = type("Handler", (_AnthropicLike,), {"seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with _serving(handler) as address:
         client = AnthropicClient(ModelSettings(backend="anthropic", model="claude-x", api_key=KEY, max_retries=0,
-                                               base_url=f"http://127.0.0.1:{server.server_port}"))
+                                               base_url=address))
         messages = [{"role": "system", "content": "You write issues."}, *QUESTION]
         completion = client.complete(messages, max_tokens=64)
         assert (completion.text, completion.tokens_in, completion.tokens_out, completion.model) == (
@@ -182,31 +184,17 @@ def test_the_anthropic_backend_writes_and_never_scores():
         with pytest.raises(ModelError) as scoring:
             client.first_token_logprobs(messages, ["YES", "NO"])
         assert scoring.value.code == "not_supported"
-    finally:
-        server.shutdown()
 
 
-class _NotUtf8(BaseHTTPRequestHandler):
+class _NotUtf8(_JsonHandler):
     def do_POST(self):  # noqa: N802 - http.server's naming
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = (b'{"id": "1", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0, '
                 b'"finish_reason": "stop", "message": {"role": "assistant", "content": "caf\xe9 \xff"}}]}')
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self._send(200, body)
 
 
 def test_an_answer_that_is_not_utf8_fails_with_a_reason():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotUtf8)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with pytest.raises(ModelError) as error:
-            _client(f"http://127.0.0.1:{server.server_port}/v1").complete(QUESTION, max_tokens=4)
-        assert error.value.code == "bad_answer" and KEY not in str(error.value)
-    finally:
-        server.shutdown()
+    with _serving(_NotUtf8) as address, pytest.raises(ModelError) as error:
+        _client(f"{address}/v1").complete(QUESTION, max_tokens=4)
+    assert error.value.code == "bad_answer" and KEY not in str(error.value)
