@@ -33,7 +33,7 @@ class Lease:
     def claim(cls, model, pk: int, *, waiting_state: str, running_state: str) -> Optional["Lease"]:
         """The lease, or None if the row is neither waiting nor running with a stale heartbeat."""
         now = timezone.now()
-        stale = now - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
+        stale = cls.stale_cutoff()
         token = uuid.uuid4().hex
         claimed = (
             model.objects.filter(pk=pk)
@@ -41,6 +41,16 @@ class Lease:
             .update(state=running_state, started_at=now, heartbeat_at=now, lease_token=token)
         )
         return cls(model, pk, token, running_state) if claimed else None
+
+    @staticmethod
+    def stale_cutoff():
+        """Running rows whose heartbeat is older than this have lost their worker."""
+        return timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
+
+    @classmethod
+    def stale_rows(cls, model, *, running_state: str, **filters):
+        """The running rows (among `filters`) whose worker stopped reporting."""
+        return model.objects.filter(state=running_state, heartbeat_at__lt=cls.stale_cutoff(), **filters)
 
     @staticmethod
     def held_elsewhere(model, pk: int, *, running_state: str) -> bool:

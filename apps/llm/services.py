@@ -4,11 +4,9 @@ import hashlib
 import json
 import logging
 import time
-from datetime import timedelta
-
-from django.utils import timezone
 
 from django.conf import settings
+from django.utils import timezone
 
 from apps.leases import Lease, LeaseLost
 from worker.engine.llm import SCORING_ROLES, ModelError, ModelSettings, model_client, settings_problem
@@ -80,8 +78,7 @@ def language_job_start(*, task, kind: str, regenerate: bool = False, user=None) 
 
     from worker.tasks import language_job_run_task
 
-    stale = timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
-    LanguageJob.objects.filter(task=task, kind=kind, state=LanguageJob.State.RUNNING, heartbeat_at__lt=stale).update(
+    Lease.stale_rows(LanguageJob, running_state=LanguageJob.State.RUNNING, task=task, kind=kind).update(
         state=LanguageJob.State.FAILED, outcome="failed", finished_at=timezone.now(),
         detail="The worker running this job stopped reporting.")
     active = LanguageJob.objects.filter(task=task, kind=kind, state__in=LanguageJob.ACTIVE_STATES).first()

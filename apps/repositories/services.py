@@ -4,7 +4,7 @@ import logging
 import re
 import shutil
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from itertools import islice
 from pathlib import Path
 from typing import Optional
@@ -285,8 +285,7 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], blobs: Bl
 def _stale_jobs_end(repository: Repository) -> None:
     """A running job whose worker stopped reporting (killed, out of memory, past its hard
     time limit) would hold the repository for ever: end it so work can go on."""
-    stale = timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
-    MiningJob.objects.filter(repository=repository, state=MiningJob.State.RUNNING, heartbeat_at__lt=stale).update(
+    Lease.stale_rows(MiningJob, running_state=MiningJob.State.RUNNING, repository=repository).update(
         state=MiningJob.State.FAILED, error_code="worker_lost", finished_at=timezone.now())
 
 

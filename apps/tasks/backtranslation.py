@@ -61,10 +61,11 @@ def _source_patch(task: Task) -> str:
                           repository.test_file_rules()).source_patch
 
 
-def issue_prompt(task: Task, validation: Validation):
+def issue_prompt(task: Task, validation: Validation, source_patch: Optional[str] = None):
     """(the prompt, its variables) the issue writer gets for this task."""
     return prompt_load("issue_writer"), issue_prompt_variables(
-        commit_message=task.commit.message, source_patch=_source_patch(task),
+        commit_message=task.commit.message,
+        source_patch=_source_patch(task) if source_patch is None else source_patch,
         failing_output=_failing_output(validation))
 
 
@@ -77,7 +78,8 @@ def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, st
     validation = _valid_validation(task)
     if validation is None:
         return "skipped", "the task has no valid validation to describe", model
-    prompt, variables = issue_prompt(task, validation)
+    source_patch = _source_patch(task)
+    prompt, variables = issue_prompt(task, validation, source_patch)
     call, cached = model_call(role="issue_writer", prompt=prompt, variables=variables, task=task,
                               regenerate=regenerate, max_tokens=ISSUE_WRITER_TOKENS)
     if cached and IssueVersion.objects.filter(task=task, model_call=call).exists():
@@ -85,7 +87,7 @@ def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, st
     text = issue_text(call.answer)
     if not text:
         return "skipped", "the model's answer held no issue text", call.model
-    _version_add(task=task, text=text, source_patch=_source_patch(task), fail_to_pass=validation.fail_to_pass,
+    _version_add(task=task, text=text, source_patch=source_patch, fail_to_pass=validation.fail_to_pass,
                  author=IssueVersion.Author.MODEL, model_call=call)
     return "written", "", call.model
 

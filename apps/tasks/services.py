@@ -1,6 +1,5 @@
 import re
 import sys
-from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
@@ -121,8 +120,7 @@ def _work_root() -> Path:
 def _stale_validations_end(task: Task) -> None:
     """A validation whose worker stopped reporting would hold its task for ever: end it, and
     give the task back so it can be validated again."""
-    stale = timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS)
-    ended = Validation.objects.filter(task=task, state=Validation.State.RUNNING, heartbeat_at__lt=stale).update(
+    ended = Lease.stale_rows(Validation, running_state=Validation.State.RUNNING, task=task).update(
         state=Validation.State.FAILED, error="The worker running this validation stopped reporting.",
         finished_at=timezone.now())
     for validation in Validation.objects.filter(task=task, state=Validation.State.FAILED, generated=True):
