@@ -16,23 +16,25 @@ class CommitPatches:
     test_files: list[str]
 
 
-def _diff(mirror_dir: Path, parent: str, sha: str, paths: list[str]) -> str:
+def _diff(mirror_dir: Path, parent: str, sha: str, paths: list[str], context_lines: int) -> str:
     if not paths:
         return ""
     pathspecs = [f":(literal){path}" for path in paths]
     return git_run(["diff", "--binary", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
-                    parent, sha, "--", *pathspecs], cwd=mirror_dir)
+                    f"-U{context_lines}", parent, sha, "--", *pathspecs], cwd=mirror_dir)
 
 
-def commit_patches(mirror_dir: Path, sha: str, parent_sha: str, rules: TestFileRules) -> CommitPatches:
-    """Split the commit's diff against its parent (the empty tree for a root commit) by file kind."""
+def commit_patches(mirror_dir: Path, sha: str, parent_sha: str, rules: TestFileRules, *,
+                   context_lines: int = 3) -> CommitPatches:
+    """Split the commit's diff against its parent (the empty tree for a root commit) by file kind.
+    Patches to apply keep git's 3 lines of context; more is for people reading them."""
     parent = require_sha(parent_sha) if parent_sha else EMPTY_TREE
     changed = git_run(["diff", "--name-only", "--no-renames", "-z", parent, require_sha(sha)], cwd=mirror_dir)
     paths = [path for path in changed.split("\0") if path]
     tests = [path for path in paths if rules.kind(path) == "test"]
     others = [path for path in paths if rules.kind(path) != "test"]
     return CommitPatches(
-        source_patch=_diff(mirror_dir, parent, sha, others),
-        test_patch=_diff(mirror_dir, parent, sha, tests),
+        source_patch=_diff(mirror_dir, parent, sha, others, context_lines),
+        test_patch=_diff(mirror_dir, parent, sha, tests, context_lines),
         test_files=tests,
     )

@@ -47,7 +47,19 @@ GENERATED_TEST_REASONS = {
     "not_run": "The validation that was to run it stopped before it could (see that validation).",
 }
 
-REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS, **GENERATED_TEST_REASONS}
+# Why a curator rejected a task: the list admins start from (they manage it in the admin).
+REJECT_REASONS = {
+    "underspecified_issue": "The issue does not say enough to know what a correct fix does.",
+    "issue_leaks_fix": "The issue gives the fix away.",
+    "tests_too_narrow": "The tests would reject a correct fix that differs from the commit's.",
+    "tests_too_broad": "The tests check behaviour the issue does not ask for.",
+    "flaky_tests": "The tests change outcome between identical runs.",
+    "environment_broken": "The task's environment does not work as the repository expects.",
+    "trivial": "The fix is too small to tell agents apart.",
+    "other": "Another problem, said in the note.",
+}
+
+REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS, **GENERATED_TEST_REASONS, **REJECT_REASONS}
 
 
 def reason_sentence(code: str) -> str:

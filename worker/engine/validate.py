@@ -26,7 +26,7 @@ from worker.engine.generated_tests import GeneratedFileVerdict, generated_file_v
 from worker.engine.patches import commit_patches
 from worker.engine.sandbox import Limits
 from worker.engine.test_run import TestRun, pytest_run
-from worker.engine.validation import Oracle, oracle_from_runs, resolves, runs_filled, task_verdict
+from worker.engine.validation import Oracle, oracle_from_runs, oracle_without, resolves, runs_filled, task_verdict
 from worker.engine.workspace import patch_apply, working_copy_write
 
 
@@ -46,6 +46,7 @@ class CommitToValidate:
     parent_sha: str
     committed_at: datetime
     rules: TestFileRules = TestFileRules()
+    excluded_tests: frozenset[str] = frozenset()  # dropped from the oracle by reviewers as wrong
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     if suite_before.complete and suite_after.complete:
         suite = oracle_from_runs([suite_before.outcomes], [suite_after.outcomes])
         oracle = _with_suite(oracle, _breaks_confirmed(v, before, after, suite))
-    result.oracle = oracle
+    result.oracle = oracle = oracle_without(oracle, commit.excluded_tests)
     if not oracle.fail_to_pass:
         result.reason = "no_fail_to_pass"
         return
@@ -240,7 +241,7 @@ def task_validate_generated(commit: CommitToValidate, contents: list[str], *, bu
         # A generated test that fails after the fix is a wrong test, dropped below, not a broken suite
         # (the earlier validation ran the suite).
         oracle = Oracle(oracle.fail_to_pass, sorted(set(pass_to_pass) - set(oracle.flaky)), oracle.flaky, [])
-        validation.result.oracle = oracle
+        validation.result.oracle = oracle = oracle_without(oracle, commit.excluded_tests)
         grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": []}
         validation.result.verdict, validation.result.reason = task_verdict(
             oracle, gold_resolves=resolves(after_runs[-1], **grade), empty_resolves=resolves(before_runs[-1], **grade))

@@ -64,6 +64,15 @@ def oracle_from_runs(before: list[dict[str, str]], after: list[dict[str, str]]) 
     return Oracle(fail_to_pass=f2p, pass_to_pass=p2p, flaky=flaky, breaks=breaks)
 
 
+def oracle_without(oracle: Oracle, excluded: Iterable[str]) -> Oracle:
+    """The oracle with the tests reviewers dropped as wrong taken out of every list."""
+    dropped = set(excluded)
+    if not dropped:
+        return oracle
+    return Oracle(*[[test for test in tests if test not in dropped]
+                    for tests in (oracle.fail_to_pass, oracle.pass_to_pass, oracle.flaky, oracle.breaks)])
+
+
 def resolves(outcomes: dict[str, str], *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]) -> bool:
     """SWE-bench's grade: resolved only if every F2P and every P2P test passes."""
     return all(outcomes.get(test) in PASSING for test in [*fail_to_pass, *pass_to_pass])
