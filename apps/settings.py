@@ -187,7 +187,10 @@ CELERY_TASK_ROUTES = {
     "worker.tasks.mining_job_run_task": {"queue": "mining"},
     "worker.tasks.task_validate_task": {"queue": "tests"},
     "worker.tasks.language_job_run_task": {"queue": "llm"},
+    "worker.tasks.bulk_action_run_task": {"queue": "curation"},
 }
+# What a worker serving every kind of work listens to (the demo's worker, the tests').
+COMMITGYM_WORKER_QUEUES = ",".join(sorted({route["queue"] for route in CELERY_TASK_ROUTES.values()}))
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -19,7 +19,8 @@ def _local_folders(settings, tmp_path):
 
 def _user(username: str, role: str) -> User:
     user = User.objects.create_user(username=username, password="pw-" + username)
-    user.groups.add(Group.objects.get(name=role))
+    # Transactional tests flush the database afterwards, taking the roles' groups with it.
+    user.groups.add(Group.objects.get_or_create(name=role)[0])
     return user
 
 
@@ -141,7 +142,7 @@ def _celery_worker_process(django_db_setup, _worker_mirror_dir):
     log_path = _worker_mirror_dir.parent / "worker.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "mining,tests,llm",
+            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", settings.COMMITGYM_WORKER_QUEUES,
              "--concurrency", "1", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -183,3 +184,56 @@ def refusing_git_server():
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/team/private.git", seen_authorization
     server.shutdown()
+
+
+def task_put_in_review(task, *, fail_to_pass=("tests/test_calc.py::test_add",),
+                       pass_to_pass=("tests/test_other.py::test_ok",), issue="add() returns the difference"):
+    """Make a task valid with a finished validation (its runs recorded) and an issue, so it waits for
+    review: what validation and the issue writer would have left."""
+    from apps.tasks.models import IssueVersion, TestRunRecord, Validation
+    from apps.tasks.review import task_review_open, task_summary_refresh
+    from apps.tasks.services import task_state_move
+
+    validation = Validation.objects.create(task=task, state="done", verdict="valid", fail_to_pass=list(fail_to_pass),
+                                           pass_to_pass=list(pass_to_pass))
+    tests = [*fail_to_pass, *pass_to_pass]
+    for side, f2p_status in (("before", "FAILED"), ("after", "PASSED")):
+        TestRunRecord.objects.create(validation=validation, side=side, scope="selected", status="ok",
+                                     output=f"{side} run output", outcomes={
+                                         test: f2p_status if test in fail_to_pass else "PASSED" for test in tests})
+    task_state_move(task_id=task.id, to_state="valid", from_states=["mined"])
+    IssueVersion.objects.create(task=task, number=1, author="model", text=issue, leak_score=0.1)
+    task_review_open(task_id=task.id)
+    task_summary_refresh(task.id)
+    task.refresh_from_db()
+    return task
+
+
+def commits_and_tasks_make(repository, count: int, *, start: int = 0):
+    """Tasks on commits made up for the list and the queue (no git history behind them)."""
+    from django.utils import timezone
+
+    from apps.repositories.models import Commit
+    from apps.tasks.models import Task
+
+    now = timezone.now()
+    commits = Commit.objects.bulk_create([
+        Commit(repository=repository, sha=f"{i:010x}{'c' * 30}", parent_sha=f"{i + 1:010x}{'c' * 30}", author_name="a", author_email="a@x",
+               authored_at=now, committed_at=now, message=f"Fix bug number {i}\n\nbody {i}") for i in
+        range(start, start + count)])
+    return Task.objects.bulk_create([
+        Task(instance_id=f"o__r-{commit.sha[:10]}-{repository.pk}", repository=repository, commit=commit)
+        for commit in commits])
+
+
+def wait_until(check, *, timeout: float = 120, what: str = "the condition"):
+    """Poll `check()` until it returns something true; fail after `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen within {timeout} s")

@@ -33,3 +33,10 @@ def language_job_run_task(self, job_id: int) -> None:
 
     if not language_job_run(job_id=job_id):  # held by another worker: see mining
         raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
+
+
+@app.task(name="worker.tasks.bulk_action_run_task")
+def bulk_action_run_task(bulk_id: int) -> None:
+    from apps.tasks.bulk import bulk_action_run
+
+    bulk_action_run(bulk_id=bulk_id)

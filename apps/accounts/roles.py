@@ -7,16 +7,24 @@ ROLES = (CURATOR, ANNOTATOR, ADMIN)
 
 
 def user_roles(user) -> set[str]:
+    """The user's roles, read once per request (the user object keeps them)."""
     if not user.is_authenticated:
         return set()
-    names = {group.name for group in user.groups.all()}
-    if user.is_superuser:
-        names.add(ADMIN)
-    return names & set(ROLES)
+    if not hasattr(user, "_commitgym_roles"):
+        names = {group.name for group in user.groups.all()}
+        if user.is_superuser:
+            names.add(ADMIN)
+        user._commitgym_roles = names & set(ROLES)
+    return user._commitgym_roles
 
 
 def user_can_mine(user) -> bool:
     """Curators and admins register, mine and configure repositories; annotators read."""
+    return bool(user_roles(user) & {CURATOR, ADMIN})
+
+
+def user_can_review(user) -> bool:
+    """Curators and admins accept, reject and change tasks; annotators read them."""
     return bool(user_roles(user) & {CURATOR, ADMIN})
 
 
@@ -34,6 +42,7 @@ def user_staff_sync(sender, instance, action, **kwargs) -> None:
 
     if action not in {"post_add", "post_remove", "post_clear"} or not isinstance(instance, User):
         return
+    instance.__dict__.pop("_commitgym_roles", None)  # read them again
     is_admin = instance.groups.filter(name=ADMIN).exists()
     if instance.is_staff != is_admin and not instance.is_superuser:
         User.objects.filter(pk=instance.pk).update(is_staff=is_admin)

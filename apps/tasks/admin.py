@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import EnvironmentAttempt, Task, TaskStateChange, TestRunRecord, Validation
+from .models import CurationSettings, EnvironmentAttempt, RejectReason, Task, TaskStateChange, TestRunRecord, Validation
 
 
 class TaskStateChangeInline(admin.TabularInline):
@@ -87,4 +87,24 @@ class ValidationAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+# --- curation: admins manage the reasons and the review rules -------------------------------------
+
+
+@admin.register(RejectReason)
+class RejectReasonAdmin(admin.ModelAdmin):
+    list_display = ["code", "sentence", "active", "order"]
+    list_editable = ["sentence", "active", "order"]
+
+
+@admin.register(CurationSettings)
+class CurationSettingsAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "required_reviews", "underspecified_below", "false_negative_below", "hold_minutes"]
+
+    def has_add_permission(self, request):
+        return not CurationSettings.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
         return False

@@ -11,7 +11,7 @@ from worker.engine.backtranslation import issue_prompt_variables, issue_text, le
 from worker.engine.patches import commit_patches
 from worker.engine.prompts import prompt_load
 
-from .models import IssueVersion, Task, TestRunRecord, Validation
+from .models import IssueVersion, Task, TaskChange, TestRunRecord, Validation
 from .selectors import VALID_OR_LATER
 
 ISSUE_WRITER_TOKENS = 600
@@ -87,8 +87,9 @@ def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, st
     text = issue_text(call.answer)
     if not text:
         return "skipped", "the model's answer held no issue text", call.model
-    _version_add(task=task, text=text, source_patch=source_patch, fail_to_pass=validation.fail_to_pass,
-                 author=IssueVersion.Author.MODEL, model_call=call)
+    version = _version_add(task=task, text=text, source_patch=source_patch, fail_to_pass=validation.fail_to_pass,
+                           author=IssueVersion.Author.MODEL, model_call=call)
+    _issue_changed(task, None, statement_changed=task_current_issue(task=task) == version)
     return "written", "", call.model
 
 
@@ -113,6 +114,24 @@ def issue_version_edit(*, task: Task, text: str, user, based_on: int) -> IssueVe
         if latest is not None and latest.number != based_on:
             raise IssueEditConflict(latest)
         validation = _valid_validation(task)
-        return _version_add(task=task, text=text, source_patch=_source_patch(task),
-                            fail_to_pass=validation.fail_to_pass if validation else [],
-                            author=IssueVersion.Author.PERSON, edited_by=user)
+        version = _version_add(task=task, text=text, source_patch=_source_patch(task),
+                               fail_to_pass=validation.fail_to_pass if validation else [],
+                               author=IssueVersion.Author.PERSON, edited_by=user)
+        TaskChange.objects.create(
+            task=task, kind=TaskChange.Kind.ISSUE_EDITED, actor=user,
+            before={"version": latest.number, "text": latest.text} if latest else {},
+            after={"version": version.number, "text": version.text})
+        _issue_changed(task, user, statement_changed=True)
+    return version
+
+
+def _issue_changed(task: Task, actor, *, statement_changed: bool) -> None:
+    """An issue brings a valid task to review. When the problem statement changed (a person's edit, or
+    a model's version while no person edited), reviews of the old one no longer count and an accepted
+    task goes back to review."""
+    from .review import task_changed_back_to_review, task_review_open, task_summary_refresh
+
+    if statement_changed:
+        task_changed_back_to_review(task=task, actor=actor, why="issue changed")
+    task_review_open(task_id=task.id, actor=actor)
+    task_summary_refresh(task.id)

@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 
 from worker.engine.reasons import reason_sentence
+from worker.engine.rubric import DIFFICULTIES
 
 
 class Task(models.Model):
@@ -23,12 +24,25 @@ class Task(models.Model):
     commit = models.OneToOneField("repositories.Commit", on_delete=models.CASCADE, related_name="task")
     state = models.CharField(max_length=32, choices=State.choices, default=State.MINED)
     reason = models.CharField(max_length=64, blank=True)
+    excluded_tests = models.JSONField(default=list, blank=True,
+                                      help_text="Tests reviewers dropped from the oracle as wrong.")
+    # A summary of the task's validations, issue and reviews, kept by task_summary_refresh so that the
+    # list filters and sorts on plain columns.
+    verdict = models.CharField(max_length=32, blank=True, help_text="The latest finished validation's verdict.")
+    fail_to_pass_count = models.PositiveIntegerField(default=0)
+    flaky_count = models.PositiveIntegerField(default=0)
+    has_generated_tests = models.BooleanField(default=False)
+    leak_score = models.FloatField(null=True, blank=True, help_text="The current issue's leak score.")
+    review_count = models.PositiveSmallIntegerField(default=0)
+    underspecified = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Merged (most severe).")
+    false_negative = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Merged (most severe).")
+    disagree = models.BooleanField(default=False, help_text="Its reviewers disagree: a curator settles it.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["repository", "state"])]
+        indexes = [models.Index(fields=["repository", "state"]), models.Index(fields=["state", "-updated_at"])]
 
     def __str__(self):
         return self.instance_id
@@ -187,3 +201,159 @@ class GeneratedTest(models.Model):
 
     class Meta:
         ordering = ["task", "id"]
+
+
+# --- curation ---------------------------------------------------------------------------------
+
+
+class RejectReason(models.Model):
+    """A reason curators pick when they reject a task; admins manage the list."""
+
+    code = models.SlugField(max_length=64, unique=True)
+    sentence = models.CharField(max_length=255)
+    active = models.BooleanField(default=True, help_text="Offered when rejecting; old rejections keep their reason.")
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["order", "code"]
+
+    def __str__(self):
+        return self.code
+
+
+class CurationSettings(models.Model):
+    """The review rules, one row for the whole site; admins change them in the admin."""
+
+    required_reviews = models.PositiveSmallIntegerField(
+        default=1, help_text="Reviews a task needs before it can be accepted.")
+    underspecified_below = models.PositiveSmallIntegerField(
+        default=2, help_text="Accept only when the merged 'issue underspecified' score (0-3) is below this.")
+    false_negative_below = models.PositiveSmallIntegerField(
+        default=2, help_text="Accept only when the merged 'tests could reject a valid solution' score (0-3) is "
+                             "below this.")
+    hold_minutes = models.PositiveSmallIntegerField(
+        default=30, help_text="How long a task taken from the queue stays held for its reviewer.")
+
+    class Meta:
+        verbose_name_plural = "curation settings"
+
+    def __str__(self):
+        return "Curation settings"
+
+    @classmethod
+    def current(cls) -> "CurationSettings":
+        return cls.objects.get_or_create(pk=1)[0]
+
+
+class Review(models.Model):
+    """One reviewer's scores and decision on a task, with SWE-bench Verified's rubric. A reviewer has
+    one current review per task; reopening a task or changing its issue or tests retires them."""
+
+    class Decision(models.TextChoices):
+        ACCEPT = "accept"
+        REJECT = "reject"
+
+    DIFFICULTY_CHOICES = list(zip(DIFFICULTIES, ("under 15 minutes", "15 minutes to 1 hour", "1 to 4 hours",
+                                                 "more than 4 hours")))
+    SCORES = [(0, "0"), (1, "1"), (2, "2"), (3, "3")]
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reviews")
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    underspecified = models.PositiveSmallIntegerField(
+        choices=SCORES, help_text="Is the issue well specified? 0 well specified … 3 almost impossible to solve.")
+    false_negative = models.PositiveSmallIntegerField(
+        choices=SCORES, help_text="Could the tests reject a valid solution? 0 no … 3 almost certainly.")
+    difficulty = models.CharField(max_length=32, choices=DIFFICULTY_CHOICES)
+    other_problems = models.TextField(blank=True)
+    reject_reason = models.CharField(max_length=64, blank=True)
+    note = models.TextField(blank=True)
+    current = models.BooleanField(default=True)
+    settles = models.BooleanField(default=False, help_text="A curator's final word on a disagreement.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["task", "reviewer"], condition=models.Q(current=True),
+                                               name="one_current_review_per_reviewer")]
+        indexes = [models.Index(fields=["reviewer", "created_at"])]
+
+
+class TaskHold(models.Model):
+    """A task a reviewer took from the queue: others skip it until the hold expires."""
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="hold")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="task_holds")
+    expires_at = models.DateTimeField(db_index=True)
+
+
+class TaskChange(models.Model):
+    """What people changed on a task besides its state: who, when, before and after."""
+
+    class Kind(models.TextChoices):
+        ISSUE_EDITED = "issue_edited"
+        REVIEWED = "reviewed"
+        TEST_DROPPED = "test_dropped"
+        TEST_RESTORED = "test_restored"
+        REVIEWS_RETIRED = "reviews_retired"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="changes")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    note = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+class SavedView(models.Model):
+    """A named task-list query: the filters and sort of the list's address."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
+    name = models.CharField(max_length=100)
+    query = models.CharField(max_length=2000)
+    shared = models.BooleanField(default=False, help_text="Everyone sees it in their list of views.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="saved_view_name_unique")]
+
+
+class BulkAction(models.Model):
+    """An action on every task a list query matched, run as a background job; undoable."""
+
+    class Action(models.TextChoices):
+        REJECT = "reject"
+        REOPEN = "reopen"
+        VALIDATE = "validate"
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        UNDOING = "undoing"
+        UNDONE = "undone"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=16, choices=Action.choices)
+    query = models.CharField(max_length=2000, help_text="The task list's filters, as in its address.")
+    task_ids = models.JSONField(default=list, help_text="The tasks the query matched when it was confirmed.")
+    task_count = models.PositiveIntegerField(default=0)
+    reject_reason = models.CharField(max_length=64, blank=True)
+    note = models.TextField(blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    changed = models.JSONField(default=list, help_text="[[task id, state before, reason before, [reviews it "
+                                                       "retired]]] of what it moved.")
+    skipped = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    undone_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

@@ -27,11 +27,6 @@ def task_for_page(*, user, instance_id: str) -> Task:
 # --- the task list ------------------------------------------------------------------------
 
 
-def repository_task_state_counts(*, repository: Repository) -> dict[str, int]:
-    rows = Task.objects.filter(repository=repository).values("state").annotate(n=Count("id"))
-    return {row["state"]: row["n"] for row in rows}
-
-
 def _latest_validation_prefetch() -> Prefetch:
     """Each task's latest validation, as `latest_validations` (a list of at most one)."""
     latest = (Validation.objects.select_related("environment")
@@ -40,12 +35,73 @@ def _latest_validation_prefetch() -> Prefetch:
     return Prefetch("validations", queryset=latest, to_attr="latest_validations")
 
 
-def tasks_listed(*, repository: Repository, state: str = "") -> QuerySet:
-    """The repository's tasks, newest first, each with its commit and `latest_validations`."""
-    tasks = Task.objects.filter(repository=repository)
-    if state:
-        tasks = tasks.filter(state=state)
-    return tasks.select_related("commit").prefetch_related(_latest_validation_prefetch()).order_by("-updated_at", "-id")
+def tasks_filtered(*, user, sort: str = "-updated", **filters) -> QuerySet:
+    """Visible tasks matching the list's filters (TaskFilterForm's names), in the chosen order.
+    Without `state`: see task_state_counts for the counts each state would give."""
+    from .forms import SORTS
+
+    tasks = _tasks_matching(tasks_visible(user=user), filters)
+    if filters.get("state"):
+        tasks = tasks.filter(state=filters["state"])
+    return tasks.order_by(*SORTS.get(sort, SORTS["-updated"]))
+
+
+def _tasks_matching(tasks: QuerySet, filters: dict) -> QuerySet:
+    from django.conf import settings
+
+    if filters.get("repository"):
+        tasks = tasks.filter(repository_id=filters["repository"])
+    if filters.get("q"):
+        text = filters["q"].strip()
+        tasks = tasks.filter(Q(instance_id__icontains=text) | Q(commit__message__icontains=text))
+    if filters.get("verdict"):
+        tasks = tasks.filter(verdict="" if filters["verdict"] == "none" else filters["verdict"])
+    if filters.get("reason"):
+        tasks = tasks.filter(reason=filters["reason"])
+    if filters.get("flaky"):
+        tasks = tasks.filter(flaky_count__gt=0) if filters["flaky"] == "yes" else tasks.filter(flaky_count=0)
+    if filters.get("leak") == "flagged":
+        tasks = tasks.filter(leak_score__gt=settings.COMMITGYM_LEAK_THRESHOLD)
+    elif filters.get("leak") == "clear":
+        tasks = tasks.filter(leak_score__lte=settings.COMMITGYM_LEAK_THRESHOLD)
+    if filters.get("f2p_min") is not None:
+        tasks = tasks.filter(fail_to_pass_count__gte=filters["f2p_min"])
+    if filters.get("f2p_max") is not None:
+        tasks = tasks.filter(fail_to_pass_count__lte=filters["f2p_max"])
+    if filters.get("generated"):
+        tasks = tasks.filter(has_generated_tests=filters["generated"] == "yes")
+    if filters.get("reviewer"):
+        from .models import Review
+
+        tasks = tasks.filter(id__in=Review.objects.filter(reviewer_id=filters["reviewer"]).values("task_id"))
+    if filters.get("underspecified_min") is not None:
+        tasks = tasks.filter(underspecified__gte=filters["underspecified_min"])
+    if filters.get("false_negative_min") is not None:
+        tasks = tasks.filter(false_negative__gte=filters["false_negative_min"])
+    if filters.get("disagree"):
+        tasks = tasks.filter(disagree=filters["disagree"] == "yes")
+    return tasks
+
+
+def task_state_counts(*, user, **filters) -> dict[str, int]:
+    """How many tasks each state holds under the other filters (one query)."""
+    filters.pop("state", None)
+    filters.pop("sort", None)
+    rows = _tasks_matching(tasks_visible(user=user), filters).order_by().values("state").annotate(n=Count("id"))
+    return {row["state"]: row["n"] for row in rows}
+
+
+def task_reasons_used(*, user) -> list[str]:
+    return sorted(tasks_visible(user=user).exclude(reason="").order_by().values_list("reason", flat=True).distinct())
+
+
+def tasks_page_rows(tasks) -> list[Task]:
+    """One page of the list, with what its rows show (two queries whatever the page's size)."""
+    return list(tasks.select_related("commit", "repository", "hold__user")
+                .only("instance_id", "state", "reason", "verdict", "fail_to_pass_count", "flaky_count",
+                      "has_generated_tests", "leak_score", "review_count", "underspecified", "false_negative",
+                      "disagree", "updated_at", "commit__message", "repository__name",
+                      "hold__expires_at", "hold__user__username"))
 
 
 # --- the validation funnel of a repository ----------------------------------------------------

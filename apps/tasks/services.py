@@ -65,19 +65,20 @@ def task_state_move(*, task_id: int, to_state: str, from_states, reason: str = "
             return False
         TaskStateChange.objects.create(task=task, from_state=task.state, to_state=to_state, reason=reason,
                                        actor=actor)
-        Task.objects.filter(id=task_id).update(state=to_state, reason=reason)
+        Task.objects.filter(id=task_id).update(state=to_state, reason=reason, updated_at=timezone.now())
     return True
 
 
-def task_validation_start(*, task: Task, actor=None, backend: str = "", generated_from: Validation = None):
+def task_validation_start(*, task: Task, actor=None, backend: str = "", generated_from: Validation = None,
+                          from_states=VALIDATABLE_STATES):
     """Queue a validation of the task (in the given sandbox backend, default the setting);
-    None if the task is being validated already or not validatable. With `generated_from`, it
-    checks the task's pending generated tests in that validation's environment."""
+    None if the task is being validated already or not in one of `from_states`. With
+    `generated_from`, it checks the task's pending generated tests in that validation's environment."""
     from worker.tasks import task_validate_task
 
     _stale_validations_end(task)
     with transaction.atomic():
-        if not task_state_move(task_id=task.id, to_state=Task.State.BUILDING, from_states=VALIDATABLE_STATES,
+        if not task_state_move(task_id=task.id, to_state=Task.State.BUILDING, from_states=from_states,
                                actor=actor):
             return None
         extra = {}
@@ -144,7 +145,8 @@ def task_validation_run(*, validation_id: int) -> bool:
             task_state_move(task_id=task.id, to_state=Task.State.VALIDATING, from_states=[Task.State.BUILDING])
             target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha,
                                       parent_sha=commit.parent_sha, committed_at=commit.committed_at,
-                                      rules=repository.test_file_rules())
+                                      rules=repository.test_file_rules(),
+                                      excluded_tests=frozenset(task.excluded_tests))
             if validation.generated:
                 result = _generated_validate(lease, validation, target)
             else:
@@ -160,8 +162,12 @@ def task_validation_run(*, validation_id: int) -> bool:
                 task_state_move(task_id=task.id, to_state=Task.State.MINED,
                                 from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="validation_error")
             raise
+    from .review import task_review_open, task_summary_refresh
+
     task_state_move(task_id=task.id, to_state=result.verdict,
                     from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason=result.reason)
+    task_review_open(task_id=task.id)
+    task_summary_refresh(task.id)
     return True
 
 

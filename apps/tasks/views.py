@@ -8,14 +8,19 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
+from django.utils import timezone
+from django.utils.http import urlencode
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine
-from apps.repositories.views import _diff_html, _render, _require_miner, _visible_repository
+from apps.repositories.selectors import repositories_visible
+from apps.repositories.views import _diff_html, _redirect_back, _render, _require_miner, _visible_repository
 
 from . import selectors, services
+from .forms import TaskFilterForm, reviewers_choices
 from .models import Task
+from .review import user_can_review
 
 TASKS_PER_PAGE = 50
 
@@ -30,25 +35,41 @@ def _visible_task(request, instance_id: str) -> Task:
 # --- the task list ---------------------------------------------------------------------------
 
 
-def _state_choices(counts: dict[str, int]) -> list[tuple[str, str]]:
-    return [("", f"All ({sum(counts.values()):,})"),
-            *[(value, f"{label} ({counts.get(value, 0):,})") for value, label in Task.State.choices]]
+def task_list(request, pk: int = None):
+    """Every visible task, or one repository's, with the list's filters, sort and saved views."""
+    from .curation_views import bulk_actions_recent, saved_views_for
 
-
-def task_list(request, pk: int):
-    repository = _visible_repository(request, pk)
-    state = request.GET.get("state", "")
-    if state not in Task.State.values:
-        state = ""
-    tasks = selectors.tasks_listed(repository=repository, state=state)
-    page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    if pk is not None:
+        query["repository"] = str(_visible_repository(request, pk).pk)
+    repositories = list(repositories_visible(user=request.user).only("id", "name").order_by("name"))
+    draft = TaskFilterForm(query, repositories=repositories, state_counts={}, reasons=[], reviewers=[])
+    filters = draft.filters()
+    form = TaskFilterForm(query, repositories=repositories,
+                          state_counts=selectors.task_state_counts(user=request.user, **filters),
+                          reasons=selectors.task_reasons_used(user=request.user), reviewers=reviewers_choices())
+    filters = form.filters()
+    page = Paginator(selectors.tasks_filtered(user=request.user, **filters), TASKS_PER_PAGE).get_page(
+        request.GET.get("page"))
+    page.object_list = selectors.tasks_page_rows(page.object_list)
     context = {
-        "repository": repository,
-        "state": state,
-        "state_choices": _state_choices(selectors.repository_task_state_counts(repository=repository)),
+        "form": form,
+        "filters": filters,
+        "query": _list_query(query),
+        "repository": next((r for r in repositories if str(r.pk) == str(filters.get("repository", ""))), None),
         "page": page,
+        "saved_views": saved_views_for(request.user),
+        "bulk_actions": bulk_actions_recent(request.user),
+        "can_review": user_can_review(request.user),
+        "leak_threshold": settings.COMMITGYM_LEAK_THRESHOLD,
+        "now": timezone.now(),
     }
     return _render(request, "tasks/task_list.html", context, partial="results")
+
+
+def _list_query(query) -> str:
+    """The list's filters as a query string, without the page: what saved views and bulk actions keep."""
+    return urlencode([(key, value) for key, value in sorted(query.items()) if value and key != "page"])
 
 
 # --- the task page ---------------------------------------------------------------------------
@@ -191,6 +212,7 @@ def task_issue_edit(request, instance_id: str):
     versions = [row.version for row in selectors.task_issue_versions(task=task)]
     current = current_issue(versions)
     context = {"task": task, "repository": task.repository, "current": current, "conflict": None,
+               "next": request.POST.get("next") or request.GET.get("next", ""),
                "text": current.text if current else "", "based_on": max((v.number for v in versions), default=0)}
     if request.method != "POST":
         return _render(request, "tasks/issue_edit.html", context)
@@ -208,4 +230,4 @@ def task_issue_edit(request, instance_id: str):
         context["error"] = str(error)
         return _render(request, "tasks/issue_edit.html", context, status=400)
     messages.success(request, f"Saved as version {version.number} of the issue.")
-    return redirect("tasks:detail", instance_id=task.instance_id)
+    return _redirect_back(request, redirect("tasks:detail", instance_id=task.instance_id))

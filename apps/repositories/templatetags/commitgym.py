@@ -1,6 +1,6 @@
 from django import template
 
-from apps.accounts.roles import user_roles
+from apps.accounts.roles import user_can_review, user_roles
 from worker.engine.git_repo import GitCredentials
 from worker.engine.reasons import reason_sentence as _reason_sentence
 
@@ -11,6 +11,11 @@ register = template.Library()
 def role_names(user) -> str:
     """The user's roles, comma-separated."""
     return ", ".join(sorted(user_roles(user)))
+
+
+@register.filter
+def can_review(user) -> bool:
+    return user_can_review(user)
 
 
 @register.filter

@@ -29,7 +29,7 @@ class Command(BaseCommand):
         self.stderr.write(f"Starting a background worker (log: {worker_log})")
         with open(worker_log, "ab") as log:
             worker = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "mining,tests,llm",
+                [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", settings.COMMITGYM_WORKER_QUEUES,
                  "--concurrency", "1", "--loglevel", "INFO"],
                 stdout=log, stderr=subprocess.STDOUT,
             )

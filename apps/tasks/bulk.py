@@ -1,0 +1,148 @@
+"""Bulk actions: one action on every task a list query matches, run as a background job, undoable.
+
+The tasks are fixed when the person confirms (the count they saw); the job moves each one only
+if it is still in a state the action applies to, so running it twice changes nothing more.
+"""
+
+from django.db import transaction
+from django.utils import timezone
+
+from .models import BulkAction, Review, Task, TaskStateChange
+from .review import REJECTABLE_STATES, REVIEWED_STATES, ReviewRefused, _require_reviewer, active_reject_reasons
+from .services import VALIDATABLE_STATES, task_validation_start
+
+CHUNK = 500
+FROM_STATES = {
+    BulkAction.Action.REJECT: REJECTABLE_STATES,
+    BulkAction.Action.REOPEN: REVIEWED_STATES,
+    BulkAction.Action.VALIDATE: VALIDATABLE_STATES,
+}
+TO_STATE = {BulkAction.Action.REJECT: Task.State.REJECTED, BulkAction.Action.REOPEN: Task.State.NEEDS_REVIEW}
+UNDOABLE = tuple(TO_STATE)
+
+
+def bulk_action_targets(*, user, action: str, filters: dict):
+    """The ids of the tasks the action would touch: those the query matches, in a state it applies to."""
+    from .selectors import tasks_filtered
+
+    tasks = tasks_filtered(user=user, **filters).filter(state__in=FROM_STATES[action])
+    return list(tasks.order_by("id").values_list("id", flat=True))
+
+
+def bulk_action_start(*, user, action: str, filters: dict, query: str, expected: int, reject_reason: str = "",
+                      note: str = "") -> BulkAction:
+    """Queue the action on the tasks the query matches now, if that is the number the person saw."""
+    from worker.tasks import bulk_action_run_task
+
+    _require_reviewer(user)
+    if action == BulkAction.Action.REJECT and not active_reject_reasons().filter(code=reject_reason).exists():
+        raise ReviewRefused("Pick a reason for rejecting the tasks.")
+    ids = bulk_action_targets(user=user, action=action, filters=filters)
+    if len(ids) != expected:
+        raise ReviewRefused(f"The query now matches {len(ids):,} tasks it can {action}, not {expected:,}: "
+                            f"check the list and confirm again.")
+    if not ids:
+        raise ReviewRefused(f"No task of this query can be {'reopened' if action == 'reopen' else action + 'ed'}.")
+    with transaction.atomic():
+        bulk = BulkAction.objects.create(user=user, action=action, query=query, task_ids=ids, task_count=len(ids),
+                                         reject_reason=reject_reason if action == BulkAction.Action.REJECT else "",
+                                         note=note)
+        transaction.on_commit(lambda: bulk_action_run_task.delay(bulk.id))
+    return bulk
+
+
+def bulk_action_undo(*, bulk: BulkAction, user) -> None:
+    """Queue moving back every task the action moved that is still where it left it."""
+    from worker.tasks import bulk_action_run_task
+
+    _require_reviewer(user)
+    if bulk.action not in UNDOABLE:
+        raise ReviewRefused(f"A bulk {bulk.action} cannot be undone.")
+    if not BulkAction.objects.filter(pk=bulk.pk, state=BulkAction.State.DONE).update(state=BulkAction.State.UNDOING):
+        raise ReviewRefused(f"Bulk action {bulk.pk} is {BulkAction.objects.get(pk=bulk.pk).state}: only a "
+                            f"finished action can be undone.")
+    transaction.on_commit(lambda: bulk_action_run_task.delay(bulk.pk))
+
+
+def bulk_action_run(*, bulk_id: int) -> None:
+    """Run a queued action, or an undo that was asked for. Safe to run twice."""
+    if BulkAction.objects.filter(pk=bulk_id, state=BulkAction.State.QUEUED).update(state=BulkAction.State.RUNNING):
+        bulk = BulkAction.objects.select_related("user").get(pk=bulk_id)
+        try:
+            _forward(bulk)
+        except Exception as error:  # noqa: BLE001 - the row must not stay running
+            BulkAction.objects.filter(pk=bulk_id).update(state=BulkAction.State.FAILED, error=str(error)[:2000],
+                                                         finished_at=timezone.now())
+            raise
+        BulkAction.objects.filter(pk=bulk_id).update(state=BulkAction.State.DONE, finished_at=timezone.now(),
+                                                     skipped=len(bulk.task_ids) - len(bulk.changed))
+    elif BulkAction.objects.filter(pk=bulk_id, state=BulkAction.State.UNDOING).exists():
+        bulk = BulkAction.objects.select_related("user").get(pk=bulk_id)
+        _backward(bulk)
+        BulkAction.objects.filter(pk=bulk_id).update(state=BulkAction.State.UNDONE, undone_at=timezone.now())
+
+
+def _forward(bulk: BulkAction) -> None:
+    done = {row[0] for row in bulk.changed}
+    for start in range(0, len(bulk.task_ids), CHUNK):
+        chunk = [task_id for task_id in bulk.task_ids[start:start + CHUNK] if task_id not in done]
+        if bulk.action == BulkAction.Action.VALIDATE:
+            _validate_chunk(bulk, chunk)
+        else:
+            _move_chunk(bulk, chunk)
+
+
+def _validate_chunk(bulk: BulkAction, chunk: list[int]) -> None:
+    for task in Task.objects.filter(id__in=chunk, state__in=VALIDATABLE_STATES):
+        if task_validation_start(task=task, actor=bulk.user) is not None:
+            with transaction.atomic():
+                locked = BulkAction.objects.select_for_update().get(pk=bulk.pk)
+                locked.changed.append([task.id, task.state, task.reason, []])
+                BulkAction.objects.filter(pk=bulk.pk).update(changed=locked.changed)
+            bulk.changed = locked.changed
+
+
+def _move_chunk(bulk: BulkAction, chunk: list[int]) -> None:
+    to_state, reason = TO_STATE[bulk.action], bulk.reject_reason
+    with transaction.atomic():
+        rows = list(Task.objects.select_for_update().filter(id__in=chunk, state__in=FROM_STATES[bulk.action])
+                    .values_list("id", "state", "reason"))
+        ids = [row[0] for row in rows]
+        retired: dict[int, list[int]] = {}
+        if bulk.action == BulkAction.Action.REOPEN:
+            for review_id, task_id in Review.objects.filter(task_id__in=ids, current=True).values_list("id", "task_id"):
+                retired.setdefault(task_id, []).append(review_id)
+            Review.objects.filter(task_id__in=ids, current=True).update(current=False)
+            Task.objects.filter(id__in=ids).update(review_count=0, underspecified=None, false_negative=None,
+                                                   disagree=False)
+        Task.objects.filter(id__in=ids).update(state=to_state, reason=reason, updated_at=timezone.now())
+        TaskStateChange.objects.bulk_create([
+            TaskStateChange(task_id=task_id, from_state=state, to_state=to_state, reason=reason or f"bulk_{bulk.action}",
+                            actor=bulk.user) for task_id, state, _ in rows])
+        bulk.changed += [[task_id, state, old_reason, retired.get(task_id, [])] for task_id, state, old_reason in rows]
+        BulkAction.objects.filter(pk=bulk.pk).update(changed=bulk.changed)
+
+
+def _backward(bulk: BulkAction) -> None:
+    from .review import task_summary_refresh
+
+    to_state = TO_STATE[bulk.action]
+    for start in range(0, len(bulk.changed), CHUNK):
+        chunk = bulk.changed[start:start + CHUNK]
+        with transaction.atomic():
+            ids = [row[0] for row in chunk]
+            still = set(Task.objects.select_for_update().filter(id__in=ids, state=to_state)
+                        .values_list("id", flat=True))
+            # Reviewed again since: the new reviews stand, and the task stays where they put it.
+            still -= set(Review.objects.filter(task_id__in=ids, current=True).values_list("task_id", flat=True))
+            for task_id, state, reason, reviews in chunk:
+                if task_id not in still:
+                    continue  # someone moved it since: their change stands
+                Task.objects.filter(id=task_id).update(state=state, reason=reason, updated_at=timezone.now())
+                Review.objects.filter(id__in=reviews).update(current=True)
+            TaskStateChange.objects.bulk_create([
+                TaskStateChange(task_id=task_id, from_state=to_state, to_state=state, reason=f"undo_bulk_{bulk.action}",
+                                actor=bulk.user) for task_id, state, _, _ in chunk if task_id in still])
+        for task_id, *_ in chunk:
+            if task_id in still and bulk.action == BulkAction.Action.REOPEN:
+                task_summary_refresh(task_id)

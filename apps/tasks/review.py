@@ -1,0 +1,349 @@
+"""Curation: people review valid tasks with SWE-bench Verified's rubric, accept or reject them, fix
+their oracle, and take them one at a time from a queue that skips tasks someone else holds.
+
+Every change is recorded: state moves as TaskStateChange, everything else as TaskChange.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Optional
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.accounts.roles import user_can_review
+from worker.engine.rubric import Merged, Scores, Thresholds, review_outcome, scores_merge
+
+from .models import (
+    CurationSettings,
+    GeneratedTest,
+    IssueVersion,
+    RejectReason,
+    Review,
+    Task,
+    TaskChange,
+    TaskHold,
+    Validation,
+)
+from .services import task_state_move
+
+REVIEWED_STATES = (Task.State.ACCEPTED, Task.State.REJECTED)
+# Rejecting is possible from any state where no job is working on the task.
+REJECTABLE_STATES = (Task.State.MINED, Task.State.VALID, Task.State.INVALID, Task.State.ENVIRONMENT_FAILED,
+                     Task.State.NEEDS_REVIEW, Task.State.ACCEPTED)
+
+
+class ReviewRefused(Exception):
+    """An action the rules do not allow now; the message says why, for the person who tried."""
+
+
+def _require_reviewer(user) -> None:
+    if not user_can_review(user):
+        raise ReviewRefused("Only curators and admins can accept, reject or change tasks.")
+
+
+def active_reject_reasons():
+    """The reasons offered when rejecting. An empty table gets the default list (REJECT_REASONS)."""
+    from worker.engine.reasons import REJECT_REASONS
+
+    if not RejectReason.objects.exists():
+        for order, (code, sentence) in enumerate(REJECT_REASONS.items()):
+            RejectReason.objects.get_or_create(code=code, defaults={"sentence": sentence, "order": order})
+    return RejectReason.objects.filter(active=True)
+
+
+def thresholds(curation: CurationSettings) -> Thresholds:
+    return Thresholds(curation.underspecified_below, curation.false_negative_below)
+
+
+# --- the summary the list filters on ---------------------------------------------------------
+
+
+def _latest_done(task_id: int) -> Optional[Validation]:
+    return (Validation.objects.filter(task_id=task_id, state=Validation.State.DONE)
+            .only("verdict", "fail_to_pass", "flaky").order_by("-created_at", "-id").first())
+
+
+def reviews_merged(reviews) -> Merged:
+    return scores_merge([Scores(r.decision, r.underspecified, r.false_negative, r.difficulty) for r in reviews])
+
+
+def task_merged_scores(task_id: int) -> Merged:
+    return reviews_merged(Review.objects.filter(task_id=task_id, current=True))
+
+
+def task_summary_refresh(task_id: int) -> None:
+    """Recompute the task's summary columns from its validations, issue and reviews."""
+    from .backtranslation import current_issue
+
+    latest = _latest_done(task_id)
+    issue = current_issue(list(IssueVersion.objects.filter(task_id=task_id).only("number", "author", "leak_score")))
+    merged = task_merged_scores(task_id)
+    Task.objects.filter(id=task_id).update(
+        verdict=latest.verdict if latest else "",
+        fail_to_pass_count=len(latest.fail_to_pass) if latest else 0,
+        flaky_count=len(latest.flaky) if latest else 0,
+        has_generated_tests=GeneratedTest.objects.filter(task_id=task_id, state=GeneratedTest.State.KEPT).exists(),
+        leak_score=issue.leak_score if issue else None,
+        review_count=merged.reviews, underspecified=merged.underspecified, false_negative=merged.false_negative,
+        disagree=merged.disagree)
+
+
+# --- into review and back --------------------------------------------------------------------
+
+
+def task_review_open(*, task_id: int, actor=None) -> bool:
+    """A valid task with an issue waits for review."""
+    if not IssueVersion.objects.filter(task_id=task_id).exists():
+        return False
+    return task_state_move(task_id=task_id, to_state=Task.State.NEEDS_REVIEW, from_states=[Task.State.VALID],
+                           actor=actor)
+
+
+def _reviews_retire(task: Task, actor, why: str) -> None:
+    retired = Review.objects.filter(task=task, current=True).update(current=False)
+    if retired:
+        TaskChange.objects.create(task=task, kind=TaskChange.Kind.REVIEWS_RETIRED, actor=actor,
+                                  before={"reviews": retired}, after={"reviews": 0}, note=why)
+
+
+def task_changed_back_to_review(*, task: Task, actor, why: str) -> None:
+    """The issue or the tests changed: reviews of what was there before no longer count, and an
+    accepted task goes back to review."""
+    _reviews_retire(task, actor, why)
+    task_state_move(task_id=task.id, to_state=Task.State.NEEDS_REVIEW, from_states=[Task.State.ACCEPTED],
+                    reason="changed_after_review", actor=actor)
+    task_summary_refresh(task.id)
+
+
+def task_reopen(*, task: Task, user) -> None:
+    """An accepted or rejected task goes back to review, its reviews retired."""
+    _require_reviewer(user)
+    with transaction.atomic():
+        if not task_state_move(task_id=task.id, to_state=Task.State.NEEDS_REVIEW, from_states=REVIEWED_STATES,
+                               actor=user):
+            raise ReviewRefused(f"{task.instance_id} is {_state_now(task)}: only accepted or rejected tasks reopen.")
+        _reviews_retire(task, user, "reopened")
+    task_summary_refresh(task.id)
+
+
+def _state_now(task: Task) -> str:
+    return Task.State(Task.objects.values_list("state", flat=True).get(id=task.id)).label.lower()
+
+
+# --- reviewing --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReviewForm:
+    decision: str
+    underspecified: int
+    false_negative: int
+    difficulty: str
+    other_problems: str = ""
+    reject_reason: str = ""
+    note: str = ""
+    settle: bool = False
+
+
+def _review_check(task: Task, form: ReviewForm, curation: CurationSettings) -> None:
+    if form.decision == Review.Decision.REJECT:
+        if not active_reject_reasons().filter(code=form.reject_reason).exists():
+            raise ReviewRefused("Pick a reason for rejecting the task.")
+        if form.reject_reason == "other" and not form.note.strip():
+            raise ReviewRefused("Say in the note what the other problem is.")
+        return
+    problems = thresholds(curation).problems(form.underspecified, form.false_negative)
+    if problems:
+        raise ReviewRefused(f"Your scores keep {task.instance_id} out: {'; '.join(problems)}. Reject it, "
+                            f"or change the scores.")
+
+
+def task_review_submit(*, task: Task, user, form: ReviewForm) -> str:
+    """Record the reviewer's scores and decision, then move the task if the reviews decide it.
+    Returns the outcome: accepted, rejected, pending (more reviews needed) or failing.
+
+    A settling review (a curator's last word on a disagreement) decides alone."""
+    _require_reviewer(user)
+    curation = CurationSettings.current()
+    _review_check(task, form, curation)
+    allowed = [Task.State.NEEDS_REVIEW, *(REVIEWED_STATES if form.settle else ())]
+    with transaction.atomic():
+        locked = Task.objects.select_for_update().get(id=task.id)
+        if locked.state not in allowed:
+            raise ReviewRefused(f"{task.instance_id} is {Task.State(locked.state).label.lower()}: "
+                                f"{'only tasks under review or decided can be settled' if form.settle else 'only tasks waiting for review are reviewed'}.")
+        if form.settle and not locked.disagree:
+            raise ReviewRefused(f"{task.instance_id}'s reviewers agree: there is nothing to settle.")
+        earlier = Review.objects.filter(task=task, reviewer=user, current=True).first()
+        if earlier:
+            Review.objects.filter(pk=earlier.pk).update(current=False)
+        review = Review.objects.create(
+            task=task, reviewer=user, decision=form.decision, underspecified=form.underspecified,
+            false_negative=form.false_negative, difficulty=form.difficulty, other_problems=form.other_problems,
+            reject_reason=form.reject_reason if form.decision == Review.Decision.REJECT else "", note=form.note,
+            settles=form.settle)
+        TaskChange.objects.create(task=task, kind=TaskChange.Kind.REVIEWED, actor=user, note=form.note,
+                                  before=_review_record(earlier) if earlier else {}, after=_review_record(review))
+        outcome = _decide(locked, review, user, curation)
+        TaskHold.objects.filter(task=task, user=user).delete()
+    task_summary_refresh(task.id)
+    return outcome
+
+
+def _review_record(review: Review) -> dict:
+    return {"decision": review.decision, "underspecified": review.underspecified,
+            "false_negative": review.false_negative, "difficulty": review.difficulty,
+            "other_problems": review.other_problems, "reject_reason": review.reject_reason,
+            **({"settles": True} if review.settles else {})}
+
+
+def _decide(task: Task, review: Review, user, curation: CurationSettings) -> str:
+    if review.settles:
+        outcome = "accepted" if review.decision == Review.Decision.ACCEPT else "rejected"
+    else:
+        outcome = review_outcome(task_merged_scores(task.id), required=curation.required_reviews,
+                                 thresholds=thresholds(curation))
+    if outcome == "accepted":
+        task_state_move(task_id=task.id, to_state=Task.State.ACCEPTED, actor=user,
+                        from_states=[Task.State.NEEDS_REVIEW, Task.State.REJECTED])
+    elif outcome == "rejected":
+        reason = review.reject_reason or _first_reject_reason(task)
+        task_state_move(task_id=task.id, to_state=Task.State.REJECTED, reason=reason, actor=user,
+                        from_states=[Task.State.NEEDS_REVIEW, Task.State.ACCEPTED])
+    return outcome
+
+
+def _first_reject_reason(task: Task) -> str:
+    return (Review.objects.filter(task=task, current=True, decision=Review.Decision.REJECT)
+            .order_by("created_at", "id").values_list("reject_reason", flat=True).first() or "other")
+
+
+# --- fixing the oracle ------------------------------------------------------------------------
+
+
+def oracle_tests(task: Task) -> set[str]:
+    """The tests of the task's current oracle (F2P and P2P of its latest valid validation)."""
+    latest = (Validation.objects.filter(task=task, state=Validation.State.DONE, verdict="valid")
+              .only("fail_to_pass", "pass_to_pass").order_by("-created_at", "-id").first())
+    return set(latest.fail_to_pass) | set(latest.pass_to_pass) if latest else set()
+
+
+REVALIDATE_FROM = (Task.State.VALID, Task.State.NEEDS_REVIEW, Task.State.ACCEPTED, Task.State.INVALID)
+
+
+def task_test_drop(*, task: Task, user, test: str, note: str = "") -> Validation:
+    """Take a wrong test out of the task's oracle and re-validate it in the background without it."""
+    _require_reviewer(user)
+    with transaction.atomic():
+        locked = Task.objects.select_for_update().get(id=task.id)
+        if locked.state not in REVALIDATE_FROM:
+            raise ReviewRefused(f"{task.instance_id} is {Task.State(locked.state).label.lower()}: its tests can be "
+                                f"changed once it is valid and no job is running on it.")
+        if test in locked.excluded_tests:
+            raise ReviewRefused(f"{test} was dropped already.")
+        if test not in oracle_tests(locked):
+            raise ReviewRefused(f"{test} is not among {task.instance_id}'s Fail-to-Pass or Pass-to-Pass tests.")
+        excluded = sorted({*locked.excluded_tests, test})
+        TaskChange.objects.create(task=locked, kind=TaskChange.Kind.TEST_DROPPED, actor=user, note=note,
+                                  before={"excluded_tests": locked.excluded_tests},
+                                  after={"excluded_tests": excluded})
+        Task.objects.filter(id=task.id).update(excluded_tests=excluded)
+        task_changed_back_to_review(task=locked, actor=user, why=f"test dropped: {test}")
+        return _revalidate(locked, user)
+
+
+def task_test_restore(*, task: Task, user, test: str) -> Validation:
+    """Put a dropped test back and re-validate."""
+    _require_reviewer(user)
+    with transaction.atomic():
+        locked = Task.objects.select_for_update().get(id=task.id)
+        if test not in locked.excluded_tests:
+            raise ReviewRefused(f"{test} is not among the dropped tests.")
+        if locked.state not in REVALIDATE_FROM:
+            raise ReviewRefused(f"{task.instance_id} is {Task.State(locked.state).label.lower()}: wait for the job "
+                                f"on it to end.")
+        excluded = [t for t in locked.excluded_tests if t != test]
+        TaskChange.objects.create(task=locked, kind=TaskChange.Kind.TEST_RESTORED, actor=user,
+                                  before={"excluded_tests": locked.excluded_tests},
+                                  after={"excluded_tests": excluded})
+        Task.objects.filter(id=task.id).update(excluded_tests=excluded)
+        task_changed_back_to_review(task=locked, actor=user, why=f"test restored: {test}")
+        return _revalidate(locked, user)
+
+
+def _revalidate(task: Task, user) -> Validation:
+    """A validation of the same kind as the one that made the task valid: of the commit's own tests,
+    or of its kept generated tests in the environment they were checked in."""
+    from .services import task_validation_start
+
+    latest = (Validation.objects.filter(task=task, state=Validation.State.DONE)
+              .order_by("-created_at", "-id").first())
+    if latest is not None and latest.generated:
+        source = (Validation.objects.filter(task=task, generated=False, state=Validation.State.DONE,
+                                            environment__isnull=False).order_by("-created_at", "-id").first())
+        kept = list(GeneratedTest.objects.filter(validation=latest, state=GeneratedTest.State.KEPT).order_by("index"))
+        validation = task_validation_start(task=task, actor=user, backend=latest.backend, generated_from=source,
+                                           from_states=REVALIDATE_FROM)
+        if validation is not None:
+            GeneratedTest.objects.bulk_create([
+                GeneratedTest(task=task, model_call_id=row.model_call_id, validation=validation,
+                              index=i, content=row.content) for i, row in enumerate(kept, 1)])
+    else:
+        validation = task_validation_start(task=task, actor=user, from_states=REVALIDATE_FROM)
+    if validation is None:
+        raise ReviewRefused(f"{task.instance_id} is being validated already.")
+    return validation
+
+
+# --- the queue --------------------------------------------------------------------------------
+
+
+def _hold_expiry(curation: CurationSettings):
+    return timezone.now() + timedelta(minutes=curation.hold_minutes)
+
+
+def review_queue(*, user, tasks) -> "QuerySet":
+    """Tasks waiting for review that the user has not reviewed and no one else holds, oldest first."""
+    now = timezone.now()
+    return (tasks.filter(state=Task.State.NEEDS_REVIEW)
+            .exclude(reviews__reviewer=user, reviews__current=True)
+            .exclude(Q(hold__expires_at__gt=now) & ~Q(hold__user=user))
+            .order_by("updated_at", "id"))
+
+
+def review_queue_next(*, user, tasks, skip: Optional[int] = None) -> Optional[Task]:
+    """Take the next task from the queue and hold it for the user. `skip` passes over a task (the one
+    the reviewer is leaving). Two reviewers asking at once get different tasks."""
+    curation = CurationSettings.current()
+    queue = review_queue(user=user, tasks=tasks)
+    if skip:
+        queue = queue.exclude(id=skip)
+    with transaction.atomic():
+        task = queue.select_for_update(skip_locked=True, of=("self",)).first()
+        if task is None:
+            return None
+        TaskHold.objects.filter(user=user).exclude(task=task).delete()  # one hold per reviewer
+        TaskHold.objects.update_or_create(task=task, defaults={"user": user, "expires_at": _hold_expiry(curation)})
+    return task
+
+
+def task_hold_take(*, task: Task, user, curation: Optional[CurationSettings] = None) -> Optional[TaskHold]:
+    """Hold the task for the user when it waits for review and no one else holds it. Returns the
+    hold someone else has, if any (the page says so), else None."""
+    if task.state != Task.State.NEEDS_REVIEW or not user_can_review(user):
+        return None
+    curation = curation or CurationSettings.current()
+    with transaction.atomic():
+        Task.objects.select_for_update().filter(id=task.id).first()
+        hold = TaskHold.objects.select_related("user").filter(task=task).first()
+        if hold and hold.user_id != user.id and hold.expires_at > timezone.now():
+            return hold
+        TaskHold.objects.filter(user=user).exclude(task=task).delete()
+        TaskHold.objects.update_or_create(task=task, defaults={"user": user, "expires_at": _hold_expiry(curation)})
+    return None
+
+
+def task_hold_release(*, task: Task, user) -> None:
+    TaskHold.objects.filter(task=task, user=user).delete()

@@ -1,0 +1,402 @@
+"""Curation: the rubric and its merge, accepting and rejecting, holds and the queue, fixing the
+oracle, bulk actions with undo, saved views, permissions and what the pages show."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.tasks import review
+from apps.tasks.bulk import bulk_action_run, bulk_action_start, bulk_action_undo
+from apps.tasks.models import (
+    BulkAction,
+    CurationSettings,
+    IssueVersion,
+    Review,
+    SavedView,
+    Task,
+    TaskChange,
+    TaskHold,
+    TaskStateChange,
+    Validation,
+)
+from tests.conftest import commits_and_tasks_make, task_put_in_review
+
+pytestmark = pytest.mark.django_db
+
+ACCEPT = review.ReviewForm(decision="accept", underspecified=0, false_negative=1, difficulty="<15 min fix")
+
+
+def _reject(reason="tests_too_narrow", **fields):
+    return review.ReviewForm(**{"decision": "reject", "underspecified": 1, "false_negative": 3,
+                                "difficulty": "15 min - 1 hour", "reject_reason": reason, **fields})
+
+
+def _curator(name: str) -> User:
+    user = User.objects.create_user(username=name, password="pw")
+    user.groups.add(Group.objects.get(name="curator"))
+    return user
+
+
+@pytest.fixture
+def in_review(small_repository):
+    task = Task.objects.filter(repository=small_repository).exclude(commit__parent_sha="").get()
+    return task_put_in_review(task)
+
+
+@pytest.fixture
+def queue_tasks(small_repository):
+    tasks = commits_and_tasks_make(small_repository, 4)
+    return [task_put_in_review(task) for task in tasks]
+
+
+# --- reviewing ------------------------------------------------------------------------------
+
+
+def test_a_valid_task_with_an_issue_waits_for_review(in_review):
+    assert in_review.state == "needs_review"
+    assert list(TaskStateChange.objects.filter(task=in_review).values_list("to_state", flat=True))[-1] == "needs_review"
+
+
+def test_accept_with_passing_scores_records_the_review_and_its_history(in_review, curator):
+    assert review.task_review_submit(task=in_review, user=curator, form=ACCEPT) == "accepted"
+    in_review.refresh_from_db()
+    assert in_review.state == "accepted" and in_review.review_count == 1
+    assert (in_review.underspecified, in_review.false_negative) == (0, 1)
+    change = TaskChange.objects.get(task=in_review, kind="reviewed")
+    assert change.actor == curator and change.before == {} and change.after["decision"] == "accept"
+
+
+@pytest.mark.parametrize("underspecified, false_negative", [(2, 0), (0, 2), (3, 3)])
+def test_accepting_with_scores_at_the_threshold_is_refused(in_review, curator, underspecified, false_negative):
+    form = review.ReviewForm(decision="accept", underspecified=underspecified, false_negative=false_negative,
+                             difficulty="1-4 hours")
+    with pytest.raises(review.ReviewRefused, match="keep .* out"):
+        review.task_review_submit(task=in_review, user=curator, form=form)
+    in_review.refresh_from_db()
+    assert in_review.state == "needs_review" and not Review.objects.exists()
+
+
+def test_reject_needs_a_listed_reason_and_other_needs_a_note(in_review, curator):
+    with pytest.raises(review.ReviewRefused, match="reason"):
+        review.task_review_submit(task=in_review, user=curator, form=_reject(reason="made_up"))
+    with pytest.raises(review.ReviewRefused, match="note"):
+        review.task_review_submit(task=in_review, user=curator, form=_reject(reason="other"))
+    assert review.task_review_submit(task=in_review, user=curator, form=_reject()) == "rejected"
+    in_review.refresh_from_db()
+    assert (in_review.state, in_review.reason) == ("rejected", "tests_too_narrow")
+
+
+def test_two_required_reviews_merge_by_the_most_severe_and_disagreements_are_settled(in_review, curator):
+    CurationSettings.objects.update_or_create(pk=1, defaults={"required_reviews": 2})
+    second, third = _curator("bruno"), _curator("chen")
+    assert review.task_review_submit(task=in_review, user=curator, form=ACCEPT) == "pending"
+    in_review.refresh_from_db()
+    assert in_review.state == "needs_review" and not in_review.disagree
+    assert review.task_review_submit(task=in_review, user=second, form=_reject()) == "rejected"
+    in_review.refresh_from_db()
+    assert in_review.state == "rejected" and in_review.disagree
+    assert (in_review.underspecified, in_review.false_negative) == (1, 3)  # the most severe of each
+    with pytest.raises(review.ReviewRefused, match="agree"):  # nothing to settle on an agreed task
+        other = task_put_in_review(commits_and_tasks_make(in_review.repository, 1)[0])
+        review.task_review_submit(task=other, user=third, form=review.ReviewForm(**{**ACCEPT.__dict__, "settle": True}))
+    settled = review.task_review_submit(task=in_review, user=third,
+                                        form=review.ReviewForm(**{**ACCEPT.__dict__, "settle": True}))
+    in_review.refresh_from_db()
+    assert settled == "accepted" and in_review.state == "accepted"
+
+
+def test_a_reviewer_reviewing_again_replaces_their_review(in_review, curator):
+    CurationSettings.objects.update_or_create(pk=1, defaults={"required_reviews": 2})
+    review.task_review_submit(task=in_review, user=curator, form=ACCEPT)
+    review.task_review_submit(task=in_review, user=curator, form=ACCEPT)
+    assert Review.objects.filter(task=in_review, current=True).count() == 1
+    assert Review.objects.filter(task=in_review).count() == 2
+    in_review.refresh_from_db()
+    assert in_review.state == "needs_review"  # one reviewer twice is still one review
+
+
+def test_an_issue_edit_sends_an_accepted_task_back_to_review(in_review, curator):
+    from apps.tasks.backtranslation import issue_version_edit
+
+    review.task_review_submit(task=in_review, user=curator, form=ACCEPT)
+    issue_version_edit(task=in_review, text="add(2, 3) gives -1 instead of 5", user=curator, based_on=1)
+    in_review.refresh_from_db()
+    assert in_review.state == "needs_review" and in_review.review_count == 0
+    edit = TaskChange.objects.get(task=in_review, kind="issue_edited")
+    assert edit.before["text"] == "add() returns the difference" and edit.after["version"] == 2
+    assert TaskChange.objects.filter(task=in_review, kind="reviews_retired").exists()
+
+
+def test_reopen_retires_the_reviews(in_review, curator):
+    review.task_review_submit(task=in_review, user=curator, form=_reject())
+    review.task_reopen(task=in_review, user=curator)
+    in_review.refresh_from_db()
+    assert in_review.state == "needs_review" and not Review.objects.filter(task=in_review, current=True).exists()
+    with pytest.raises(review.ReviewRefused, match="only accepted or rejected"):
+        review.task_reopen(task=in_review, user=curator)
+
+
+def test_annotators_cannot_decide(in_review, annotator):
+    with pytest.raises(review.ReviewRefused, match="curators"):
+        review.task_review_submit(task=in_review, user=annotator, form=ACCEPT)
+
+
+# --- fixing the oracle ----------------------------------------------------------------------
+
+
+def test_dropping_a_wrong_test_revalidates_without_it(in_review, curator, django_capture_on_commit_callbacks,
+                                                      monkeypatch):
+    queued = []
+    monkeypatch.setattr("worker.tasks.task_validate_task.delay", queued.append)
+    review.task_review_submit(task=in_review, user=curator, form=ACCEPT)
+    with pytest.raises(review.ReviewRefused, match="not among"):
+        review.task_test_drop(task=in_review, user=curator, test="tests/test_nothing.py::test_x")
+    with django_capture_on_commit_callbacks(execute=True):
+        validation = review.task_test_drop(task=in_review, user=curator, test="tests/test_other.py::test_ok",
+                                           note="checks the log format, not the fix")
+    in_review.refresh_from_db()
+    assert in_review.excluded_tests == ["tests/test_other.py::test_ok"]
+    assert in_review.state == "building" and queued == [validation.id]
+    change = TaskChange.objects.get(task=in_review, kind="test_dropped")
+    assert change.after == {"excluded_tests": ["tests/test_other.py::test_ok"]} and change.note
+    assert not Review.objects.filter(task=in_review, current=True).exists()  # what they reviewed changed
+
+
+def test_the_engine_leaves_excluded_tests_out_of_the_oracle():
+    from worker.engine.validation import Oracle, oracle_without
+
+    oracle = Oracle(["a", "b"], ["c", "d"], ["e"], [])
+    assert oracle_without(oracle, {"b", "d"}) == Oracle(["a"], ["c"], ["e"], [])
+    assert oracle_without(oracle, ()) is oracle
+
+
+# --- the queue and holds --------------------------------------------------------------------
+
+
+def test_two_reviewers_taking_from_the_queue_get_different_tasks(queue_tasks, curator):
+    other = _curator("bruno")
+    tasks = Task.objects.filter(repository=queue_tasks[0].repository)
+    first = review.review_queue_next(user=curator, tasks=tasks)
+    second = review.review_queue_next(user=other, tasks=tasks)
+    assert first and second and first != second
+    assert TaskHold.objects.get(task=first).user == curator
+    # Asking again keeps to one hold per reviewer, and skipping passes over the current task.
+    third = review.review_queue_next(user=curator, tasks=tasks, skip=first.id)
+    assert third not in (first, second) and TaskHold.objects.filter(user=curator).count() == 1
+
+
+def test_an_expired_hold_is_taken_over_and_reviewed_tasks_leave_the_queue(queue_tasks, curator):
+    other = _curator("bruno")
+    tasks = Task.objects.filter(id__in=[queue_tasks[0].id])
+    assert review.review_queue_next(user=curator, tasks=tasks) == queue_tasks[0]
+    assert review.review_queue_next(user=other, tasks=tasks) is None  # held
+    TaskHold.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert review.review_queue_next(user=other, tasks=tasks) == queue_tasks[0]
+    CurationSettings.objects.update_or_create(pk=1, defaults={"required_reviews": 2})
+    review.task_review_submit(task=queue_tasks[0], user=other, form=ACCEPT)
+    assert review.review_queue_next(user=other, tasks=tasks) is None  # they reviewed it; it waits for another
+    assert not TaskHold.objects.exists()  # a decision releases the hold
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+
+def test_the_review_page_shows_everything_a_reviewer_judges_and_renders_text_inert(curator_client, in_review,
+                                                                                   curator):
+    IssueVersion.objects.create(task=in_review, number=2, author="person", edited_by=curator,
+                                text="<script>alert('issue')</script> add is wrong", leak_score=0.9)
+    in_review.commit.message = "Fix add <img src=x onerror=alert(1)>"
+    in_review.commit.save()
+    page = curator_client.get(reverse("tasks:review", args=[in_review.instance_id])).content.decode()
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(&#x27;issue&#x27;)&lt;/script&gt;" in page
+    commit_message = re.search(r'<pre class="message-text" id="commit-message">(.*?)</pre>', page, re.S).group(1)
+    assert "Fix add &lt;img" in commit_message
+    assert "leaks the fix" in page and 'id="leak-score">0.90' in page
+    assert "tests/test_calc.py::test_add" in page and "tests/test_other.py::test_ok" in page
+    assert "before run output" in page  # the runs' logs
+    assert 'class="highlight"' in page and "lib/calc.py" in page  # the gold patch, highlighted
+    assert "Is the issue well specified?" in page and 'id="accept"' in page and 'id="reject"' in page
+    assert "Take this wrong test out of the oracle" in page
+    assert TaskHold.objects.get(task=in_review).user == curator  # opening it holds it
+    split = curator_client.get(reverse("tasks:review", args=[in_review.instance_id]) + "?diff=split&lines=all")
+    assert 'class="split-diff highlight"' in split.content.decode()
+
+
+def test_accepting_through_the_page_goes_to_the_next_task_in_the_queue(curator_client, queue_tasks):
+    response = curator_client.get(reverse("tasks:queue"))
+    first = Task.objects.get(hold__isnull=False)
+    assert response.status_code == 302 and first.instance_id in response["Location"]
+    response = curator_client.post(reverse("tasks:review_submit", args=[first.instance_id]), {
+        "decision": "accept", "underspecified": "0", "false_negative": "0", "difficulty": "<15 min fix",
+        "queue": "1"})
+    assert response.status_code == 302 and response["Location"] == reverse("tasks:queue") + f"?skip={first.id}"
+    first.refresh_from_db()
+    assert first.state == "accepted"
+    following = curator_client.get(response["Location"])
+    assert following.status_code == 302 and first.instance_id not in following["Location"]
+
+
+def test_a_refused_decision_keeps_what_was_entered_and_says_why(curator_client, in_review):
+    response = curator_client.post(reverse("tasks:review_submit", args=[in_review.instance_id]), {
+        "decision": "accept", "underspecified": "3", "false_negative": "0", "difficulty": "1-4 hours",
+        "other_problems": "the issue names the wrong function"})
+    page = response.content.decode()
+    assert response.status_code == 400 and "keep" in page and "the issue names the wrong function" in page
+    assert re.search(r'value="3"[^>]*checked', page)
+    in_review.refresh_from_db()
+    assert in_review.state == "needs_review"
+
+
+def test_annotators_read_but_every_decision_is_refused(annotator_client, in_review):
+    assert annotator_client.get(reverse("tasks:review", args=[in_review.instance_id])).status_code == 200
+    assert 'id="accept"' not in annotator_client.get(reverse("tasks:review", args=[in_review.instance_id])).content.decode()
+    for name, data in [("tasks:review_submit", {"decision": "accept", "underspecified": "0", "false_negative": "0",
+                                                "difficulty": "<15 min fix"}),
+                       ("tasks:reopen", {}), ("tasks:test_drop", {"test": "tests/test_calc.py::test_add"})]:
+        assert annotator_client.post(reverse(name, args=[in_review.instance_id]), data).status_code == 403
+    assert annotator_client.get(reverse("tasks:queue")).status_code == 403
+    assert annotator_client.post(reverse("tasks:bulk_confirm"), {"action": "reject", "query": ""}).status_code == 403
+    in_review.refresh_from_db()
+    assert in_review.state == "needs_review"
+
+
+def test_the_empty_queue_says_why(curator_client, in_review, curator):
+    TaskHold.objects.create(task=in_review, user=_curator("bruno"), expires_at=timezone.now() + timedelta(minutes=5))
+    page = curator_client.get(reverse("tasks:queue")).content.decode()
+    assert "Nothing left for you to review" in page and "1 of them is held by other reviewers" in page
+
+
+def test_the_list_filters_sorts_and_counts(curator_client, queue_tasks, curator):
+    review.task_review_submit(task=queue_tasks[0], user=curator, form=_reject())
+    Task.objects.filter(id=queue_tasks[1].id).update(leak_score=0.9, flaky_count=2)
+    url = reverse("tasks:all")
+    page = curator_client.get(url, {"state": "rejected"}).content.decode()
+    assert queue_tasks[0].instance_id in page and queue_tasks[2].instance_id not in page
+    assert "Rejected (1)" in page and "Waiting for review (3)" in page.replace("Needs Review", "Waiting for review")
+    page = curator_client.get(url, {"leak": "flagged", "flaky": "yes"}).content.decode()
+    assert queue_tasks[1].instance_id in page and queue_tasks[0].instance_id not in page
+    page = curator_client.get(url, {"reviewer": str(curator.pk), "false_negative_min": "3"}).content.decode()
+    assert queue_tasks[0].instance_id in page and queue_tasks[1].instance_id not in page
+    page = curator_client.get(url, {"q": "bug number 2"}).content.decode()
+    assert queue_tasks[2].instance_id in page and queue_tasks[3].instance_id not in page
+    page = curator_client.get(url, {"sort": "-leak", "state": "needs_review"}).content.decode()
+    assert page.index(queue_tasks[1].instance_id) < page.index(queue_tasks[2].instance_id)
+    assert curator_client.get(url, {"f2p_min": "many", "sort": "nonsense"}).status_code == 200  # bad values ignored
+
+
+def test_pages_take_a_fixed_number_of_queries(curator_client, small_repository, django_assert_max_num_queries):
+    tasks = [task_put_in_review(task) for task in commits_and_tasks_make(small_repository, 30)]
+    with django_assert_max_num_queries(12):
+        assert curator_client.get(reverse("tasks:all")).status_code == 200
+    with django_assert_max_num_queries(32):
+        assert curator_client.get(reverse("tasks:review", args=[tasks[0].instance_id])).status_code == 200
+
+
+def test_list_queries_do_not_grow_with_the_page(curator_client, small_repository, django_assert_num_queries):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    commits_and_tasks_make(small_repository, 5)
+    with CaptureQueriesContext(connection) as few:
+        curator_client.get(reverse("tasks:all"))
+    commits_and_tasks_make(small_repository, 40, start=100)
+    with CaptureQueriesContext(connection) as many:
+        curator_client.get(reverse("tasks:all"))
+    assert len(many.captured_queries) == len(few.captured_queries)
+
+
+def test_saved_views_keep_the_filters_and_shared_ones_show_to_everyone(curator_client, annotator_client, curator):
+    curator_client.post(reverse("tasks:view_create"), {"name": "Leaky", "query": "leak=flagged&state=needs_review",
+                                                       "shared": "1"})
+    view = SavedView.objects.get(name="Leaky")
+    assert view.user == curator and view.query == "leak=flagged&state=needs_review"
+    page = annotator_client.get(reverse("tasks:all")).content.decode()
+    assert "?leak=flagged&amp;state=needs_review" in page and "shared by carla" in page
+    assert annotator_client.post(reverse("tasks:view_delete", args=[view.pk])).status_code == 404
+    assert curator_client.post(reverse("tasks:view_delete", args=[view.pk])).status_code == 302
+    assert not SavedView.objects.exists()
+
+
+# --- bulk actions ---------------------------------------------------------------------------
+
+
+def test_a_bulk_reject_says_its_count_runs_on_every_page_and_is_undone(curator_client, small_repository, curator,
+                                                                         monkeypatch):
+    queued = []
+    monkeypatch.setattr("worker.tasks.bulk_action_run_task.delay", queued.append)
+    tasks = commits_and_tasks_make(small_repository, 60)
+    Task.objects.filter(id__in=[t.id for t in tasks[:55]]).update(state="environment_failed", reason="install_failed")
+    query = f"repository={small_repository.pk}&state=environment_failed"
+    page = curator_client.post(reverse("tasks:bulk_confirm"), {"action": "reject", "query": query}).content.decode()
+    assert "<strong>55</strong> tasks" in page  # more than one page of the list (50)
+    response = curator_client.post(reverse("tasks:bulk_confirm"), {
+        "action": "reject", "query": query, "expected": "55", "reject_reason": "environment_broken"})
+    bulk = BulkAction.objects.get()
+    assert response.status_code == 302 and bulk.state == "queued"
+    bulk_action_run(bulk_id=bulk.id)
+    bulk_action_run(bulk_id=bulk.id)  # a redelivery changes nothing
+    bulk.refresh_from_db()
+    assert bulk.state == "done" and len(bulk.changed) == 55
+    assert Task.objects.filter(state="rejected", reason="environment_broken").count() == 55
+    assert TaskStateChange.objects.filter(to_state="rejected", actor=curator).count() == 55
+    # Someone reopens one meanwhile: the undo leaves that one where they put it.
+    moved = Task.objects.filter(state="rejected").first()
+    review.task_reopen(task=moved, user=curator)
+    bulk_action_undo(bulk=bulk, user=curator)
+    bulk_action_run(bulk_id=bulk.id)
+    bulk.refresh_from_db()
+    assert bulk.state == "undone"
+    assert Task.objects.filter(state="environment_failed", reason="install_failed").count() == 54
+    moved.refresh_from_db()
+    assert moved.state == "needs_review"
+
+
+def test_a_bulk_action_refuses_when_the_query_changed_since_the_count(small_repository, curator):
+    commits_and_tasks_make(small_repository, 3)
+    with pytest.raises(review.ReviewRefused, match="now matches"):
+        bulk_action_start(user=curator, action="reject", filters={"repository": small_repository.pk}, query="",
+                          expected=2, reject_reason="trivial")
+    with pytest.raises(review.ReviewRefused, match="reason"):
+        bulk_action_start(user=curator, action="reject", filters={}, query="", expected=3)
+
+
+# --- the dashboard --------------------------------------------------------------------------
+
+
+def test_the_dashboard_shows_funnel_reasons_throughput_and_agreement(curator_client, queue_tasks, curator):
+    CurationSettings.objects.update_or_create(pk=1, defaults={"required_reviews": 2})
+    other = _curator("bruno")
+    review.task_review_submit(task=queue_tasks[0], user=curator, form=ACCEPT)
+    review.task_review_submit(task=queue_tasks[0], user=other, form=ACCEPT)
+    review.task_review_submit(task=queue_tasks[1], user=curator, form=ACCEPT)
+    review.task_review_submit(task=queue_tasks[1], user=other, form=_reject())
+    page = curator_client.get(reverse("tasks:dashboard")).content.decode()
+    assert 'id="agreement">50%' in page and "1 disagreement to settle" in page
+    assert re.search(r"Accepted</th><td class=\"num\">1<", page)
+    assert "tests_too_narrow" in page
+    rows = re.search(r'<table class="table" id="reviewers">.*?</table>', page, re.S).group(0)
+    assert "carla" in rows and "bruno" in rows
+
+
+def test_an_annotator_sees_no_decision_links_in_the_navigation(annotator_client):
+    page = annotator_client.get(reverse("tasks:all")).content.decode()
+    assert 'id="nav-queue"' not in page and "Bulk action" not in page
+
+
+def test_validation_results_refresh_the_list_summary(in_review):
+    Validation.objects.filter(task=in_review).update(flaky=["tests/test_x.py::test_flaky"])
+    review.task_summary_refresh(in_review.id)
+    in_review.refresh_from_db()
+    assert (in_review.verdict, in_review.fail_to_pass_count, in_review.flaky_count) == ("valid", 1, 1)
+    assert in_review.leak_score == pytest.approx(0.1)
+
+
+def test_a_logged_out_visitor_is_sent_to_login(in_review):
+    response = Client().get(reverse("tasks:review", args=[in_review.instance_id]))
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
