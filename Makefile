@@ -45,6 +45,7 @@ test:
 # Each bench/<name>.py prints "name: value unit (baseline: value unit, ratio: r)" lines;
 # files starting with "_" are their helpers.
 bench: install
+	@deploy/dev/services.sh  # bench/web.py serves its pages from PostgreSQL
 	@for b in bench/[!_]*.py; do $(PY) $$b || exit 1; done
 
 clean:

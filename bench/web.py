@@ -1,0 +1,580 @@
+"""The curation pages under load, against a static file served by the same server in the same run.
+
+Goal (issue: curation pages): with 10,000 tasks and 250,000 test results in PostgreSQL, and 20
+users each loading a page every second (20 requests/s, open loop, from a separate process on
+loopback), the task list and the review page answer in under 150 ms at the 95th percentile, with
+no errors. Also printed: the highest rate at which the 95th percentile stays under 150 ms.
+
+The pages are served by gunicorn with DEBUG off from a database of their own (DATABASE_URL's
+server, database `commitgym_webbench`, dropped and made again each run). One of the five
+repositories is a real git history, mined, so its review pages render the commit's diff; the
+other four hold made-up commits, whose review pages say the mirror is not on disk.
+
+Latency is counted from when a request was due, not when it was sent: a server that falls
+behind is charged for the queue. The baseline is a static file (WhiteNoise) loaded at the same
+rate from the same server by the same client: what any response costs here.
+"""
+
+import json
+import math
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+DATABASE_NAME = "commitgym_webbench"
+TASKS = 10_000
+TEST_RESULTS = 250_000  # per-test outcomes across the runs: 2 runs x 12 or 13 tests per task
+SEEDED_REPOSITORIES = 4  # plus the mined one
+MIRRORED_COMMITS = 1_500  # the mined repository's history; its kept commits become tasks
+USERS = 20
+RATE = 20  # requests per second: 20 users, a page a second each
+MEASURE_SECONDS = 25
+STEP_SECONDS = 8
+STEP_MIN_REQUESTS = 24  # slow rates take longer steps: a p95 needs requests enough
+TARGET_MS = 150.0
+REQUEST_TIMEOUT = 10.0  # seconds; a request still unanswered then is an error
+LIST_PATHS = ["/tasks/", "/tasks/?state=needs_review", "/tasks/?sort=-leak&flaky=yes", "/tasks/?page=50",
+              "/tasks/?state=needs_review&sort=updated&verdict=valid"]
+STATIC_PATH = "/static/css/app.css"
+
+
+def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:
+    ratio = value / baseline if baseline else float("inf")
+    print(f"{name}: {value:.3f} {unit} (baseline: {baseline:.3f} {baseline_unit or unit}, ratio: {ratio:.2f})",
+          flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest rank: the smallest value with at least q of them at or below it."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+# --- the load generator: a process of its own, no Django ---------------------------------------
+
+
+def load_run(spec: dict) -> list[list]:
+    """Send spec["requests"] ([kind, path, session key]) at spec["rate"] a second, open loop:
+    request i is due at t0 + i/rate whatever happened to the ones before. Returns, per request,
+    [kind, milliseconds from due to the whole answer read, status or the error's text]."""
+    import http.client
+    from concurrent.futures import ThreadPoolExecutor
+
+    host, port, rate = spec["host"], spec["port"], spec["rate"]
+    requests = spec["requests"]
+    results: list = [None] * len(requests)
+
+    def one(i: int, due: float) -> None:
+        kind, path, session = requests[i]
+        headers = {"Cookie": f"sessionid={session}"} if session else {}
+        try:
+            connection = http.client.HTTPConnection(host, port, timeout=REQUEST_TIMEOUT)
+            try:
+                connection.request("GET", path, headers=headers)
+                response = connection.getresponse()
+                response.read()
+                status = response.status
+            finally:
+                connection.close()
+        except Exception as error:  # noqa: BLE001 - every failure counts as an error
+            status = f"{type(error).__name__}: {error}"
+        results[i] = [kind, (time.perf_counter() - due) * 1000, status]
+
+    # Threads enough that the client never holds a due request back while the server is slow.
+    with ThreadPoolExecutor(max_workers=512) as pool:
+        start = time.perf_counter() + 0.1
+        for i in range(len(requests)):
+            due = start + i / rate
+            wait = due - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            pool.submit(one, i, due)
+    return results
+
+
+def load_main() -> None:
+    spec = json.load(sys.stdin)
+    json.dump(load_run(spec), sys.stdout)
+
+
+# --- the bench --------------------------------------------------------------------------------
+
+
+def bench_database_url() -> str:
+    """DATABASE_URL's server when it is PostgreSQL, else the local one the test suite uses."""
+    parts = urlsplit(os.environ.get("DATABASE_URL", ""))
+    if not parts.scheme.startswith("postgres"):
+        parts = urlsplit("postgres://postgres@127.0.0.1:5432/postgres")
+    return urlunsplit(parts._replace(path=f"/{DATABASE_NAME}"))
+
+
+def database_recreate(url: str, *, create: bool = True) -> None:
+    """Drop the bench's database (closing what is connected to it) and make it again, empty."""
+    import psycopg
+
+    server = urlunsplit(urlsplit(url)._replace(path="/postgres"))
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE_NAME}" WITH (FORCE)')
+        if create:
+            connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+def mirrored_repository(workdir: Path):
+    """A real history, registered and mined as a person would: its tasks' review pages show the diff."""
+    from _synthetic_history import history_write
+    from apps.repositories.services import mining_job_run, mining_job_start, repository_register
+
+    history_write(workdir / "project", MIRRORED_COMMITS)
+    repository = repository_register(location=str(workdir / "project"), name="bench/mirrored")
+    job, _ = mining_job_start(repository=repository)
+    mining_job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == "succeeded", job.error_message
+    assert repository.mirror_dir.is_dir(), repository.mirror_dir
+    return repository
+
+
+STATES = [("needs_review", 0.70), ("accepted", 0.10), ("rejected", 0.06), ("invalid", 0.08), ("valid", 0.06)]
+PATHS = {"needs_review": ["mined", "building", "valid", "needs_review"],
+         "accepted": ["mined", "building", "valid", "needs_review", "accepted"],
+         "rejected": ["mined", "building", "valid", "needs_review", "rejected"],
+         "invalid": ["mined", "building", "invalid"],
+         "valid": ["mined", "building", "valid"]}
+ISSUE_SENTENCES = [
+    "Calling the function with a negative value returns the wrong result instead of raising.",
+    "The docs say the result is sorted, but it comes back in insertion order.",
+    "I expected the cache to be cleared after the reload, but old entries are still returned.",
+    "With an empty input the helper crashes with an IndexError rather than returning None.",
+    "The separator is kept at the end of the string when the text is cut at max_length.",
+    "Steps to reproduce: install the package, run the snippet below, compare with the expected output.",
+]
+
+
+def _plan(index: int, rng: random.Random) -> dict:
+    """What one task is: its state, its validation's tests, its issue and review."""
+    state = rng.choices([s for s, _ in STATES], [w for _, w in STATES])[0]
+    module = f"tests/test_mod{rng.randrange(60):02d}.py"
+    tests = [f"{module}::test_case_{index}_{k}" for k in range(12 + index % 2)]
+    f2p = [] if state == "invalid" else tests[:rng.randint(1, 3)]
+    flaky = [tests[-1]] if rng.random() < 0.1 else []
+    plan = {"state": state, "tests": tests, "f2p": f2p, "flaky": flaky,
+            "issue": state in ("needs_review", "accepted", "rejected"), "leak": round(rng.random() * 0.6, 3),
+            "edited": rng.random() < 0.1, "reviewed": state in ("accepted", "rejected")}
+    plan["scores"] = (rng.randint(0, 1), rng.randint(0, 1)) if state == "accepted" else (rng.randint(1, 3), 1)
+    return plan
+
+
+def _task_fields(plan: dict) -> dict:
+    reviewed = plan["reviewed"]
+    return {"state": plan["state"], "reason": {"invalid": "no_fail_to_pass", "rejected": "tests_too_narrow"}.get(
+        plan["state"], ""), "verdict": "invalid" if plan["state"] == "invalid" else "valid",
+            "fail_to_pass_count": len(plan["f2p"]), "flaky_count": len(plan["flaky"]),
+            "leak_score": plan["leak"] if plan["issue"] else None, "review_count": int(reviewed),
+            "underspecified": plan["scores"][0] if reviewed else None,
+            "false_negative": plan["scores"][1] if reviewed else None}
+
+
+def _output(side: str, plan: dict) -> str:
+    lines = ["============================= test session starts ==============================",
+             "platform linux -- Python 3.11.2, pytest-8.3.3, pluggy-1.5.0", "rootdir: /work", "collected "
+             f"{len(plan['tests'])} items", ""]
+    for test in plan["tests"]:
+        failed = side == "before" and test in plan["f2p"]
+        lines.append(f"{test} {'FAILED' if failed else 'PASSED'}")
+        if failed:
+            lines += ["    def test_case():", ">       assert double(3) == 6", "E       assert 7 == 6", ""]
+    return "\n".join(lines) + "\n"
+
+
+def seed(workdir: Path) -> dict:
+    """10,000 tasks across five repositories, each validated once (two runs, 250,000 outcomes in all),
+    most waiting for review; and USERS curators, each with a session. Returns what the load needs."""
+    from django.contrib.auth.models import Group, User
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.db import connection
+    from django.utils import timezone
+
+    from apps.repositories.models import Commit, Repository
+    from apps.tasks.models import IssueVersion, Review, Task, TaskStateChange, TestRunRecord, Validation
+    from apps.tasks.services import task_instance_id
+
+    rng = random.Random(11)
+    started = time.perf_counter()
+    curator_group, _ = Group.objects.get_or_create(name="curator")
+    users = User.objects.bulk_create([User(username=f"curator{n:02d}", password="!") for n in range(USERS)])
+    curator_group.user_set.add(*users)
+    sessions = []
+    for user in users:
+        session = SessionStore()
+        session.update({"_auth_user_id": str(user.pk), "_auth_user_hash": user.get_session_auth_hash(),
+                        "_auth_user_backend": "django.contrib.auth.backends.ModelBackend"})
+        session.create()
+        sessions.append(session.session_key)
+
+    mirrored = mirrored_repository(workdir)
+    mined_seconds = time.perf_counter() - started
+    mirrored_tasks = list(Task.objects.filter(repository=mirrored).select_related("commit", "repository")
+                          .order_by("id"))
+    assert 0 < len(mirrored_tasks) < TASKS, len(mirrored_tasks)
+
+    now = timezone.now()
+    made_up = TASKS - len(mirrored_tasks)
+    repositories = [Repository.objects.create(name=f"bench/seeded-{r}", url=f"/nonexistent/seeded-{r}")
+                    for r in range(SEEDED_REPOSITORIES)]
+    commits = []
+    for i in range(made_up):
+        repository = repositories[i % SEEDED_REPOSITORIES]
+        sha = f"{rng.getrandbits(160):040x}"
+        subject = rng.choice(["Fix", "Handle", "Correct", "Avoid"]) + f" {rng.choice(ISSUE_SENTENCES)[:60].lower()}"
+        commits.append(Commit(
+            repository=repository, sha=sha, parent_sha=f"{rng.getrandbits(160):040x}", author_name="Dev Eloper",
+            author_email="dev@example.com", authored_at=now, committed_at=now,
+            message=f"{subject}\n\nCloses #{i}. " + " ".join(rng.sample(ISSUE_SENTENCES, 3)),
+            source_files=[f"pkg/mod{i % 60:02d}.py"], test_files=[f"tests/test_mod{i % 60:02d}.py"],
+            source_file_count=1, test_file_count=1, lines_added=rng.randint(1, 40), lines_deleted=rng.randint(0, 20),
+            patch_chars=rng.randint(200, 1900), python_change=True, tests_changed=True))
+    Commit.objects.bulk_create(commits, batch_size=2000)
+
+    plans = {}
+    new_tasks = []
+    for index, commit in enumerate(commits, start=len(mirrored_tasks)):
+        plan = plans[index] = _plan(index, rng)
+        owner, name = commit.repository.owner_and_name
+        new_tasks.append(Task(instance_id=task_instance_id(owner=owner, name=name, sha=commit.sha),
+                              repository=commit.repository, commit=commit, **_task_fields(plan)))
+    Task.objects.bulk_create(new_tasks, batch_size=2000)
+    for index, task in enumerate(mirrored_tasks):
+        plans[index] = _plan(index, rng)
+        for field, value in _task_fields(plans[index]).items():
+            setattr(task, field, value)
+    Task.objects.bulk_update(mirrored_tasks, list(_task_fields(plans[0])), batch_size=500)
+    tasks = mirrored_tasks + new_tasks
+
+    validations = Validation.objects.bulk_create([
+        Validation(task=task, state="done", verdict=task.verdict,
+                   reason=task.reason if task.state == "invalid" else "", fail_to_pass=plans[i]["f2p"],
+                   pass_to_pass=[t for t in plans[i]["tests"] if t not in plans[i]["f2p"]],
+                   flaky=plans[i]["flaky"], seconds=rng.uniform(20, 200), started_at=now, finished_at=now)
+        for i, task in enumerate(tasks)], batch_size=2000)
+    runs = []
+    for i, validation in enumerate(validations):
+        plan = plans[i]
+        for side in ("before", "after"):
+            outcomes = {test: "FAILED" if side == "before" and test in plan["f2p"] else "PASSED"
+                        for test in plan["tests"]}
+            runs.append(TestRunRecord(validation=validation, side=side, scope="selected", index=0, status="ok",
+                                      exit_code=1 if side == "before" and plan["f2p"] else 0,
+                                      seconds=rng.uniform(1, 30), output=_output(side, plan), outcomes=outcomes))
+    TestRunRecord.objects.bulk_create(runs, batch_size=2000)
+    del runs
+
+    issues, reviews, changes = [], [], []
+    for i, task in enumerate(tasks):
+        plan = plans[i]
+        text = (f"{task.commit.message.splitlines()[0]}\n\n" + "\n\n".join(rng.sample(ISSUE_SENTENCES, 4)) +
+                "\n\n```python\n>>> double(3)\n7\n```\n")
+        if plan["issue"]:
+            issues.append(IssueVersion(task=task, number=1, text=text, author="model", leak_score=plan["leak"]))
+            if plan["edited"]:
+                issues.append(IssueVersion(task=task, number=2, text=text + "\nEdited for clarity.\n",
+                                           author="person", edited_by=users[i % USERS], leak_score=plan["leak"]))
+        if plan["reviewed"]:
+            accept = plan["state"] == "accepted"
+            reviews.append(Review(task=task, reviewer=users[i % USERS], decision="accept" if accept else "reject",
+                                  underspecified=plan["scores"][0], false_negative=plan["scores"][1],
+                                  difficulty="15 min - 1 hour", reject_reason="" if accept else "tests_too_narrow"))
+        path = PATHS[plan["state"]]
+        # The mined repository's tasks have their first change from mining already.
+        start = 1 if task.repository_id == mirrored.pk else 0
+        for before, after in zip([""] + path, path):
+            if after == "mined" and start:
+                continue
+            changes.append(TaskStateChange(task=task, from_state=before, to_state=after,
+                                           reason=task.reason if after == task.state else "",
+                                           actor=users[i % USERS] if after in ("accepted", "rejected") else None))
+    IssueVersion.objects.bulk_create(issues, batch_size=2000)
+    Review.objects.bulk_create(reviews, batch_size=2000)
+    TaskStateChange.objects.bulk_create(changes, batch_size=5000)
+    with connection.cursor() as cursor:
+        # Spread creation and change times over weeks, as a real list has them.
+        cursor.execute(f"UPDATE {Task._meta.db_table} SET created_at = now() - id * interval '2 minutes', "
+                       f"updated_at = now() - ((id * 7919) % 10000) * interval '1 minute'")
+        cursor.execute(f"SELECT count(*) FROM {TestRunRecord._meta.db_table}, jsonb_object_keys(outcomes)")
+        outcomes = cursor.fetchone()[0]
+        cursor.execute("ANALYZE")
+    seconds = time.perf_counter() - started
+    assert Task.objects.count() == TASKS and outcomes == TEST_RESULTS, (Task.objects.count(), outcomes)
+
+    review_ids = list(Task.objects.filter(state="needs_review").values_list("instance_id", "repository_id"))
+    return {
+        "seconds": seconds, "mined_seconds": mined_seconds, "outcomes": outcomes,
+        "runs": TestRunRecord.objects.count(), "mirrored_tasks": len(mirrored_tasks), "sessions": sessions,
+        "review_with_diff": [iid for iid, repository_id in review_ids if repository_id == mirrored.pk],
+        "review_without_diff": [iid for iid, repository_id in review_ids if repository_id != mirrored.pk],
+        "user": users[0],
+    }
+
+
+def page_queries(seeded: dict) -> None:
+    """Queries each page makes and its time in this process with no load: where the time goes."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client()
+    client.force_login(seeded["user"])
+    pages = [("list", LIST_PATHS[0]), ("list_page_50", "/tasks/?page=50"),
+             ("review", f"/tasks/{seeded['review_with_diff'][0]}/review/"),
+             ("review_without_diff", f"/tasks/{seeded['review_without_diff'][0]}/review/")]
+    for name, path in pages:
+        client.get(path)  # templates and caches warm
+        with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
+            response = client.get(path)
+            seconds = time.perf_counter() - started
+        assert response.status_code == 200, (path, response.status_code)
+        content = response.content.decode()
+        if name == "review":
+            assert "not on disk" not in content and "could not" not in content, "the review page shows no diff"
+        print(f"web.page.{name}: {len(queries.captured_queries)} queries, {seconds * 1000:.1f} ms unloaded "
+              f"in-process, {len(content) / 1000:.0f} kB", flush=True)
+
+
+def server_start(workdir: Path, database_url: str) -> tuple[subprocess.Popen, int, str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cpus = len(os.sched_getaffinity(0))
+    # A process per CPU (at least two), threads to overlap database waits; BENCH_WEB_WORKERS and
+    # BENCH_WEB_THREADS try other shapes.
+    workers = int(os.environ.get("BENCH_WEB_WORKERS", max(2, cpus)))
+    threads = int(os.environ.get("BENCH_WEB_THREADS", 4))
+    env = {**os.environ, "DATABASE_URL": database_url, "DEBUG": "0", "ALLOWED_HOSTS": "127.0.0.1,localhost",
+           "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "apps.settings"}
+    log = open(workdir / "gunicorn.log", "wb")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gunicorn"), "apps.wsgi:application", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread", "--chdir", str(ROOT),
+         "--timeout", "60", "--graceful-timeout", "5", "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{STATIC_PATH}", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"gunicorn did not answer:\n{(workdir / 'gunicorn.log').read_text()[-3000:]}")
+        time.sleep(0.2)
+    return server, port, f"{workers} workers x {threads} threads on {cpus} CPUs"
+
+
+class Load:
+    """Builds request schedules and runs them in a separate process."""
+
+    def __init__(self, port: int, seeded: dict, seed: int = 5):
+        self.port, self.seeded, self.rng = port, seeded, random.Random(seed)
+
+    def pages(self, count: int) -> list[list]:
+        """User i % USERS loads request i: half task lists (filters in turn), half review pages of
+        tasks waiting for review, three in four of them with the diff (the mined repository)."""
+        requests = []
+        for i in range(count):
+            session = self.seeded["sessions"][i % USERS]
+            if i % 2 == 0:
+                requests.append(["list", LIST_PATHS[(i // 2) % len(LIST_PATHS)], session])
+            elif self.rng.random() < 0.75:
+                requests.append(["review", f"/tasks/{self.rng.choice(self.seeded['review_with_diff'])}/review/",
+                                 session])
+            else:
+                requests.append(["review_without_diff",
+                                 f"/tasks/{self.rng.choice(self.seeded['review_without_diff'])}/review/", session])
+        return requests
+
+    def run(self, rate: float, requests: list[list]) -> dict[str, dict]:
+        spec = {"host": "127.0.0.1", "port": self.port, "rate": rate, "requests": requests}
+        done = subprocess.run([sys.executable, __file__, "--load"], input=json.dumps(spec), capture_output=True,
+                              text=True)
+        if done.returncode:
+            raise RuntimeError(f"the load generator failed:\n{done.stderr[-3000:]}")
+        by_kind: dict[str, dict] = {}
+        for kind, ms, status in json.loads(done.stdout):
+            for key in (kind, "pages" if kind != "static" else None):
+                if key is None:
+                    continue
+                entry = by_kind.setdefault(key, {"ms": [], "errors": [], "count": 0})
+                entry["count"] += 1
+                entry["ms"].append(ms)
+                if status != 200:
+                    entry["errors"].append(status)
+        self.idle_wait()
+        return by_kind
+
+    def idle_wait(self, limit: float = 120.0) -> None:
+        """The server keeps working through requests whose client gave up: wait until a static file
+        answers at once again, so that the next step starts on an idle server."""
+        deadline, quick = time.monotonic() + limit, 0
+        while quick < 3 and time.monotonic() < deadline:
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{STATIC_PATH}", timeout=limit) as response:
+                    response.read()
+            except OSError:
+                pass
+            quick = quick + 1 if time.perf_counter() - started < 0.05 else 0
+            time.sleep(0.2)
+
+
+def step_summary(by_kind: dict) -> tuple[float, float, int, int, str]:
+    """p50 and p95 of all pages, errors, requests, and each kind's p95 in words."""
+    entry = by_kind["pages"]
+    kinds = ", ".join(f"{kind} {percentile(by_kind[kind]['ms'], 0.95):.0f}"
+                      for kind in ("list", "review", "review_without_diff") if kind in by_kind)
+    return (percentile(entry["ms"], 0.5), percentile(entry["ms"], 0.95), len(entry["errors"]), entry["count"],
+            kinds)
+
+
+def ramp(load: Load, first: tuple) -> None:
+    """From the measurement at RATE (`first`): double the rate while the pages' p95 stays under the
+    target with no errors, or halve it until it does; then split the gap between the highest rate
+    under and the lowest over, three times. Each step lasts STEP_SECONDS."""
+
+    def verdict(rate: int, summary: tuple) -> bool:
+        p50, p95, errors, count, kinds = summary
+        ok = p95 < TARGET_MS and errors == 0
+        print(f"web.ramp.{rate}_per_s: p95 {p95:.1f} ms (by page: {kinds} ms), p50 {p50:.1f} ms, {errors} errors "
+              f"of {count} requests ({'under' if ok else 'OVER'} {TARGET_MS:.0f} ms"
+              f"{'' if errors == 0 else ' or errors'})", flush=True)
+        return ok
+
+    def step(rate: int) -> bool:
+        requests = load.pages(max(STEP_MIN_REQUESTS, int(rate * STEP_SECONDS)))
+        return verdict(rate, step_summary(load.run(rate, requests)))
+
+    good, bad = 0, None
+    if verdict(RATE, first):
+        good, rate = RATE, RATE * 2
+        while bad is None and rate <= 1280:
+            if step(rate):
+                good, rate = rate, rate * 2
+            else:
+                bad = rate
+    else:
+        bad, rate = RATE, RATE // 2
+        while not good and rate >= 1:
+            if step(rate):
+                good = rate
+            else:
+                bad, rate = rate, rate // 2
+    for _ in range(3):
+        if bad is None or bad - good <= 1 or not good:
+            break
+        middle = (good + bad) // 2
+        if step(middle):
+            good = middle
+        else:
+            bad = middle
+    over = f"{bad} requests/s" if bad is not None else "none up to 1280 requests/s"
+    print(f"web.highest_rate_p95_under_{TARGET_MS:.0f}ms: {good if good else 'below 1'} requests/s "
+          f"(the lowest rate tried over it: {over}; goal: at least {RATE})", flush=True)
+
+
+def measure(load: Load) -> tuple:
+    """The static file, then the pages, at RATE for MEASURE_SECONDS each. Returns the pages' summary."""
+    count = RATE * MEASURE_SECONDS
+    static = load.run(RATE, [["static", STATIC_PATH, ""]] * count)["static"]
+    assert not static["errors"], static["errors"][:5]
+    pages = load.run(RATE, load.pages(count))
+    static_p50, static_p95 = percentile(static["ms"], 0.5), percentile(static["ms"], 0.95)
+    met = True
+    for kind in ("list", "review", "review_without_diff"):
+        entry = pages[kind]
+        p50, p95 = percentile(entry["ms"], 0.5), percentile(entry["ms"], 0.95)
+        report(f"web.{kind}_p50_{RATE}_per_s", p50, "ms", static_p50, "ms (static file p50)")
+        report(f"web.{kind}_p95_{RATE}_per_s", p95, "ms", static_p95, "ms (static file p95)")
+        report(f"web.{kind}_p95_{RATE}_per_s.target", p95, "ms", TARGET_MS, "ms (target)")
+        met = met and p95 < TARGET_MS
+    errors = pages["pages"]["errors"]
+    print(f"web.errors_{RATE}_per_s: {len(errors)} of {pages['pages']['count']} requests"
+          + (f" (first: {errors[:3]})" if errors else ""), flush=True)
+    met = met and not errors
+    print(f"web.goal: list and review p95 under {TARGET_MS:.0f} ms at {RATE} requests/s with no errors: "
+          f"{'met' if met else 'NOT met'}", flush=True)
+    return step_summary(pages)
+
+
+def main(pages_only: bool = False) -> None:
+    """The whole bench; with `pages_only`, the seed and each page's queries and in-process time, without
+    the server and the load (a quick loop while making the pages faster)."""
+    workdir = Path(tempfile.mkdtemp(prefix="commitgym-bench-web-"))
+    database_url = bench_database_url()
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["COMMITGYM_VAR_DIR"] = str(workdir / "var")
+    os.environ["CELERY_BROKER_URL"] = "filesystem://"  # the mining job's message goes nowhere: it runs here
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "apps.settings")
+    server = None
+    database_recreate(database_url)
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connections
+
+        call_command("migrate", verbosity=0)
+        seeded = seed(workdir)
+        waiting = len(seeded["review_with_diff"]) + len(seeded["review_without_diff"])
+        print(f"web.seed.tasks: {TASKS} tasks ({SEEDED_REPOSITORIES + 1} repositories; {seeded['mirrored_tasks']} "
+              f"of a mined history with its mirror; {waiting} waiting for review)", flush=True)
+        print(f"web.seed.test_results: {seeded['outcomes']} outcomes ({seeded['runs']} test runs)", flush=True)
+        print(f"web.seed.seconds: {seeded['seconds']:.1f} s ({seeded['mined_seconds']:.1f} s of it writing and mining "
+              f"the {MIRRORED_COMMITS}-commit history)", flush=True)
+        page_queries(seeded)
+        if pages_only:
+            return
+        connections.close_all()
+        server, port, shape = server_start(workdir, database_url)
+        print(f"web.server: gunicorn, {shape}, DEBUG off (load average {os.getloadavg()[0]:.1f}: the machine "
+              f"is shared, other work there slows the pages)", flush=True)
+        load = Load(port, seeded)
+        load.run(10, load.pages(40))  # warm up: connections, templates
+        ramp(load, measure(load))
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # noqa: BLE001 - Django may not have started
+            pass
+        database_recreate(database_url, create=False)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--load"]:
+        load_main()
+    else:
+        main(pages_only=sys.argv[1:] == ["--pages-only"])
