@@ -17,6 +17,14 @@ def _local_folders(settings, tmp_path):
     settings.COMMITGYM_LOCAL_ROOTS = [str(tmp_path)]
 
 
+@pytest.fixture(autouse=True)
+def _cache_cleared():
+    """Lists the pages cache for a minute (the reviewers, the reasons) start empty in each test."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 def _user(username: str, role: str) -> User:
     user = User.objects.create_user(username=username, password="pw-" + username)
     # Transactional tests flush the database afterwards, taking the roles' groups with it.

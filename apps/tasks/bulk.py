@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .models import BulkAction, Review, Task, TaskStateChange
-from .review import REJECTABLE_STATES, REVIEWED_STATES, ReviewRefused, _require_reviewer, active_reject_reasons
+from .review import REJECTABLE_STATES, REVIEWED_STATES, ReviewRefused, _require_reviewer, reject_reason_offered
 from .services import VALIDATABLE_STATES, task_validation_start
 
 CHUNK = 500
@@ -35,7 +35,7 @@ def bulk_action_start(*, user, action: str, filters: dict, query: str, expected:
     from worker.tasks import bulk_action_run_task
 
     _require_reviewer(user)
-    if action == BulkAction.Action.REJECT and not active_reject_reasons().filter(code=reject_reason).exists():
+    if action == BulkAction.Action.REJECT and not reject_reason_offered(reject_reason):
         raise ReviewRefused("Pick a reason for rejecting the tasks.")
     ids = bulk_action_targets(user=user, action=action, filters=filters)
     if len(ids) != expected:

@@ -22,7 +22,7 @@ from . import review, selectors
 from .backtranslation import current_issue
 from .bulk import FROM_STATES, UNDOABLE, bulk_action_start, bulk_action_targets, bulk_action_undo
 from .diffs import patch_files
-from .forms import ReviewScoresForm, TaskFilterForm, review_reasons
+from .forms import ReviewScoresForm, TaskFilterForm, review_reasons, reviewers_choices
 from .models import BulkAction, CurationSettings, Review, SavedView, Task, TaskChange, Validation
 from .views import _visible_task
 
@@ -38,6 +38,19 @@ def _require_reviewer(request) -> None:
 
 
 def _gold_patch(task: Task, context: str, split: bool) -> dict:
+    """The commit's patch for reading, rendered once an hour at most: a commit never changes."""
+    from django.core.cache import cache
+
+    key = f"gold:{task.repository_id}:{task.commit.sha}:{context}:{int(split)}"
+    rendered = cache.get(key)
+    if rendered is None:
+        rendered = _gold_patch_render(task, context, split)
+        if "problem" not in rendered:
+            cache.set(key, rendered, 3600)
+    return rendered
+
+
+def _gold_patch_render(task: Task, context: str, split: bool) -> dict:
     repository, commit = task.repository, task.commit
     if not repository.mirror_dir.is_dir():
         return {"problem": "The repository's mirror is not on disk (the next mining job makes it)."}
@@ -64,12 +77,8 @@ def _history(task: Task) -> list[dict]:
 
 def _oracle_validation(task: Task):
     """The validation whose tests the reviewer judges: the latest finished one, with its runs."""
-    latest = (Validation.objects.filter(task=task, state=Validation.State.DONE).order_by("-created_at", "-id")
-              .values_list("id", flat=True).first())
-    if latest is None:
-        return None
-    return (Validation.objects.select_related("environment").defer("environment__lock")
-            .prefetch_related("runs").get(id=latest))
+    return (Validation.objects.filter(task=task, state=Validation.State.DONE).order_by("-created_at", "-id")
+            .select_related("environment").defer("environment__lock").prefetch_related("runs").first())
 
 
 def _review_context(request, task: Task, form=None, curation: CurationSettings | None = None) -> dict:
@@ -270,16 +279,10 @@ def _filters_of(query: str, user) -> dict:
     from apps.repositories.selectors import repositories_visible
 
     form = TaskFilterForm(QueryDict(query), repositories=repositories_visible(user=user), state_counts={},
-                          reasons=selectors.task_reasons_used(user=user), reviewers=_all_reviewers())
+                          reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
     filters = form.filters()
     filters.pop("sort", None)
     return filters
-
-
-def _all_reviewers():
-    from .forms import reviewers_choices
-
-    return reviewers_choices()
 
 
 @require_POST

@@ -55,7 +55,7 @@ class TaskFilterForm(forms.Form):
         self.fields["state"].choices = [("", f"All ({total:,})")] + [
             (value, f"{label} ({state_counts.get(value, 0):,})") for value, label in Task.State.choices]
         self.fields["reason"].choices = [("", "Any")] + [(code, code) for code in reasons]
-        self.fields["reviewer"].choices = [("", "Anyone")] + [(str(u.pk), u.get_username()) for u in reviewers]
+        self.fields["reviewer"].choices = [("", "Anyone")] + [(str(pk), name) for pk, name in reviewers]
 
     def filters(self) -> dict:
         """The valid filters, as keyword arguments for selectors.tasks_filtered."""
@@ -91,6 +91,10 @@ class ReviewScoresForm(forms.Form):
         self.fields["reject_reason"].choices = [("", "—")] + [(r.code, r.sentence) for r in review_reasons()]
 
 
-def reviewers_choices():
-    """People who reviewed anything, for the reviewer filter."""
-    return get_user_model().objects.filter(reviews__isnull=False).distinct().order_by("username")
+def reviewers_choices() -> list[tuple[int, str]]:
+    """(id, user name) of the people who reviewed anything, for the reviewer filter; read at most once
+    a minute."""
+    from django.core.cache import cache
+
+    users = get_user_model().objects.filter(reviews__isnull=False).distinct().order_by("username")
+    return cache.get_or_set("tasks:reviewers", lambda: list(users.values_list("pk", "username")), 60)

@@ -42,7 +42,9 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["repository", "state"]), models.Index(fields=["state", "-updated_at"])]
+        # The list's default order, alone and within a state.
+        indexes = [models.Index(fields=["repository", "state"]), models.Index(fields=["state", "-updated_at"]),
+                   models.Index(fields=["-updated_at", "-id"], name="task_recently_changed")]
 
     def __str__(self):
         return self.instance_id

@@ -43,14 +43,20 @@ def _require_reviewer(user) -> None:
         raise ReviewRefused("Only curators and admins can accept, reject or change tasks.")
 
 
-def active_reject_reasons():
+def active_reject_reasons() -> list[RejectReason]:
     """The reasons offered when rejecting. An empty table gets the default list (REJECT_REASONS)."""
     from worker.engine.reasons import REJECT_REASONS
 
-    if not RejectReason.objects.exists():
+    reasons = list(RejectReason.objects.all())
+    if not reasons:
         for order, (code, sentence) in enumerate(REJECT_REASONS.items()):
             RejectReason.objects.get_or_create(code=code, defaults={"sentence": sentence, "order": order})
-    return RejectReason.objects.filter(active=True)
+        reasons = list(RejectReason.objects.all())
+    return [reason for reason in reasons if reason.active]
+
+
+def reject_reason_offered(code: str) -> bool:
+    return any(reason.code == code for reason in active_reject_reasons())
 
 
 def thresholds(curation: CurationSettings) -> Thresholds:
@@ -149,7 +155,7 @@ class ReviewForm:
 
 def _review_check(task: Task, form: ReviewForm, curation: CurationSettings) -> None:
     if form.decision == Review.Decision.REJECT:
-        if not active_reject_reasons().filter(code=form.reject_reason).exists():
+        if not reject_reason_offered(form.reject_reason):
             raise ReviewRefused("Pick a reason for rejecting the task.")
         if form.reject_reason == "other" and not form.note.strip():
             raise ReviewRefused("Say in the note what the other problem is.")
@@ -335,6 +341,12 @@ def task_hold_take(*, task: Task, user, curation: Optional[CurationSettings] = N
     if task.state != Task.State.NEEDS_REVIEW or not user_can_review(user):
         return None
     curation = curation or CurationSettings.current()
+    hold = TaskHold.objects.select_related("user").filter(task=task).first()
+    if hold and hold.expires_at > timezone.now():
+        if hold.user_id != user.id:
+            return hold
+        TaskHold.objects.filter(pk=hold.pk, user=user).update(expires_at=_hold_expiry(curation))  # still theirs
+        return None
     with transaction.atomic():
         Task.objects.select_for_update().filter(id=task.id).first()
         hold = TaskHold.objects.select_related("user").filter(task=task).first()

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.utils import timezone
 
 from apps.repositories.models import Repository
 from apps.repositories.selectors import repositories_visible
@@ -91,17 +92,38 @@ def task_state_counts(*, user, **filters) -> dict[str, int]:
     return {row["state"]: row["n"] for row in rows}
 
 
-def task_reasons_used(*, user) -> list[str]:
-    return sorted(tasks_visible(user=user).exclude(reason="").order_by().values_list("reason", flat=True).distinct())
+def task_reasons_used() -> list[str]:
+    """Reason codes tasks carry, for the list's filter; read at most once a minute (a scan of every task)."""
+    from django.core.cache import cache
+
+    return cache.get_or_set("tasks:reasons_used", lambda: sorted(
+        Task.objects.exclude(reason="").order_by().values_list("reason", flat=True).distinct()), 60)
 
 
 def tasks_page_rows(tasks) -> list[Task]:
-    """One page of the list, with what its rows show (two queries whatever the page's size)."""
-    return list(tasks.select_related("commit", "repository", "hold__user")
+    """One page of the list, with what its rows show (two queries whatever the page's size): the
+    page's ids first, so a deep page does not join every row before it."""
+    ids = list(tasks.values_list("id", flat=True))
+    rows = (Task.objects.filter(id__in=ids).select_related("commit", "repository", "hold__user")
                 .only("instance_id", "state", "reason", "verdict", "fail_to_pass_count", "flaky_count",
                       "has_generated_tests", "leak_score", "review_count", "underspecified", "false_negative",
                       "disagree", "updated_at", "commit__message", "repository__name",
                       "hold__expires_at", "hold__user__username"))
+    by_id = {row.id: row for row in rows}
+    now = timezone.now()
+    for row in by_id.values():
+        hold = _hold_of(row)
+        row.held_by = hold.user.username if hold and hold.expires_at > now else ""
+    return [by_id[task_id] for task_id in ids if task_id in by_id]
+
+
+def _hold_of(task: Task):
+    from django.core.exceptions import ObjectDoesNotExist
+
+    try:
+        return task.hold
+    except ObjectDoesNotExist:
+        return None
 
 
 # --- the validation funnel of a repository ----------------------------------------------------

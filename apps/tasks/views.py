@@ -8,7 +8,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
-from django.utils import timezone
 from django.utils.http import urlencode
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
@@ -44,13 +43,14 @@ def task_list(request, pk: int = None):
         query["repository"] = str(_visible_repository(request, pk).pk)
     repositories = list(repositories_visible(user=request.user).only("id", "name").order_by("name"))
     draft = TaskFilterForm(query, repositories=repositories, state_counts={}, reasons=[], reviewers=[])
-    filters = draft.filters()
-    form = TaskFilterForm(query, repositories=repositories,
-                          state_counts=selectors.task_state_counts(user=request.user, **filters),
-                          reasons=selectors.task_reasons_used(user=request.user), reviewers=reviewers_choices())
+    counts = selectors.task_state_counts(user=request.user, **draft.filters())
+    form = TaskFilterForm(query, repositories=repositories, state_counts=counts,
+                          reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
     filters = form.filters()
-    page = Paginator(selectors.tasks_filtered(user=request.user, **filters), TASKS_PER_PAGE).get_page(
-        request.GET.get("page"))
+    paginator = Paginator(selectors.tasks_filtered(user=request.user, **filters), TASKS_PER_PAGE)
+    # The state counts hold the list's length already: no second count of the same rows.
+    paginator.count = counts.get(filters["state"], 0) if filters.get("state") else sum(counts.values())
+    page = paginator.get_page(request.GET.get("page"))
     page.object_list = selectors.tasks_page_rows(page.object_list)
     context = {
         "form": form,
@@ -62,7 +62,6 @@ def task_list(request, pk: int = None):
         "bulk_actions": bulk_actions_recent(request.user),
         "can_review": user_can_review(request.user),
         "leak_threshold": settings.COMMITGYM_LEAK_THRESHOLD,
-        "now": timezone.now(),
     }
     return _render(request, "tasks/task_list.html", context, partial="results")
 
