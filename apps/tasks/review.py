@@ -289,6 +289,9 @@ def _revalidate(task: Task, user) -> Validation:
     if latest is not None and latest.generated:
         source = (Validation.objects.filter(task=task, generated=False, state=Validation.State.DONE,
                                             environment__isnull=False).order_by("-created_at", "-id").first())
+        if source is None:
+            raise ReviewRefused(f"The environment {task.instance_id}'s generated tests ran in is gone: validate the "
+                                f"task again from its page first.")
         kept = list(GeneratedTest.objects.filter(validation=latest, state=GeneratedTest.State.KEPT).order_by("index"))
         validation = task_validation_start(task=task, actor=user, backend=latest.backend, generated_from=source,
                                            from_states=REVALIDATE_FROM)

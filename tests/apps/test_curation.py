@@ -401,3 +401,30 @@ def test_validation_results_refresh_the_list_summary(in_review):
 def test_a_logged_out_visitor_is_sent_to_login(in_review):
     response = Client().get(reverse("tasks:review", args=[in_review.instance_id]))
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_dropping_a_generated_test_rechecks_the_kept_generated_files(in_review, curator, monkeypatch,
+                                                                    django_capture_on_commit_callbacks):
+    from apps.tasks.models import GeneratedTest
+
+    monkeypatch.setattr("worker.tasks.task_validate_task.delay", lambda validation_id: None)
+    from apps.environments.models import Environment
+
+    base = Validation.objects.get(task=in_review)
+    environment = Environment.objects.create(key="env-generated", python_version="3.11", lock="", path="/envs/x",
+                                             repository=in_review.repository)
+    Validation.objects.filter(pk=base.pk).update(verdict="invalid", reason="no_fail_to_pass", environment=environment)
+    generated = Validation.objects.create(
+        task=in_review, state="done", verdict="valid", generated=True, backend="local",
+        fail_to_pass=["test_commitgym_generated_1.py::test_a", "test_commitgym_generated_1.py::test_b"])
+    GeneratedTest.objects.create(task=in_review, validation=generated, index=1, content="def test_a(): ...",
+                                 state="kept", fail_to_pass=generated.fail_to_pass)
+    GeneratedTest.objects.create(task=in_review, validation=generated, index=2, content="def test_c(): ...",
+                                 state="dropped", reason="passes_before")
+    with django_capture_on_commit_callbacks(execute=True):
+        again = review.task_test_drop(task=in_review, user=curator, test="test_commitgym_generated_1.py::test_b")
+    assert again.generated and again.state == "queued" and again.environment == environment
+    assert list(GeneratedTest.objects.filter(validation=again).values_list("content", "state")) == [
+        ("def test_a(): ...", "pending")]  # only the kept file is checked again
+    in_review.refresh_from_db()
+    assert in_review.excluded_tests == ["test_commitgym_generated_1.py::test_b"]
