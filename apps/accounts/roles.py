@@ -42,7 +42,8 @@ def user_staff_sync(sender, instance, action, **kwargs) -> None:
 
     if action not in {"post_add", "post_remove", "post_clear"} or not isinstance(instance, User):
         return
-    instance.__dict__.pop("_commitgym_roles", None)  # read them again
+    for cached in ("_commitgym_roles", "_commitgym_visible_repositories"):  # read them again
+        instance.__dict__.pop(cached, None)
     is_admin = instance.groups.filter(name=ADMIN).exists()
     if instance.is_staff != is_admin and not instance.is_superuser:
         User.objects.filter(pk=instance.pk).update(is_staff=is_admin)

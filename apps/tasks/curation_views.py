@@ -276,9 +276,7 @@ def bulk_actions_recent(user, limit: int = 5):
 
 
 def _filters_of(query: str, user) -> dict:
-    from apps.repositories.selectors import repositories_visible
-
-    form = TaskFilterForm(QueryDict(query), repositories=repositories_visible(user=user), state_counts={},
+    form = TaskFilterForm(QueryDict(query), repositories=selectors.repositories_named(user=user), state_counts={},
                           reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
     filters = form.filters()
     filters.pop("sort", None)

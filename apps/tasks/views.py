@@ -13,7 +13,6 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine
-from apps.repositories.selectors import repositories_visible
 from apps.repositories.views import _diff_html, _redirect_back, _render, _require_miner, _visible_repository
 
 from . import selectors, services
@@ -41,12 +40,13 @@ def task_list(request, pk: int = None):
     query = request.GET.copy()
     if pk is not None:
         query["repository"] = str(_visible_repository(request, pk).pk)
-    repositories = list(repositories_visible(user=request.user).only("id", "name").order_by("name"))
+    repositories = selectors.repositories_named(user=request.user)
     draft = TaskFilterForm(query, repositories=repositories, state_counts={}, reasons=[], reviewers=[])
     counts = selectors.task_state_counts(user=request.user, **draft.filters())
     form = TaskFilterForm(query, repositories=repositories, state_counts=counts,
                           reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
     filters = form.filters()
+    repository = next((r for r in repositories if str(r.pk) == str(filters.get("repository", ""))), None)
     paginator = Paginator(selectors.tasks_filtered(user=request.user, **filters), TASKS_PER_PAGE)
     # The state counts hold the list's length already: no second count of the same rows.
     paginator.count = counts.get(filters["state"], 0) if filters.get("state") else sum(counts.values())
@@ -56,7 +56,8 @@ def task_list(request, pk: int = None):
         "form": form,
         "filters": filters,
         "query": _list_query(query),
-        "repository": next((r for r in repositories if str(r.pk) == str(filters.get("repository", ""))), None),
+        "repository": repository,
+        "show_repository": repository is None,
         "page": page,
         "saved_views": saved_views_for(request.user),
         "bulk_actions": bulk_actions_recent(request.user),
