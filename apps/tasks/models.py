@@ -242,9 +242,15 @@ class CurationSettings(models.Model):
     def __str__(self):
         return "Curation settings"
 
+    CACHE_KEY = "tasks:curation_settings"
+
     @classmethod
     def current(cls) -> "CurationSettings":
-        return cls.objects.get_or_create(pk=1)[0]
+        """The rules now. Every review page reads them: each process keeps them for 30 s, and a save
+        in the admin clears them at once in the process that saved."""
+        from django.core.cache import cache
+
+        return cache.get_or_set(cls.CACHE_KEY, lambda: cls.objects.get_or_create(pk=1)[0], 30)
 
 
 class Review(models.Model):

@@ -43,8 +43,22 @@ def _require_reviewer(user) -> None:
         raise ReviewRefused("Only curators and admins can accept, reject or change tasks.")
 
 
+REJECT_REASONS_CACHE_KEY = "tasks:reject_reasons"
+
+
 def active_reject_reasons() -> list[RejectReason]:
-    """The reasons offered when rejecting. An empty table gets the default list (REJECT_REASONS)."""
+    """The reasons offered when rejecting. An empty table gets the default list (REJECT_REASONS).
+    Kept for 30 s by each process; a change in the admin clears them in the process that made it."""
+    from django.core.cache import cache
+
+    reasons = cache.get(REJECT_REASONS_CACHE_KEY)
+    if reasons is None:
+        reasons = _reject_reasons_read()
+        cache.set(REJECT_REASONS_CACHE_KEY, reasons, 30)
+    return [reason for reason in reasons if reason.active]
+
+
+def _reject_reasons_read() -> list[RejectReason]:
     from worker.engine.reasons import REJECT_REASONS
 
     reasons = list(RejectReason.objects.all())
@@ -52,7 +66,7 @@ def active_reject_reasons() -> list[RejectReason]:
         for order, (code, sentence) in enumerate(REJECT_REASONS.items()):
             RejectReason.objects.get_or_create(code=code, defaults={"sentence": sentence, "order": order})
         reasons = list(RejectReason.objects.all())
-    return [reason for reason in reasons if reason.active]
+    return reasons
 
 
 def reject_reason_offered(code: str) -> bool:
@@ -348,7 +362,8 @@ def task_hold_take(*, task: Task, user, curation: Optional[CurationSettings] = N
     if hold and hold.expires_at > timezone.now():
         if hold.user_id != user.id:
             return hold
-        TaskHold.objects.filter(pk=hold.pk, user=user).update(expires_at=_hold_expiry(curation))  # still theirs
+        if hold.expires_at < timezone.now() + timedelta(minutes=curation.hold_minutes / 2):  # still theirs
+            TaskHold.objects.filter(pk=hold.pk, user=user).update(expires_at=_hold_expiry(curation))
         return None
     with transaction.atomic():
         Task.objects.select_for_update().filter(id=task.id).first()
