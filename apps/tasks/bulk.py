@@ -5,6 +5,7 @@ if it is still in a state the action applies to, so running it twice changes not
 """
 
 from django.db import transaction
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from .models import BulkAction, Review, Task, TaskStateChange
@@ -51,22 +52,36 @@ def bulk_action_start(*, user, action: str, filters: dict, query: str, expected:
     return bulk
 
 
+def bulk_action_mine(*, bulk: BulkAction, user) -> bool:
+    """Who may see and undo a bulk action: the person who ran it, and admins."""
+    from apps.accounts.roles import ADMIN, user_roles
+
+    return bulk.user_id == user.id or ADMIN in user_roles(user)
+
+
 def bulk_action_undo(*, bulk: BulkAction, user) -> None:
-    """Queue moving back every task the action moved that is still where it left it."""
+    """Queue moving back every task the action moved that nobody changed since. An action that
+    failed part way can be undone too: what it moved is recorded as it goes."""
     from worker.tasks import bulk_action_run_task
 
     _require_reviewer(user)
+    if not bulk_action_mine(bulk=bulk, user=user):
+        raise ReviewRefused("Only the person who ran a bulk action, or an admin, can undo it.")
     if bulk.action not in UNDOABLE:
         raise ReviewRefused(f"A bulk {bulk.action} cannot be undone.")
-    if not BulkAction.objects.filter(pk=bulk.pk, state=BulkAction.State.DONE).update(state=BulkAction.State.UNDOING):
+    if not BulkAction.objects.filter(pk=bulk.pk, state__in=[BulkAction.State.DONE, BulkAction.State.FAILED]).update(
+            state=BulkAction.State.UNDOING, undone_by=user, finished_at=Coalesce("finished_at", Now())):
         raise ReviewRefused(f"Bulk action {bulk.pk} is {BulkAction.objects.get(pk=bulk.pk).state}: only a "
                             f"finished action can be undone.")
     transaction.on_commit(lambda: bulk_action_run_task.delay(bulk.pk))
 
 
 def bulk_action_run(*, bulk_id: int) -> None:
-    """Run a queued action, or an undo that was asked for. Safe to run twice."""
-    if BulkAction.objects.filter(pk=bulk_id, state=BulkAction.State.QUEUED).update(state=BulkAction.State.RUNNING):
+    """Run a queued action, or an undo that was asked for. Safe to run twice, and a redelivery after
+    a worker died part way goes on from where it stopped (tasks already moved are not in the states
+    the action moves from any more)."""
+    running = [BulkAction.State.QUEUED, BulkAction.State.RUNNING]
+    if BulkAction.objects.filter(pk=bulk_id, state__in=running).update(state=BulkAction.State.RUNNING):
         bulk = BulkAction.objects.select_related("user").get(pk=bulk_id)
         try:
             _forward(bulk)
@@ -77,7 +92,7 @@ def bulk_action_run(*, bulk_id: int) -> None:
         BulkAction.objects.filter(pk=bulk_id).update(state=BulkAction.State.DONE, finished_at=timezone.now(),
                                                      skipped=len(bulk.task_ids) - len(bulk.changed))
     elif BulkAction.objects.filter(pk=bulk_id, state=BulkAction.State.UNDOING).exists():
-        bulk = BulkAction.objects.select_related("user").get(pk=bulk_id)
+        bulk = BulkAction.objects.select_related("undone_by").get(pk=bulk_id)
         _backward(bulk)
         BulkAction.objects.filter(pk=bulk_id).update(state=BulkAction.State.UNDONE, undone_at=timezone.now())
 
@@ -96,10 +111,7 @@ def _validate_chunk(bulk: BulkAction, chunk: list[int]) -> None:
     for task in Task.objects.filter(id__in=chunk, state__in=VALIDATABLE_STATES):
         if task_validation_start(task=task, actor=bulk.user) is not None:
             with transaction.atomic():
-                locked = BulkAction.objects.select_for_update().get(pk=bulk.pk)
-                locked.changed.append([task.id, task.state, task.reason, []])
-                BulkAction.objects.filter(pk=bulk.pk).update(changed=locked.changed)
-            bulk.changed = locked.changed
+                _changed_add(bulk, [[task.id, task.state, task.reason, []]])
 
 
 def _move_chunk(bulk: BulkAction, chunk: list[int]) -> None:
@@ -119,8 +131,15 @@ def _move_chunk(bulk: BulkAction, chunk: list[int]) -> None:
         TaskStateChange.objects.bulk_create([
             TaskStateChange(task_id=task_id, from_state=state, to_state=to_state, reason=reason or f"bulk_{bulk.action}",
                             actor=bulk.user) for task_id, state, _ in rows])
-        bulk.changed += [[task_id, state, old_reason, retired.get(task_id, [])] for task_id, state, old_reason in rows]
-        BulkAction.objects.filter(pk=bulk.pk).update(changed=bulk.changed)
+        _changed_add(bulk, [[task_id, state, old_reason, retired.get(task_id, [])] for task_id, state, old_reason in rows])
+
+
+def _changed_add(bulk: BulkAction, rows: list) -> None:
+    """Record moved tasks, under the action's row lock: a redelivered job running beside this one
+    must not overwrite what this one recorded."""
+    locked = BulkAction.objects.select_for_update().get(pk=bulk.pk)
+    bulk.changed = locked.changed + rows
+    BulkAction.objects.filter(pk=bulk.pk).update(changed=bulk.changed)
 
 
 def _backward(bulk: BulkAction) -> None:
@@ -133,8 +152,7 @@ def _backward(bulk: BulkAction) -> None:
             ids = [row[0] for row in chunk]
             still = set(Task.objects.select_for_update().filter(id__in=ids, state=to_state)
                         .values_list("id", flat=True))
-            # Reviewed again since: the new reviews stand, and the task stays where they put it.
-            still -= set(Review.objects.filter(task_id__in=ids, current=True).values_list("task_id", flat=True))
+            still -= _changed_since(ids, bulk.finished_at)
             for task_id, state, reason, reviews in chunk:
                 if task_id not in still:
                     continue  # someone moved it since: their change stands
@@ -142,7 +160,16 @@ def _backward(bulk: BulkAction) -> None:
                 Review.objects.filter(id__in=reviews).update(current=True)
             TaskStateChange.objects.bulk_create([
                 TaskStateChange(task_id=task_id, from_state=to_state, to_state=state, reason=f"undo_bulk_{bulk.action}",
-                                actor=bulk.user) for task_id, state, _, _ in chunk if task_id in still])
+                                actor=bulk.undone_by) for task_id, state, _, _ in chunk if task_id in still])
         for task_id, *_ in chunk:
             if task_id in still and bulk.action == BulkAction.Action.REOPEN:
                 task_summary_refresh(task_id)
+
+
+def _changed_since(task_ids: list[int], since) -> set[int]:
+    """Tasks someone moved, edited or reviewed after the action ended: their change stands."""
+    from .models import TaskChange
+
+    return {*TaskStateChange.objects.filter(task_id__in=task_ids, at__gt=since).values_list("task_id", flat=True),
+            *TaskChange.objects.filter(task_id__in=task_ids, at__gt=since).values_list("task_id", flat=True),
+            *Review.objects.filter(task_id__in=task_ids, created_at__gt=since).values_list("task_id", flat=True)}

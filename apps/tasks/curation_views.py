@@ -20,13 +20,18 @@ from worker.engine.patches import commit_patches
 
 from . import review, selectors
 from .backtranslation import current_issue
-from .bulk import FROM_STATES, UNDOABLE, bulk_action_start, bulk_action_targets, bulk_action_undo
+from .bulk import FROM_STATES, UNDOABLE, bulk_action_mine, bulk_action_start, bulk_action_targets, bulk_action_undo
 from .diffs import patch_files
 from .forms import ReviewScoresForm, TaskFilterForm, review_reasons, reviewers_choices
 from .models import BulkAction, CurationSettings, Review, SavedView, Task, TaskChange, Validation
 from .views import _visible_task
 
 CONTEXT_LINES = {"3": 3, "25": 25, "all": 1_000_000}
+
+
+def _posted(request, name: str, limit: int = 10_000) -> str:
+    """A text field of the POST as PostgreSQL stores it (no NUL), at most `limit` characters."""
+    return request.POST.get(name, "").replace("\x00", "")[:limit]
 
 
 def _require_reviewer(request) -> None:
@@ -121,14 +126,16 @@ def _form_initial(mine: Review | None) -> dict:
 
 def _previous_reviewed(user, task: Task):
     """The task this person reviewed last before this one (k in the queue)."""
-    return (Task.objects.filter(reviews__reviewer=user).exclude(id=task.id)
+    return (selectors.tasks_visible(user=user).filter(reviews__reviewer=user).exclude(id=task.id)
             .order_by("-reviews__created_at").only("instance_id").first())
 
 
 def review_page(request, instance_id: str):
     task = _visible_task(request, instance_id)
     curation = CurationSettings.current()
-    held_by_other = review.task_hold_take(task=task, user=request.user, curation=curation)
+    # Only the queue holds tasks: reading one from the list, or going back with k, takes nothing.
+    held_by_other = review.task_hold_take(task=task, user=request.user, curation=curation) \
+        if request.GET.get("queue") == "1" else review.task_hold_other(task=task, user=request.user)
     context = _review_context(request, task, curation=curation)
     context["held_by_other"] = held_by_other
     response = _render(request, "tasks/review.html", context, partial="review")
@@ -199,13 +206,13 @@ def test_drop(request, instance_id: str):
     """Fix the oracle: take a wrong test out, or put a dropped one back, and re-validate."""
     task = _visible_task(request, instance_id)
     _require_reviewer(request)
-    test = request.POST.get("test", "")
+    test = _posted(request, "test")
     try:
         if request.POST.get("restore") == "1":
             review.task_test_restore(task=task, user=request.user, test=test)
             messages.success(request, f"{test} is back; {task.instance_id} is being validated again.")
         else:
-            review.task_test_drop(task=task, user=request.user, test=test, note=request.POST.get("note", ""))
+            review.task_test_drop(task=task, user=request.user, test=test, note=_posted(request, "note"))
             messages.success(request, f"{test} dropped; {task.instance_id} is being validated again without it.")
     except review.ReviewRefused as refused:
         messages.error(request, str(refused))
@@ -217,7 +224,7 @@ def test_drop(request, instance_id: str):
 
 def _queue_tasks(request):
     tasks = selectors.tasks_visible(user=request.user)
-    if request.GET.get("repository", "").isdigit():
+    if request.GET.get("repository", "").isdecimal():
         tasks = tasks.filter(repository_id=int(request.GET["repository"]))
     return tasks
 
@@ -225,9 +232,9 @@ def _queue_tasks(request):
 def queue_next(request):
     """The reviewer's next task, held for them; `skip` leaves the current one (its hold released)."""
     _require_reviewer(request)
-    skip = int(request.GET["skip"]) if request.GET.get("skip", "").isdigit() else None
+    skip = int(request.GET["skip"]) if request.GET.get("skip", "").isdecimal() else None
     if skip:
-        review.TaskHold.objects.filter(task_id=skip, user=request.user).delete()
+        review.task_hold_release(task_id=skip, user=request.user)
     task = review.review_queue_next(user=request.user, tasks=_queue_tasks(request), skip=skip)
     if task is None:
         waiting = _queue_tasks(request).filter(state=Task.State.NEEDS_REVIEW)
@@ -247,8 +254,8 @@ def saved_views_for(user):
 
 @require_POST
 def saved_view_create(request):
-    name = request.POST.get("name", "").strip()[:100]
-    query = request.POST.get("query", "")[:2000]
+    name = _posted(request, "name", 100).strip()
+    query = _posted(request, "query", 2000)
     if not name:
         messages.error(request, "Give the view a name.")
     else:
@@ -292,34 +299,37 @@ def bulk_confirm(request):
     if action not in BulkAction.Action.values:
         messages.error(request, "Pick an action.")
         return redirect(reverse("tasks:all") + "?" + request.POST.get("query", ""))
-    query = request.POST.get("query", "")
+    query = _posted(request, "query", 2000)
     filters = _filters_of(query, request.user)
     if request.POST.get("expected"):
         try:
             bulk = bulk_action_start(user=request.user, action=action, filters=filters, query=query,
                                      expected=int(request.POST["expected"]),
-                                     reject_reason=request.POST.get("reject_reason", ""),
-                                     note=request.POST.get("note", ""))
-        except (review.ReviewRefused, ValueError) as refused:
+                                     reject_reason=_posted(request, "reject_reason", 64),
+                                     note=_posted(request, "note"))
+        except review.ReviewRefused as refused:
             messages.error(request, str(refused))
+        except ValueError:
+            messages.error(request, "The confirmation lost its count of tasks: check the list and confirm again.")
         else:
             messages.success(request, f"Bulk {action} of {bulk.task_count:,} tasks queued.")
             return redirect("tasks:bulk", pk=bulk.pk)
     targets = bulk_action_targets(user=request.user, action=action, filters=filters)
     matching = selectors.tasks_filtered(user=request.user, **filters).count()
     context = {"action": action, "query": query, "count": len(targets), "matching": matching,
+               "left": matching - len(targets),
                "from_states": FROM_STATES[action], "reasons": review_reasons(),
-               "reject_reason": request.POST.get("reject_reason", ""), "note": request.POST.get("note", ""),
+               "reject_reason": _posted(request, "reject_reason", 64), "note": _posted(request, "note"),
                "undoable": action in UNDOABLE}
     return _render(request, "tasks/bulk_confirm.html", context)
 
 
 def bulk_detail(request, pk: int):
     bulk = get_object_or_404(BulkAction.objects.select_related("user"), pk=pk)
-    if bulk.user_id != request.user.id and not review.user_can_review(request.user):
+    if not bulk_action_mine(bulk=bulk, user=request.user):
         raise Http404("No such bulk action.")
     context = {"bulk": bulk, "active": bulk.state in {"queued", "running", "undoing"},
-               "undoable": bulk.action in UNDOABLE and bulk.state == BulkAction.State.DONE,
+               "undoable": bulk.action in UNDOABLE and bulk.state in {"done", "failed"},
                "can_review": review.user_can_review(request.user)}
     return _render(request, "tasks/bulk_detail.html", context, partial="status")
 
@@ -327,6 +337,8 @@ def bulk_detail(request, pk: int):
 @require_POST
 def bulk_undo(request, pk: int):
     bulk = get_object_or_404(BulkAction, pk=pk)
+    if not bulk_action_mine(bulk=bulk, user=request.user):
+        raise Http404("No such bulk action.")
     _require_reviewer(request)
     try:
         bulk_action_undo(bulk=bulk, user=request.user)

@@ -4,7 +4,7 @@ their oracle, and take them one at a time from a queue that skips tasks someone 
 Every change is recorded: state moves as TaskStateChange, everything else as TaskChange.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Optional
 
@@ -86,7 +86,12 @@ def _latest_done(task_id: int) -> Optional[Validation]:
 
 
 def reviews_merged(reviews) -> Merged:
-    return scores_merge([Scores(r.decision, r.underspecified, r.false_negative, r.difficulty) for r in reviews])
+    """The reviews' merged scores; a curator's settling review ends any disagreement."""
+    reviews = list(reviews)
+    merged = scores_merge([Scores(r.decision, r.underspecified, r.false_negative, r.difficulty) for r in reviews])
+    if any(r.settles for r in reviews):
+        merged = replace(merged, disagree=False)
+    return merged
 
 
 def task_merged_scores(task_id: int) -> Merged:
@@ -194,7 +199,7 @@ def task_review_submit(*, task: Task, user, form: ReviewForm) -> str:
         if locked.state not in allowed:
             raise ReviewRefused(f"{task.instance_id} is {Task.State(locked.state).label.lower()}: "
                                 f"{'only tasks under review or decided can be settled' if form.settle else 'only tasks waiting for review are reviewed'}.")
-        if form.settle and not locked.disagree:
+        if form.settle and not _needs_settling(locked, curation):
             raise ReviewRefused(f"{task.instance_id}'s reviewers agree: there is nothing to settle.")
         earlier = Review.objects.filter(task=task, reviewer=user, current=True).first()
         if earlier:
@@ -210,6 +215,13 @@ def task_review_submit(*, task: Task, user, form: ReviewForm) -> str:
         TaskHold.objects.filter(task=task, user=user).delete()
     task_summary_refresh(task.id)
     return outcome
+
+
+def _needs_settling(task: Task, curation: CurationSettings) -> bool:
+    """Its reviewers disagree, or they all accepted but their merged scores keep it out."""
+    merged = task_merged_scores(task.id)
+    return merged.disagree or review_outcome(merged, required=curation.required_reviews,
+                                             thresholds=thresholds(curation)) == "failing"
 
 
 def _review_record(review: Review) -> dict:
@@ -331,7 +343,7 @@ def review_queue(*, user, tasks) -> "QuerySet":
     """Tasks waiting for review that the user has not reviewed and no one else holds, oldest first."""
     now = timezone.now()
     return (tasks.filter(state=Task.State.NEEDS_REVIEW)
-            .exclude(reviews__reviewer=user, reviews__current=True)
+            .exclude(id__in=Review.objects.filter(reviewer=user, current=True).values("task_id"))
             .exclude(Q(hold__expires_at__gt=now) & ~Q(hold__user=user))
             .order_by("updated_at", "id"))
 
@@ -343,13 +355,20 @@ def review_queue_next(*, user, tasks, skip: Optional[int] = None) -> Optional[Ta
     queue = review_queue(user=user, tasks=tasks)
     if skip:
         queue = queue.exclude(id=skip)
-    with transaction.atomic():
-        task = queue.select_for_update(skip_locked=True, of=("self",)).first()
-        if task is None:
-            return None
-        TaskHold.objects.filter(user=user).exclude(task=task).delete()  # one hold per reviewer
-        TaskHold.objects.update_or_create(task=task, defaults={"user": user, "expires_at": _hold_expiry(curation)})
-    return task
+    passed = []
+    for _ in range(5):
+        with transaction.atomic():
+            task = queue.exclude(id__in=passed).select_for_update(skip_locked=True, of=("self",)).first()
+            if task is None:
+                return None
+            # Someone may have taken it between the query's snapshot and the lock: pass over it.
+            if not TaskHold.objects.filter(task=task, expires_at__gt=timezone.now()).exclude(user=user).exists():
+                TaskHold.objects.filter(user=user).exclude(task=task).delete()  # one hold per reviewer
+                TaskHold.objects.update_or_create(task=task, defaults={"user": user,
+                                                                       "expires_at": _hold_expiry(curation)})
+                return task
+        passed.append(task.id)
+    return None
 
 
 def task_hold_take(*, task: Task, user, curation: Optional[CurationSettings] = None) -> Optional[TaskHold]:
@@ -375,5 +394,12 @@ def task_hold_take(*, task: Task, user, curation: Optional[CurationSettings] = N
     return None
 
 
-def task_hold_release(*, task: Task, user) -> None:
-    TaskHold.objects.filter(task=task, user=user).delete()
+def task_hold_other(*, task: Task, user) -> Optional[TaskHold]:
+    """The hold someone else has on the task now, if any."""
+    return (TaskHold.objects.select_related("user").filter(task=task, expires_at__gt=timezone.now())
+            .exclude(user=user).first())
+
+
+def task_hold_release(*, task_id: int, user) -> None:
+    """The reviewer leaves the task (j in the queue): others may take it."""
+    TaskHold.objects.filter(task_id=task_id, user=user).delete()

@@ -41,10 +41,11 @@ def task_list(request, pk: int = None):
     if pk is not None:
         query["repository"] = str(_visible_repository(request, pk).pk)
     repositories = selectors.repositories_named(user=request.user)
-    draft = TaskFilterForm(query, repositories=repositories, state_counts={}, reasons=[], reviewers=[])
+    reasons, reviewers = selectors.task_reasons_used(), reviewers_choices()
+    draft = TaskFilterForm(query, repositories=repositories, state_counts={}, reasons=reasons, reviewers=reviewers)
     counts = selectors.task_state_counts(user=request.user, **draft.filters())
-    form = TaskFilterForm(query, repositories=repositories, state_counts=counts,
-                          reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
+    form = TaskFilterForm(query, repositories=repositories, state_counts=counts, reasons=reasons,
+                          reviewers=reviewers)
     filters = form.filters()
     repository = next((r for r in repositories if str(r.pk) == str(filters.get("repository", ""))), None)
     paginator = Paginator(selectors.tasks_filtered(user=request.user, **filters), TASKS_PER_PAGE)

@@ -5,7 +5,7 @@
   "use strict";
 
   // Fields that take letters; radio buttons and checkboxes do not, so shortcuts work on them.
-  const TYPED = "textarea, select, [contenteditable=''], [contenteditable='true'], " +
+  const TYPED = "textarea, select, [contenteditable]:not([contenteditable='false']), " +
     "input:not([type=radio]):not([type=checkbox]):not([type=submit]):not([type=button]):not([type=hidden])";
 
   function typing(element) {
@@ -59,11 +59,15 @@
   };
 
   document.addEventListener("keydown", function (event) {
-    if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
+    // A held key repeats: one decision per press. 229: an input method is composing (Safari).
+    if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing || event.keyCode === 229) return;
+    if (event.repeat) return;
     if (typing(event.target)) {
       if (event.key === "Escape") event.target.blur();
       return;
     }
+    const dialog = find("#shortcuts");
+    if (dialog && dialog.open && event.key !== "?") return; // the help is on top: only ? (or Esc) closes it
     const action = actions[event.key];
     if (action && action()) event.preventDefault();
   });

@@ -223,7 +223,9 @@ def test_the_review_page_shows_everything_a_reviewer_judges_and_renders_text_ine
     assert 'class="highlight"' in page and "lib/calc.py" in page  # the gold patch, highlighted
     assert "Is the issue well specified?" in page and 'id="accept"' in page and 'id="reject"' in page
     assert "Take this wrong test out of the oracle" in page
-    assert TaskHold.objects.get(task=in_review).user == curator  # opening it holds it
+    assert not TaskHold.objects.exists()  # reading it from the list holds nothing
+    curator_client.get(reverse("tasks:review", args=[in_review.instance_id]) + "?queue=1")
+    assert TaskHold.objects.get(task=in_review).user == curator  # in the queue, opening it holds it
     split = curator_client.get(reverse("tasks:review", args=[in_review.instance_id]) + "?diff=split&lines=all")
     assert 'class="split-diff highlight"' in split.content.decode()
 
@@ -428,3 +430,56 @@ def test_dropping_a_generated_test_rechecks_the_kept_generated_files(in_review, 
         ("def test_a(): ...", "pending")]  # only the kept file is checked again
     in_review.refresh_from_db()
     assert in_review.excluded_tests == ["test_commitgym_generated_1.py::test_b"]
+
+
+def test_a_reopened_task_comes_back_to_its_earlier_reviewer(queue_tasks, curator):
+    CurationSettings.objects.update_or_create(pk=1, defaults={"required_reviews": 2})
+    other, task = _curator("bruno"), queue_tasks[0]
+    tasks = Task.objects.filter(id=task.id)
+    review.task_review_submit(task=task, user=curator, form=_reject())
+    review.task_reopen(task=task, user=curator)
+    review.task_review_submit(task=task, user=other, form=ACCEPT)
+    assert review.review_queue_next(user=curator, tasks=tasks) == task  # their old review no longer counts
+
+
+def test_settling_ends_the_disagreement(in_review, curator):
+    CurationSettings.objects.update_or_create(pk=1, defaults={"required_reviews": 2})
+    review.task_review_submit(task=in_review, user=curator, form=ACCEPT)
+    review.task_review_submit(task=in_review, user=_curator("bruno"), form=_reject())
+    settle = review.ReviewForm(**{**ACCEPT.__dict__, "settle": True})
+    review.task_review_submit(task=in_review, user=_curator("chen"), form=settle)
+    in_review.refresh_from_db()
+    assert in_review.state == "accepted" and not in_review.disagree
+    with pytest.raises(review.ReviewRefused, match="nothing to settle"):
+        review.task_review_submit(task=in_review, user=_curator("dora"),
+                                  form=review.ReviewForm(**{**_reject().__dict__, "settle": True}))
+
+
+def test_a_bulk_reject_undone_puts_accepted_tasks_back_and_only_its_owner_undoes_it(small_repository, curator,
+                                                                                     monkeypatch):
+    monkeypatch.setattr("worker.tasks.bulk_action_run_task.delay", lambda bulk_id: None)
+    tasks = [task_put_in_review(task) for task in commits_and_tasks_make(small_repository, 3)]
+    for task in tasks:
+        review.task_review_submit(task=task, user=curator, form=ACCEPT)
+    bulk = bulk_action_start(user=curator, action="reject", filters={"state": "accepted"}, query="state=accepted",
+                             expected=3, reject_reason="trivial")
+    bulk_action_run(bulk_id=bulk.id)
+    assert Task.objects.filter(state="rejected").count() == 3
+    stranger = Client()
+    stranger.force_login(_curator("bruno"))
+    assert stranger.get(reverse("tasks:bulk", args=[bulk.pk])).status_code == 404
+    assert stranger.post(reverse("tasks:bulk_undo", args=[bulk.pk])).status_code == 404
+    bulk.refresh_from_db()
+    bulk_action_undo(bulk=bulk, user=curator)
+    bulk_action_run(bulk_id=bulk.id)
+    assert Task.objects.filter(state="accepted").count() == 3
+    assert TaskStateChange.objects.filter(reason="undo_bulk_reject", actor=curator).count() == 3
+
+
+def test_odd_input_gets_an_answer_not_an_error(curator_client, in_review):
+    assert curator_client.get(reverse("tasks:queue"), {"skip": "\u00b2", "repository": "\u00b2"}).status_code == 302
+    response = curator_client.post(reverse("tasks:view_create"), {"name": "nul\x00name", "query": "q=\x00"})
+    assert response.status_code == 302 and SavedView.objects.get().name == "nulname"
+    response = curator_client.post(reverse("tasks:bulk_confirm"), {"action": "reject", "query": "", "expected": "x",
+                                                                   "reject_reason": "trivial"})
+    assert response.status_code == 200 and not BulkAction.objects.exists()
