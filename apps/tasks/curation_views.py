@@ -22,9 +22,10 @@ from . import review, selectors
 from .backtranslation import current_issue
 from .bulk import FROM_STATES, UNDOABLE, bulk_action_mine, bulk_action_start, bulk_action_targets, bulk_action_undo
 from .diffs import patch_files
-from .forms import ReviewScoresForm, TaskFilterForm, review_reasons, reviewers_choices
+from .forms import ReviewScoresForm
 from .models import BulkAction, CurationSettings, Review, SavedView, Task, TaskChange, Validation
-from .views import _visible_task
+from .review import active_reject_reasons
+from .views import _visible_task, task_filter_form
 
 CONTEXT_LINES = {"3": 3, "25": 25, "all": 1_000_000}
 
@@ -284,9 +285,7 @@ def bulk_actions_recent(user, limit: int = 5):
 
 
 def _filters_of(query: str, user) -> dict:
-    form = TaskFilterForm(QueryDict(query), repositories=selectors.repositories_named(user=user), state_counts={},
-                          reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
-    filters = form.filters()
+    filters = task_filter_form(QueryDict(query), user=user).filters()
     filters.pop("sort", None)
     return filters
 
@@ -318,7 +317,7 @@ def bulk_confirm(request):
     matching = selectors.tasks_filtered(user=request.user, **filters).count()
     context = {"action": action, "query": query, "count": len(targets), "matching": matching,
                "left": matching - len(targets),
-               "from_states": FROM_STATES[action], "reasons": review_reasons(),
+               "from_states": FROM_STATES[action], "reasons": active_reject_reasons(),
                "reject_reason": _posted(request, "reject_reason", 64), "note": _posted(request, "note"),
                "undoable": action in UNDOABLE}
     return _render(request, "tasks/bulk_confirm.html", context)

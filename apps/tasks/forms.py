@@ -2,6 +2,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from .models import Review, Task
+from .review import active_reject_reasons
 
 YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
 SORTS = {
@@ -64,12 +65,6 @@ class TaskFilterForm(forms.Form):
         return {name: value for name, value in data.items() if value not in (None, "")}
 
 
-def review_reasons():
-    from .review import active_reject_reasons
-
-    return active_reject_reasons()
-
-
 class ReviewScoresForm(forms.Form):
     """The rubric and a decision; the buttons of the review page post it."""
 
@@ -88,7 +83,7 @@ class ReviewScoresForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["reject_reason"].choices = [("", "—")] + [(r.code, r.sentence) for r in review_reasons()]
+        self.fields["reject_reason"].choices = [("", "—")] + [(r.code, r.sentence) for r in active_reject_reasons()]
 
 
 def reviewers_choices() -> list[tuple[int, str]]:

@@ -41,11 +41,8 @@ def task_list(request, pk: int = None):
     if pk is not None:
         query["repository"] = str(_visible_repository(request, pk).pk)
     repositories = selectors.repositories_named(user=request.user)
-    reasons, reviewers = selectors.task_reasons_used(), reviewers_choices()
-    draft = TaskFilterForm(query, repositories=repositories, state_counts={}, reasons=reasons, reviewers=reviewers)
-    counts = selectors.task_state_counts(user=request.user, **draft.filters())
-    form = TaskFilterForm(query, repositories=repositories, state_counts=counts, reasons=reasons,
-                          reviewers=reviewers)
+    counts = selectors.task_state_counts(user=request.user, **task_filter_form(query, user=request.user).filters())
+    form = task_filter_form(query, user=request.user, state_counts=counts)
     filters = form.filters()
     repository = next((r for r in repositories if str(r.pk) == str(filters.get("repository", ""))), None)
     paginator = Paginator(selectors.tasks_filtered(user=request.user, **filters), TASKS_PER_PAGE)
@@ -66,6 +63,12 @@ def task_list(request, pk: int = None):
         "leak_threshold": settings.COMMITGYM_LEAK_THRESHOLD,
     }
     return _render(request, "tasks/task_list.html", context, partial="results")
+
+
+def task_filter_form(query, *, user, state_counts: dict | None = None) -> TaskFilterForm:
+    """The list's filters read from a query (the list's address, a saved view's, a bulk action's)."""
+    return TaskFilterForm(query, repositories=selectors.repositories_named(user=user), state_counts=state_counts or {},
+                          reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
 
 
 def _list_query(query) -> str:
