@@ -26,7 +26,7 @@ from worker.engine.commit_filters import MiningFilters, drop_reason  # noqa: E40
 from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes  # noqa: E402
 from worker.engine.environment import EnvironmentBuilder  # noqa: E402
 from worker.engine.git_repo import BlobReader  # noqa: E402
-from worker.engine.mining import commits_walk, python_change_check  # noqa: E402
+from worker.engine.mining import commits_walk, python_changes_checked  # noqa: E402
 from worker.engine.sample_repo import sample_repo_write  # noqa: E402
 from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate  # noqa: E402
 
@@ -111,8 +111,8 @@ def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:
 
 
 def _checked(mined, blobs):
-    mined.stats.python_change = python_change_check(blobs, mined)
-    return mined.stats
+    (checked,) = python_changes_checked([mined], blobs)
+    return checked.stats
 
 
 def main() -> None:

@@ -139,14 +139,3 @@ def test_a_renamed_default_branch_is_followed(git_repo, tmp_path):
 def test_percent_encoded_credentials_are_decoded():
     assert url_split_credentials("https://me%40corp.com:p%40ss%2Fw@host/r.git")[1] == GitCredentials(
         username="me@corp.com", token="p@ss/w")
-
-
-def test_an_unreadable_side_counts_as_a_change(git_repo):
-    from worker.engine.mining import PythonFileChange, python_change_check
-
-    sha = git_repo.commit("one", {"a.py": "x = 1\n"})
-    commit = next(commits_walk(git_repo.path, sha))
-    commit.python_changes = [PythonFileChange(old_path=None, new_path="gone.py", old_blob=None, new_blob=None,
-                                              blocks=[([], [1])])]
-    with BlobReader(git_repo.path) as blobs:
-        assert python_change_check(blobs, commit) is True

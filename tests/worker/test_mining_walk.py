@@ -6,11 +6,16 @@ import tracemalloc
 from tests.gitrepo import GitRepo
 from worker.engine.commit_filters import MiningFilters, TestFileRules, drop_reason
 from worker.engine.git_repo import BlobReader
-from worker.engine.mining import MAX_LISTED_FILES, commits_walk, python_change_check
+from worker.engine.mining import MAX_LISTED_FILES, PythonFileChange, commits_walk, python_changes_checked
 
 
 def _walk(repo: GitRepo, **kwargs):
     return {c.message: c for c in commits_walk(repo.path, repo.git("rev-parse", "HEAD"), **kwargs)}
+
+
+def _python_change(blobs: BlobReader, commit) -> bool:
+    (checked,) = python_changes_checked([commit], blobs)
+    return checked.stats.python_change
 
 
 def _git_show_chars(repo: GitRepo, sha: str, paths: list[str]) -> int:
@@ -83,7 +88,7 @@ def test_renames_and_binary_files(git_repo):
     assert (change.old_path, change.new_path, change.blocks) == ("pkg/old_name.py", "pkg/new_name.py", [])
     assert commits["image"].stats.has_binary
     with BlobReader(git_repo.path) as blobs:
-        assert python_change_check(blobs, commits["rename"]) is False
+        assert _python_change(blobs, commits["rename"]) is False
 
 
 def test_changed_line_numbers_follow_the_hunks(git_repo):
@@ -100,9 +105,9 @@ def test_python_check_reads_both_sides(git_repo):
     git_repo.commit("code", {"m.py": 'def f():\n    """Better doc."""\n    return 2\n'})
     commits = _walk(git_repo)
     with BlobReader(git_repo.path) as blobs:
-        assert python_change_check(blobs, commits["docstring"]) is False
-        assert python_change_check(blobs, commits["code"]) is True
-        assert python_change_check(blobs, commits["init"]) is True
+        assert _python_change(blobs, commits["docstring"]) is False
+        assert _python_change(blobs, commits["code"]) is True
+        assert _python_change(blobs, commits["init"]) is True
 
 
 def test_patch_length_boundary_on_real_diffs(git_repo):
@@ -143,3 +148,12 @@ def test_a_commit_touching_ten_thousand_files_is_counted_in_bounded_memory(git_r
     assert len(commit.stats.source_files) == MAX_LISTED_FILES
     assert drop_reason(commit.stats, MiningFilters()) == "too_many_files"
     assert peak < 20 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+
+
+def test_an_unreadable_side_counts_as_a_change(git_repo):
+    sha = git_repo.commit("one", {"a.py": "x = 1\n"})
+    commit = next(commits_walk(git_repo.path, sha))
+    commit.python_changes = [PythonFileChange(old_path=None, new_path="gone.py", old_blob=None, new_blob=None,
+                                              hunks=b"@@ -0,0 +1 @@\n+x = 1\n")]
+    with BlobReader(git_repo.path) as blobs:
+        assert _python_change(blobs, commit) is True

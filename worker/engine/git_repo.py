@@ -5,12 +5,13 @@ error message: tokens go through GIT_ASKPASS, SSH keys through a private
 temporary file, and every message is redacted before it leaves this module.
 """
 
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,36 +232,70 @@ def commit_patch(mirror_dir: Path, sha: str, *, max_bytes: int = 4_000_000) -> t
 class BlobReader:
     """Reads objects through one long-lived `git cat-file --batch`.
 
-    Blobs named by their (possibly abbreviated) id never change, so the most recent ones are kept
+    Objects can be asked for ahead (`ask`): git reads them while the caller
+    works on, and `read_objects` takes the answers later. Blobs named by their
+    (possibly abbreviated) id never change, so the most recent ones are kept
     (up to `cache_bytes`): the file a commit changes is usually the file its
     parent changed too."""
+
+    # Names asked and not yet answered stay under the pipe's smallest size, so
+    # writing them never blocks while git waits for its answers to be read.
+    _ASKED_BYTES = 32 << 10
 
     def __init__(self, mirror_dir: Path, *, cache_bytes: int = 4 << 20):
         with git_environment() as env:
             self._proc = subprocess.Popen(
                 ["git", *GIT_CONFIG, "cat-file", "--batch"], cwd=mirror_dir, env=env, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=1 << 16,
             )
+        pipe_enlarge(self._proc.stdout)
+        self._asked: deque[str] = deque()  # in the order git answers
+        self._waiting: set[str] = set()  # the same names
+        self._asked_bytes = 0
+        self._answers: dict[str, Optional[bytes]] = {}  # read from git, not yet taken
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes, self._cache_limit = 0, cache_bytes
 
-    def read_objects(self, names: list[str]) -> list[Optional[bytes]]:
-        """Each object's bytes (a blob id, or `rev:path`), or None where there is none;
-        one round trip to git for all that are not cached."""
+    def ask(self, names: list[str]) -> None:
+        """Have git start reading these objects."""
         if any("\n" in name for name in names):
             raise ValueError("object name with a newline")
-        missing = list(dict.fromkeys(name for name in names if name not in self._cache))
-        found = {}
-        # In chunks, so the requests always fit in the pipe while git's answers wait to be read.
-        for i in range(0, len(missing), 100):
-            chunk = missing[i:i + 100]
-            self._proc.stdin.write(b"".join(f"{name}\n".encode() for name in chunk))
-            self._proc.stdin.flush()
-            found.update((name, self._read_one()) for name in chunk)
-        for name, data in found.items():
-            if data is not None and _OBJECT_ID.fullmatch(name):
-                self._remember(name, data)
-        return [self._cache[name] if name in self._cache else found.get(name) for name in names]
+        new = [name for name in dict.fromkeys(names)
+               if name not in self._cache and name not in self._answers and name not in self._waiting]
+        for name in new:
+            while self._asked and self._asked_bytes + len(name) + 1 > self._ASKED_BYTES:
+                self._answer_read()
+            self._proc.stdin.write(f"{name}\n".encode())
+            self._asked.append(name)
+            self._waiting.add(name)
+            self._asked_bytes += len(name) + 1
+        self._proc.stdin.flush()
+
+    def read_objects(self, names: list[str]) -> list[Optional[bytes]]:
+        """Each object's bytes (a blob id, or `rev:path`), or None where there is no such blob."""
+        self.ask(names)
+        found = {name: self._take(name) for name in dict.fromkeys(names)}
+        return [found[name] for name in names]
+
+    def _take(self, name: str) -> Optional[bytes]:
+        while True:
+            if name in self._answers:
+                data = self._answers.pop(name)
+                if data is not None and _OBJECT_ID.fullmatch(name):
+                    self._remember(name, data)
+                return data
+            if name in self._cache:
+                self._cache.move_to_end(name)
+                return self._cache[name]
+            if name not in self._waiting:
+                self.ask([name])  # it left the cache since it was asked for
+            self._answer_read()
+
+    def _answer_read(self) -> None:
+        name = self._asked.popleft()
+        self._waiting.discard(name)
+        self._asked_bytes -= len(name) + 1
+        self._answers[name] = self._read_one()
 
     def _remember(self, name: str, data: bytes) -> None:
         self._cache[name] = data
@@ -271,11 +306,11 @@ class BlobReader:
 
     def _read_one(self) -> Optional[bytes]:
         header = self._proc.stdout.readline().split()
-        if len(header) != 3 or header[1] != b"blob":
-            return None
+        if len(header) != 3:
+            return None  # missing or ambiguous: git sends no content
         data = self._proc.stdout.read(int(header[2]))
         self._proc.stdout.read(1)
-        return data
+        return data if header[1] == b"blob" else None
 
     def close(self) -> None:
         self._proc.stdin.close()
@@ -286,3 +321,12 @@ class BlobReader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def pipe_enlarge(pipe, size: int = 1 << 20) -> None:
+    """A bigger pipe lets git run on while the reader is busy; where the system
+    allows less, the default size still works, only slower."""
+    try:
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, size)
+    except OSError:
+        pass

@@ -1,33 +1,39 @@
 """Walk a repository's history in one streaming `git log -p` and measure each commit.
 
-One git process writes every commit's diff; this module reads it line by line
-and keeps counters, file names (at most MAX_LISTED_FILES) and the numbers of
-changed lines in Python files (at most MAX_TRACKED_LINES a file), so memory
-does not grow with history and stays bounded for any one commit.
+One git process writes every commit's diff. This module takes git's output in
+runs of whole lines and works on each file's part of the diff with bytes
+methods (find, count) rather than line by line in Python, which cost several
+times git's own work. It keeps counters, file names (at most MAX_LISTED_FILES)
+and, for commits short enough to need the Python check, the hunks of their
+Python files, so memory does not grow with history and stays bounded for any
+one commit.
 """
 
-import fcntl
-import io
 import queue
+import re
 import subprocess
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from worker.engine.commit_filters import CommitStats, TestFileRules
-from worker.engine.git_repo import GIT_CONFIG, BlobReader, GitError, git_environment, require_sha
+from worker.engine.git_repo import GIT_CONFIG, BlobReader, GitError, git_environment, pipe_enlarge, require_sha
 from worker.engine.python_change import ChangeBlock, is_semantic_python_change
 
 _COMMIT_MARK = b"\x00\x01"
 _HEADER_FIELDS = 7  # sha, parents, author name, author email, author date, committer date, message
 _LOG_FORMAT = "%x00%x01%H%x00%P%x00%an%x00%ae%x00%aI%x00%cI%x00%B%x00"
-_PIPE_BYTES = 1 << 20
+_BOUNDARIES = (_COMMIT_MARK, b"diff --git ")  # the lines that start a commit or a file's diff
+_BOUNDARY_AFTER_NEWLINE = re.compile(b"\n(?:\x00\x01|diff --git )")
 _QUEUED_CHUNKS = 32  # chunks of git's output read ahead (at most 8 MB)
+_LONG_LINE = 64 << 10
+_KNOWN_PATHS = 100_000  # paths whose kind is remembered during a walk  # a line longer than this is passed on in parts
 # Stored file lists are capped; the counts stay exact.
 MAX_LISTED_FILES = 1000
-# Past this many changed lines in one .py file, its change counts as semantic unread.
-MAX_TRACKED_LINES = 20_000
+# Python hunks are kept while the commit's diff is at most this long; past it the change counts as semantic unread.
+MAX_KEPT_CHARS = 1_000_000
 
 
 @dataclass
@@ -45,18 +51,55 @@ class MinedCommit:
 
 @dataclass
 class PythonFileChange:
-    """A non-test .py file's change: its paths (None where the file did not exist) and changed line numbers."""
+    """A non-test .py file's change: its paths (None where the file did not exist) and its hunks."""
 
     old_path: Optional[str]
     new_path: Optional[str]
     old_blob: Optional[str]  # abbreviated blob ids from the diff's index line
     new_blob: Optional[str]
-    blocks: list[ChangeBlock]  # runs of changed lines: (line numbers in the old file, in the new file)
-    complete: bool = True  # False when too many lines changed to track
+    hunks: bytes  # the file's part of the diff from its first "@@" line on
+    complete: bool = True  # False when the hunks were not kept: the commit's diff was too long
+
+    @property
+    def blocks(self) -> list[ChangeBlock]:
+        """Runs of changed lines: (line numbers in the old file, in the new file)."""
+        return hunk_blocks(self.hunks)
+
+
+def hunk_blocks(hunks: bytes) -> list[ChangeBlock]:
+    blocks: list[ChangeBlock] = []
+    block: Optional[ChangeBlock] = None
+    old_line = new_line = 0
+    for line in hunks.split(b"\n"):
+        first = line[:1]
+        if first == b"-" or first == b"+":
+            if block is None:
+                block = ([], [])
+                blocks.append(block)
+            if first == b"-":
+                block[0].append(old_line)
+                old_line += 1
+            else:
+                block[1].append(new_line)
+                new_line += 1
+        elif first == b" ":
+            old_line += 1
+            new_line += 1
+            block = None
+        elif first == b"@":
+            old, new = line.split(b" ", 3)[1:3]
+            old_line = int(old[1:].split(b",")[0])
+            new_line = int(new[1:].split(b",")[0])
+            block = None
+    return blocks
 
 
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").replace("\x00", "")
+
+
+def _chars(raw: bytes) -> int:
+    return len(raw) if raw.isascii() else len(raw.decode("utf-8", "replace"))
 
 
 def _unquote(raw: bytes) -> bytes:
@@ -105,49 +148,79 @@ def _diff_git_paths(line: bytes) -> tuple[bytes, bytes]:
 
 
 class _FileSection:
-    __slots__ = ("old", "new", "binary", "added", "deleted", "chars", "in_hunks", "old_blob", "new_blob",
-                 "track", "old_line", "new_line", "blocks", "block", "tracked")
+    """One file's part of a commit's diff, taken in pieces as git writes it."""
 
-    def __init__(self, line: bytes):
+    __slots__ = ("old", "new", "binary", "added", "deleted", "chars", "in_hunks", "old_blob", "new_blob",
+                 "hunks", "keep_chars")
+
+    def __init__(self, line: bytes, keep_chars: int):
         self.old, self.new = _diff_git_paths(line)
         self.binary = False
         self.added = self.deleted = 0
-        self.chars = 0
+        self.chars = _chars(line)
         self.in_hunks = False
         self.old_blob = self.new_blob = None
-        # Line numbers are tracked for Python files only.
-        self.track = line.rstrip(b"\n").rstrip(b'"').endswith(b".py")
-        self.old_line = self.new_line = 0
-        self.blocks: list[ChangeBlock] = []
-        self.block: Optional[ChangeBlock] = None  # the run of -/+ lines being read
-        self.tracked = 0
+        # Hunks are kept for Python files only, and only while the commit's diff is short enough.
+        self.hunks: Optional[list[bytes]] = [] if line.rstrip(b"\n").rstrip(b'"').endswith(b".py") else None
+        self.keep_chars = keep_chars
 
-    def changed(self, deleted: bool) -> None:
-        if self.block is None:
-            self.block = ([], [])
-            self.blocks.append(self.block)
-        if deleted:
-            self.block[0].append(self.old_line)
-            self.old_line += 1
-        else:
-            self.block[1].append(self.new_line)
-            self.new_line += 1
-        self.tracked += 1
-        if self.tracked >= MAX_TRACKED_LINES:
-            self.track, self.blocks, self.block = False, [], None
+    def feed(self, piece: bytes, line_start: bool) -> None:
+        """More of the section; `line_start` says whether the piece begins a line."""
+        self.chars += _chars(piece)
+        if not self.in_hunks:
+            at = 0 if line_start and piece.startswith(b"@@") else (piece.find(b"\n@@") + 1 or len(piece))
+            self._header_lines(piece[:at], line_start)
+            if at == len(piece):
+                return
+            self.in_hunks, piece, line_start = True, piece[at:], True
+        if line_start:
+            self.added += piece.startswith(b"+")
+            self.deleted += piece.startswith(b"-")
+        self.added += piece.count(b"\n+")
+        self.deleted += piece.count(b"\n-")
+        if self.hunks is not None:
+            if self.chars > self.keep_chars:
+                self.hunks = None
+            else:
+                self.hunks.append(piece)
 
-    def hunk_start(self, line: bytes) -> None:
-        old, new = line.split(b" ", 3)[1:3]
-        self.old_line = int(old[1:].split(b",")[0])
-        self.new_line = int(new[1:].split(b",")[0])
-        self.block = None
+    def _header_lines(self, text: bytes, line_start: bool) -> None:
+        lines = text.split(b"\n")
+        for line in lines if line_start else lines[1:]:  # the rest of a line begun earlier is no header
+            first = line[:1]
+            if first == b"i" and line.startswith(b"index "):
+                old_blob, _, new_blob = line[6:].split(b" ", 1)[0].partition(b"..")
+                self.old_blob = None if old_blob.strip(b"0") == b"" else old_blob.decode()
+                self.new_blob = None if new_blob.strip(b"0") == b"" else new_blob.decode()
+            elif first == b"-" and line.startswith(b"--- "):
+                self.old = _header_path(line[4:], b"a/")
+            elif first == b"+" and line.startswith(b"+++ "):
+                self.new = _header_path(line[4:], b"b/")
+            elif first and first in b"ndrBG":
+                self._rare_header_line(line)
+
+    def _rare_header_line(self, line: bytes) -> None:
+        if line.startswith(b"new file mode"):
+            self.old = None
+        elif line.startswith(b"deleted file mode"):
+            self.new = None
+        elif line.startswith(b"rename from "):
+            self.old = _unquote(line[12:])
+        elif line.startswith(b"rename to "):
+            self.new = _unquote(line[10:])
+        elif line.startswith((b"Binary files ", b"GIT binary patch")):
+            self.binary = True
+
+    def python_change(self, old: Optional[str], new: Optional[str]) -> "PythonFileChange":
+        return PythonFileChange(
+            old_path=old, new_path=new, old_blob=self.old_blob, new_blob=self.new_blob,
+            hunks=b"".join(self.hunks or ()), complete=self.hunks is not None,
+        )
 
 
-def _add_section(commit: MinedCommit, section: _FileSection, rules: TestFileRules) -> None:
-    path = _text(section.new if section.new is not None else section.old)
+def _add_section(commit: MinedCommit, section: _FileSection, path: str, kind: str) -> None:
     stats = commit.stats
     stats.has_binary |= section.binary
-    kind = rules.kind(path)
     if kind == "test":
         stats.test_file_count += 1
         if len(stats.test_files) < MAX_LISTED_FILES:
@@ -160,11 +233,9 @@ def _add_section(commit: MinedCommit, section: _FileSection, rules: TestFileRule
         stats.source_file_count += 1
         if len(stats.source_files) < MAX_LISTED_FILES:
             stats.source_files.append(path)
-            commit.python_changes.append(PythonFileChange(
-                old_path=None if section.old is None else _text(section.old),
-                new_path=None if section.new is None else _text(section.new),
-                old_blob=section.old_blob, new_blob=section.new_blob,
-                blocks=section.blocks, complete=section.track,
+            commit.python_changes.append(section.python_change(
+                None if section.old is None else _text(section.old),
+                None if section.new is None else _text(section.new),
             ))
     else:
         stats.other_file_count += 1
@@ -182,24 +253,27 @@ def _parse_header(raw: bytes) -> MinedCommit:
     )
 
 
-def _line_chars(line: bytes) -> int:
-    return len(line.decode("utf-8", "replace"))
-
-
 def commits_walk(
     mirror_dir: Path, tip: str, *, exclude: tuple[str, ...] = (), rules: TestFileRules = TestFileRules(),
-    max_count: Optional[int] = None,
+    max_count: Optional[int] = None, hunks_up_to: int = MAX_KEPT_CHARS,
 ) -> Iterator[MinedCommit]:
-    """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first."""
+    """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first.
+
+    Python hunks (for `python_changes_checked`) are kept for commits whose diff (its
+    non-test part) is at most `hunks_up_to` characters: a caller whose filters
+    drop longer commits need not hold them."""
     limit = [f"--max-count={max_count}"] if max_count else []
     args = ["git", *GIT_CONFIG, "log", "--no-merges", *limit, "--patch", "-U3", "--no-ext-diff", "--no-textconv",
             "--src-prefix=a/", "--dst-prefix=b/", f"--format={_LOG_FORMAT}", require_sha(tip),
             *[f"^{require_sha(sha)}" for sha in exclude], "--"]
+    parser = _LogParser(rules, min(hunks_up_to, MAX_KEPT_CHARS))
     with git_environment() as env:
         proc = subprocess.Popen(args, cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         chunks = _DrainedPipe(proc.stdout)
         try:
-            yield from _parse_log(chunks.lines(), rules)
+            for run in chunks.runs():
+                yield from parser.feed(run)
+            yield from parser.finish()
             proc.wait()
             if proc.returncode != 0:
                 message = proc.stderr.read().decode("utf-8", "replace").strip()
@@ -226,10 +300,7 @@ class _DrainedPipe:
         self._pipe = pipe
         # While the consumer holds the GIL this thread waits up to a switch interval (5 ms) to
         # run again; a 64 KB pipe would stall git in the meantime, a 1 MB one rarely does.
-        try:
-            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-        except OSError:
-            pass  # a smaller system limit: the default size still works, only slower
+        pipe_enlarge(pipe)
         self._chunks: queue.Queue = queue.Queue(maxsize=_QUEUED_CHUNKS)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._drain, name="git-output", daemon=True)
@@ -250,17 +321,17 @@ class _DrainedPipe:
                 pass
         return False
 
-    def lines(self) -> Iterator[bytes]:
+    def runs(self) -> Iterator[bytes]:
+        """The output in runs that end where a line ends, except within a very long line."""
         pending = b""
         while chunk := self._chunks.get():
-            for line in io.BytesIO(pending + chunk):
-                if line.endswith(b"\n"):
-                    yield line
-                else:
-                    pending = line
-                    break
-            else:
-                pending = b""
+            data = pending + chunk if pending else chunk
+            cut = data.rfind(b"\n") + 1
+            if len(data) - cut > _LONG_LINE:
+                cut = _utf8_boundary(data, len(data))
+            if cut:
+                yield data[:cut]
+            pending = data[cut:]
         if pending:
             yield pending
 
@@ -271,97 +342,173 @@ class _DrainedPipe:
         self._thread.join()
 
 
-def _parse_log(stream, rules: TestFileRules) -> Iterator[MinedCommit]:
-    commit: Optional[MinedCommit] = None
-    section: Optional[_FileSection] = None
-    header: Optional[bytes] = None
-    for line in stream:
-        if header is not None:
-            header += line
-            if header.count(b"\x00") > _HEADER_FIELDS:
-                commit, header = _parse_header(header), None
-            continue
-        if line.startswith(_COMMIT_MARK):
-            if section is not None:
-                _add_section(commit, section, rules)
-                section = None
-            if commit is not None:
-                yield commit
-            commit, header = None, line
-            if header.count(b"\x00") > _HEADER_FIELDS:
-                commit, header = _parse_header(header), None
-            continue
-        if line.startswith(b"diff --git "):
-            if section is not None:
-                _add_section(commit, section, rules)
-            section = _FileSection(line)
-            section.chars = _line_chars(line)
-            continue
+def _utf8_boundary(data: bytes, end: int) -> int:
+    """The last offset at or before `end` that does not split a UTF-8 character."""
+    for cut in range(end, max(end - 4, 0), -1):
+        if cut == len(data) or not 0x80 <= data[cut] < 0xC0:
+            return cut
+    return end
+
+
+class _LogParser:
+    """Turns git's output, fed in runs, into MinedCommits."""
+
+    def __init__(self, rules: TestFileRules, hunks_up_to: int):
+        self.rules, self.hunks_up_to = rules, hunks_up_to
+        self.kinds: dict[bytes, tuple[str, str]] = {}  # a path's text and kind, for paths seen before
+        self.commit: Optional[MinedCommit] = None
+        self.header: Optional[bytearray] = None  # a commit's header while it is read
+        self.header_nuls = 0
+        self.section: Optional[_FileSection] = None
+        self.line_start = True  # whether the next run begins a line
+
+    def feed(self, data: bytes) -> list[MinedCommit]:
+        """The commits that ended in this run."""
+        ended = []
+        pos, end = 0, len(data)
+        while pos < end:
+            if self.header is not None:
+                pos = self._header_feed(data, pos)
+                continue
+            line_start = data[pos - 1] == 10 if pos else self.line_start
+            if line_start and data.startswith(_BOUNDARIES, pos):
+                stop = pos
+            else:
+                found = _BOUNDARY_AFTER_NEWLINE.search(data, pos)
+                stop = found.start() + 1 if found else end
+            if stop > pos and self.section is not None:
+                self.section.feed(data[pos:stop], line_start)
+            if stop == end:
+                break
+            self._section_end()
+            if data.startswith(_COMMIT_MARK, stop):
+                if self.commit is not None:
+                    ended.append(self.commit)
+                self.commit, self.header, self.header_nuls = None, bytearray(), 0
+                pos = stop
+            else:
+                pos = data.find(b"\n", stop) + 1 or end
+                self.section = _FileSection(data[stop:pos], self.hunks_up_to - self.commit.stats.patch_chars)
+        self.line_start = data.endswith(b"\n")
+        return ended
+
+    def finish(self) -> list[MinedCommit]:
+        self._section_end()
+        return [self.commit] if self.commit is not None else []
+
+    def _header_feed(self, data: bytes, pos: int) -> int:
+        """Read the header up to its last field's NUL; return where it ended (or the run's end)."""
+        at = pos
+        while self.header_nuls <= _HEADER_FIELDS:
+            nul = data.find(b"\x00", at)
+            if nul < 0:
+                self.header += data[pos:]
+                return len(data)
+            self.header_nuls += 1
+            at = nul + 1
+        self.header += data[pos:at]
+        self.commit, self.header = _parse_header(bytes(self.header)), None
+        return at
+
+    def _section_end(self) -> None:
+        section = self.section
         if section is None:
-            continue
-        section.chars += len(line) if line.isascii() else _line_chars(line)
+            return
+        raw = section.new if section.new is not None else section.old
+        known = self.kinds.get(raw)
+        if known is None:
+            if len(self.kinds) >= _KNOWN_PATHS:
+                self.kinds.clear()
+            path = _text(raw)
+            known = self.kinds[raw] = (path, self.rules.kind(path))
+        _add_section(self.commit, section, *known)
+        self.section = None
+
+
+_CHECK_AHEAD = 200  # commits whose files git reads while the walk goes on
+
+
+def python_changes_checked(
+    commits: Iterable[MinedCommit], blobs: BlobReader, *,
+    needs_check: Callable[[MinedCommit], bool] = lambda commit: True,
+) -> Iterator[MinedCommit]:
+    """The commits, in order, with `stats.python_change` filled in for those that `needs_check`:
+    whether any non-test .py file changes beyond comments and docstrings.
+
+    Each commit's files are asked of git _CHECK_AHEAD commits before they are
+    needed, so git reads them while the walk goes on rather than one round trip
+    at a time, which would cost more than the check itself. Only one side of a
+    file is read: the other is rebuilt from it and the diff."""
+    window: deque[tuple[MinedCommit, Optional[list[str]]]] = deque()
+    for commit in commits:
+        names = [_side_name(commit, change) for change in commit.python_changes] if needs_check(commit) else None
+        if names and _hunks_complete(commit):
+            blobs.ask([name for name in names if "\n" not in name])
+        window.append((commit, names))
+        if len(window) > _CHECK_AHEAD:
+            yield _python_checked(blobs, *window.popleft())
+    while window:
+        yield _python_checked(blobs, *window.popleft())
+
+
+def _hunks_complete(commit: MinedCommit) -> bool:
+    return all(change.complete for change in commit.python_changes)
+
+
+def _side_name(commit: MinedCommit, change: PythonFileChange, *, before: bool = False) -> str:
+    """The object name of the file after the commit (before it, if asked or if the commit deleted
+    the file). A pure rename has no index line: the file is read by its path then."""
+    if before or change.new_path is None:
+        return change.old_blob or f"{commit.parent_sha}:{change.old_path}"
+    return change.new_blob or f"{commit.sha}:{change.new_path}"
+
+
+def _python_checked(blobs: BlobReader, commit: MinedCommit, names: Optional[list[str]]) -> MinedCommit:
+    if names is not None:
+        commit.stats.python_change = _python_change(blobs, commit, names)
+    return commit
+
+
+def _python_change(blobs: BlobReader, commit: MinedCommit, names: list[str]) -> bool:
+    if not _hunks_complete(commit) or any("\n" in name for name in names):
+        return True
+    for change, data in zip(commit.python_changes, blobs.read_objects(names)):
+        if change.new_path is None:
+            old, new = data, b""
+        else:
+            new = data
+            old = b"" if change.old_path is None or new is None else _file_before(new, change.hunks)
+            if old is None and new is not None and commit.parent_sha:
+                (old,) = blobs.read_objects([_side_name(commit, change, before=True)])
+        if old is None or new is None:
+            return True  # a side that cannot be read proves nothing: count the change
+        if is_semantic_python_change(old, new, change.blocks):
+            return True
+    return False
+
+
+def _file_before(after: bytes, hunks: bytes) -> Optional[bytes]:
+    """The file before the change, rebuilt from the file after it and the change's hunks;
+    None where the two do not agree."""
+    lines = after.split(b"\n")
+    before: list[bytes] = []
+    at = 0  # lines of `after` used so far
+    for line in hunks.split(b"\n"):
         first = line[:1]
-        if section.in_hunks:
-            if first == b"+":
-                section.added += 1
-                if section.track:
-                    section.changed(deleted=False)
-            elif first == b"-":
-                section.deleted += 1
-                if section.track:
-                    section.changed(deleted=True)
-            elif first == b" ":
-                section.old_line += 1
-                section.new_line += 1
-                section.block = None
-            elif first == b"@":
-                section.hunk_start(line)
+        if first == b" " or first == b"+":
+            if at >= len(lines) or lines[at] != line[1:]:
+                return None
+            if first == b" ":
+                before.append(lines[at])
+            at += 1
+        elif first == b"-":
+            before.append(line[1:])
         elif first == b"@":
-            section.in_hunks = True
-            section.hunk_start(line)
-        elif line.startswith(b"index "):
-            old_blob, _, new_blob = line[6:].split(b" ", 1)[0].rstrip(b"\n").partition(b"..")
-            section.old_blob = None if old_blob.strip(b"0") == b"" else old_blob.decode()
-            section.new_blob = None if new_blob.strip(b"0") == b"" else new_blob.decode()
-        elif line.startswith(b"--- "):
-            section.old = _header_path(line[4:], b"a/")
-        elif line.startswith(b"+++ "):
-            section.new = _header_path(line[4:], b"b/")
-        elif line.startswith(b"new file mode"):
-            section.old = None
-        elif line.startswith(b"deleted file mode"):
-            section.new = None
-        elif line.startswith(b"rename from "):
-            section.old = _unquote(line[12:].rstrip(b"\n"))
-        elif line.startswith(b"rename to "):
-            section.new = _unquote(line[10:].rstrip(b"\n"))
-        elif line.startswith((b"Binary files ", b"GIT binary patch")):
-            section.binary = True
-    if section is not None:
-        _add_section(commit, section, rules)
-    if commit is not None:
-        yield commit
-
-
-def python_change_check(blobs: BlobReader, commit: MinedCommit) -> bool:
-    """Whether any non-test .py file changes beyond comments and docstrings."""
-    changes = commit.python_changes
-    if not all(change.complete for change in changes):
-        return True
-    # A pure rename has no index line: read the file by its paths then.
-    sides = [
-        (change.old_blob or (change.old_path and commit.parent_sha and f"{commit.parent_sha}:{change.old_path}"),
-         change.new_blob or (change.new_path and f"{commit.sha}:{change.new_path}"))
-        for change in changes
-    ]
-    names = [name for pair in sides for name in pair if name]
-    try:
-        found = dict(zip(names, blobs.read_objects(names)))
-    except ValueError:
-        return True
-    if any(data is None for data in found.values()):
-        return True  # a side that cannot be read proves nothing: count the change
-    return any(
-        is_semantic_python_change(found[old] if old else b"", found[new] if new else b"", change.blocks)
-        for change, (old, new) in zip(changes, sides)
-    )
+            start, _, count = line.split(b" ", 3)[2][1:].partition(b",")
+            hunk_at = int(start) - (count != b"0")  # an empty range names the line before it
+            if hunk_at < at:
+                return None
+            before.extend(lines[at:hunk_at])
+            at = hunk_at
+    before.extend(lines[at:])
+    return b"\n".join(before)
