@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
 from apps.leases import Lease, LeaseLost
+from apps.rows import rows_insert
 from apps.tasks.services import tasks_create_for_commits, tasks_delete_unstarted
 from worker.engine.commit_filters import drop_reason, size_drop_reason
 from worker.engine.git_repo import (
@@ -31,7 +32,7 @@ from worker.engine.git_repo import (
     mirror_sync,
     url_split_credentials,
 )
-from worker.engine.mining import MinedCommit, commits_walk, python_change_check
+from worker.engine.mining import MinedCommit, commits_walk, python_changes_checked
 
 from .models import Commit, MiningJob, Repository
 from .secrets import secret_encrypt
@@ -193,12 +194,13 @@ def repository_filters_update(
 
 def _python_change_for(blobs: BlobReader, repository: Repository, commit: Commit) -> bool:
     """Measure one stored commit's diff again, for the Python check the walk skipped."""
-    walk = commits_walk(repository.mirror_dir, commit.sha, rules=repository.test_file_rules(), max_count=1)
+    walk = commits_walk(repository.mirror_dir, commit.sha, rules=repository.test_file_rules(), max_count=1,
+                        hunks_up_to=repository.mining_filters().max_patch_chars)
     try:
-        mined = next(walk)
+        (mined,) = python_changes_checked(walk, blobs)
     finally:
         walk.close()
-    return python_change_check(blobs, mined)
+    return mined.stats.python_change
 
 
 def commits_refilter(*, repository: Repository) -> dict[str, int]:
@@ -231,10 +233,10 @@ def commits_refilter(*, repository: Repository) -> dict[str, int]:
     return {"kept": len(newly_kept), "dropped": len(newly_dropped)}
 
 
-def _commit_row(repository: Repository, mined: MinedCommit, reason: str) -> Commit:
+def _commit_row(repository: Repository, mined: MinedCommit, reason: str) -> dict:
     stats = mined.stats
-    return Commit(
-        repository=repository, sha=mined.sha, parent_sha=mined.parent_sha,
+    return dict(
+        repository_id=repository.id, sha=mined.sha, parent_sha=mined.parent_sha,
         author_name=mined.author_name[:255], author_email=mined.author_email[:255],
         authored_at=datetime.fromisoformat(mined.authored_at),
         committed_at=datetime.fromisoformat(mined.committed_at),
@@ -253,28 +255,24 @@ _MEASURED_FIELDS = [
 ]
 
 
-def commits_store(*, repository: Repository, batch: list[MinedCommit], blobs: BlobReader) -> int:
-    """Filter and store one batch of mined commits; return how many were new.
+def commits_store(*, repository: Repository, batch: list[MinedCommit]) -> int:
+    """Filter and store one batch of mined commits, Python-checked where the size filters
+    pass (`python_changes_checked`); return how many were new.
 
     Commits stored before (measured again after the test-file rules changed)
     are updated in place, and their tasks follow the new verdict."""
     filters = repository.mining_filters()
-    rows = []
-    for mined in batch:
-        if not size_drop_reason(mined.stats, filters) and mined.stats.source_file_count:
-            mined.stats.python_change = python_change_check(blobs, mined)
-        rows.append(_commit_row(repository, mined, drop_reason(mined.stats, filters) or ""))
+    rows = [_commit_row(repository, mined, drop_reason(mined.stats, filters) or "") for mined in batch]
     with transaction.atomic():
-        known = dict(Commit.objects.filter(repository=repository, sha__in=[row.sha for row in rows])
+        known = dict(Commit.objects.filter(repository=repository, sha__in=[row["sha"] for row in rows])
                      .values_list("sha", "id"))
-        Commit.objects.bulk_create([row for row in rows if row.sha not in known], ignore_conflicts=True)
+        rows_insert(Commit, [row for row in rows if row["sha"] not in known])
         if known:
-            remeasured = [row for row in rows if row.sha in known]
-            for row in remeasured:
-                row.pk = known[row.sha]
+            remeasured = [Commit(id=known[row["sha"]], **row) for row in rows if row["sha"] in known]
             Commit.objects.bulk_update(remeasured, _MEASURED_FIELDS, batch_size=500)
             tasks_delete_unstarted(commit_ids=[row.pk for row in remeasured if row.drop_reason])
-        kept = Commit.objects.filter(repository=repository, sha__in=[row.sha for row in rows if not row.drop_reason])
+        kept = Commit.objects.filter(repository=repository,
+                                     sha__in=[row["sha"] for row in rows if not row["drop_reason"]])
         tasks_create_for_commits(repository=repository, commits=list(kept.only("id", "sha")))
     return len(rows) - len(known)
 
@@ -388,11 +386,17 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
     exclude = (repository.mined_head,) if repository.mined_head and commit_exists(mirror, repository.mined_head) else ()
     _job_progress(lease, done=0, total=commit_count(mirror, tip, list(exclude)))
     new = done = 0
+    filters = repository.mining_filters()
+
+    def needs_check(mined: MinedCommit) -> bool:
+        return bool(mined.stats.source_file_count) and not size_drop_reason(mined.stats, filters)
+
     with BlobReader(mirror) as blobs:
-        walk = commits_walk(mirror, tip, exclude=exclude, rules=repository.test_file_rules())
+        walk = commits_walk(mirror, tip, exclude=exclude, rules=repository.test_file_rules(),
+                            hunks_up_to=filters.max_patch_chars)
         try:
-            for batch in _batches(walk, BATCH_SIZE):
-                new += commits_store(repository=repository, batch=batch, blobs=blobs)
+            for batch in _batches(python_changes_checked(walk, blobs, needs_check=needs_check), BATCH_SIZE):
+                new += commits_store(repository=repository, batch=batch)
                 done += len(batch)
                 _job_progress(lease, done=done)
         finally:

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from apps.environments.models import Environment
 from apps.leases import Lease, LeaseLost
+from apps.rows import rows_insert
 from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes
 from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder, local_runtimes
 from worker.engine.sandbox import LocalSandbox
@@ -28,21 +29,16 @@ def task_instance_id(*, owner: str, name: str, sha: str) -> str:
 
 
 @transaction.atomic
-def tasks_create_for_commits(*, repository, commits) -> int:
+def tasks_create_for_commits(*, repository, commits) -> None:
     """Kept commits become tasks in state `mined` at once; commits that already have one are left as they are."""
     owner, name = repository.owner_and_name
-    ids = {task_instance_id(owner=owner, name=name, sha=c.sha): c for c in commits}
+    ids = {task_instance_id(owner=owner, name=name, sha=c.sha): c.id for c in commits}
     existing = set(Task.objects.filter(instance_id__in=ids).values_list("instance_id", flat=True))
-    new = [
-        Task(instance_id=iid, repository=repository, commit=commit)
-        for iid, commit in ids.items() if iid not in existing
-    ]
-    Task.objects.bulk_create(new, ignore_conflicts=True)
-    created = Task.objects.filter(instance_id__in=[t.instance_id for t in new], state_changes__isnull=True)
-    TaskStateChange.objects.bulk_create(
-        [TaskStateChange(task=task, from_state="", to_state=Task.State.MINED) for task in created]
-    )
-    return len(new)
+    new = [iid for iid in ids if iid not in existing]
+    rows_insert(Task, [dict(instance_id=iid, repository_id=repository.id, commit_id=ids[iid]) for iid in new])
+    created = Task.objects.filter(instance_id__in=new, state_changes__isnull=True).values_list("id", flat=True)
+    rows_insert(TaskStateChange, [dict(task_id=task_id, from_state="", to_state=Task.State.MINED)
+                                  for task_id in created])
 
 
 def tasks_delete_unstarted(*, commit_ids) -> int:
