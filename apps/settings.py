@@ -83,8 +83,13 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    # The worker and the web process write to one file: wait for locks.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+    # The worker and the web process write to one file: wait for locks. With a write-ahead log
+    # readers do not wait for writers, and a commit does not wait for the disk (a crash of the
+    # machine may lose the last commits, never the file).
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -134,7 +134,8 @@ class MiningJob(models.Model):
 class Commit(models.Model):
     DROP_REASONS = list(MINING_DROP_REASONS)
 
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="commits")
+    # The unique (repository, sha) index serves lookups by repository: a second index would only slow inserts.
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="commits", db_index=False)
     sha = models.CharField(max_length=40)
     parent_sha = models.CharField(max_length=40, blank=True)
     author_name = models.CharField(max_length=255)

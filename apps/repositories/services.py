@@ -255,17 +255,18 @@ _MEASURED_FIELDS = [
 ]
 
 
-def commits_store(*, repository: Repository, batch: list[MinedCommit]) -> int:
+def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_stored: bool = True) -> int:
     """Filter and store one batch of mined commits, Python-checked where the size filters
     pass (`python_changes_checked`); return how many were new.
 
     Commits stored before (measured again after the test-file rules changed)
-    are updated in place, and their tasks follow the new verdict."""
+    are updated in place, and their tasks follow the new verdict. A caller that
+    knows none of the batch can be stored yet says `maybe_stored=False`."""
     filters = repository.mining_filters()
     rows = [_commit_row(repository, mined, drop_reason(mined.stats, filters) or "") for mined in batch]
     with transaction.atomic():
         known = dict(Commit.objects.filter(repository=repository, sha__in=[row["sha"] for row in rows])
-                     .values_list("sha", "id"))
+                     .values_list("sha", "id")) if maybe_stored else {}
         rows_insert(Commit, [row for row in rows if row["sha"] not in known])
         if known:
             remeasured = [Commit(id=known[row["sha"]], **row) for row in rows if row["sha"] in known]
@@ -387,6 +388,8 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
     _job_progress(lease, done=0, total=commit_count(mirror, tip, list(exclude)))
     new = done = 0
     filters = repository.mining_filters()
+    # Only this job writes the repository's commits: with none stored, none of the walk can be.
+    maybe_stored = Commit.objects.filter(repository=repository).exists()
 
     def needs_check(mined: MinedCommit) -> bool:
         return bool(mined.stats.source_file_count) and not size_drop_reason(mined.stats, filters)
@@ -396,7 +399,7 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
                             hunks_up_to=filters.max_patch_chars)
         try:
             for batch in _batches(python_changes_checked(walk, blobs, needs_check=needs_check), BATCH_SIZE):
-                new += commits_store(repository=repository, batch=batch)
+                new += commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)
                 done += len(batch)
                 _job_progress(lease, done=done)
         finally:

@@ -20,7 +20,9 @@ class Task(models.Model):
         REJECTED = "rejected"
 
     instance_id = models.CharField(max_length=255, unique=True, help_text="<owner>__<repo>-<first 10 hex of the sha>")
-    repository = models.ForeignKey("repositories.Repository", on_delete=models.CASCADE, related_name="tasks")
+    # The (repository, state) index serves lookups by repository: a second index would only slow inserts.
+    repository = models.ForeignKey("repositories.Repository", on_delete=models.CASCADE, related_name="tasks",
+                                   db_index=False)
     commit = models.OneToOneField("repositories.Commit", on_delete=models.CASCADE, related_name="task")
     state = models.CharField(max_length=32, choices=State.choices, default=State.MINED)
     reason = models.CharField(max_length=64, blank=True)

@@ -110,6 +110,33 @@ def test_python_check_reads_both_sides(git_repo):
         assert _python_change(blobs, commits["init"]) is True
 
 
+def test_the_file_before_is_rebuilt_from_the_diff_across_hunks(git_repo):
+    """Docstrings that open and close outside the hunks' context, several hunks, lines added
+    and removed, no newline at the end: only the file after the change is read."""
+    doc = "".join(f"    line {i} of the story\n" for i in range(12))
+    body = "".join(f"x{i} = {i}\n" for i in range(30))
+    before = f'def f():\n    """\n{doc}    """\n    return 1\n\n{body}\n\ndef g():\n    """\n{doc}    """'
+    git_repo.commit("init", {"m.py": before})
+    reworded = before.replace("line 6 of", "sixth line of").replace("line 7 of the story\n", "")
+    reworded = reworded.replace("line 4 of", "line four of") + "\n"
+    git_repo.commit("docs only", {"m.py": reworded})
+    git_repo.commit("code", {"m.py": reworded.replace("x20 = 20\n", "x20 = 21\nx_new = 1\n")})
+    commits = _walk(git_repo)
+    (change,) = commits["code"].python_changes
+    assert len(change.blocks) == 1
+    asked = []
+
+    class CountingReader(BlobReader):
+        def ask(self, names):
+            asked.extend(names)
+            super().ask(names)
+
+    with CountingReader(git_repo.path) as blobs:
+        assert _python_change(blobs, commits["docs only"]) is False
+        assert _python_change(blobs, commits["code"]) is True
+    assert list(dict.fromkeys(asked)) == [commits["docs only"].python_changes[0].new_blob, change.new_blob]
+
+
 def test_patch_length_boundary_on_real_diffs(git_repo):
     """2,000 characters of non-test diff is kept; 2,001 is dropped."""
     git_repo.commit("init", {"README.md": "x\n"})

@@ -241,6 +241,8 @@ class BlobReader:
     # Names asked and not yet answered stay under the pipe's smallest size, so
     # writing them never blocks while git waits for its answers to be read.
     _ASKED_BYTES = 32 << 10
+    # Names are sent to git in bursts: waking git for every few names costs more than its work.
+    _BURST_BYTES = 4 << 10
 
     def __init__(self, mirror_dir: Path, *, cache_bytes: int = 4 << 20):
         with git_environment() as env:
@@ -252,6 +254,7 @@ class BlobReader:
         self._asked: deque[str] = deque()  # in the order git answers
         self._waiting: set[str] = set()  # the same names
         self._asked_bytes = 0
+        self._unsent_bytes = 0  # written to our buffer, not yet to git
         self._answers: dict[str, Optional[bytes]] = {}  # read from git, not yet taken
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes, self._cache_limit = 0, cache_bytes
@@ -269,7 +272,13 @@ class BlobReader:
             self._asked.append(name)
             self._waiting.add(name)
             self._asked_bytes += len(name) + 1
+            self._unsent_bytes += len(name) + 1
+        if self._unsent_bytes >= self._BURST_BYTES:
+            self._send()
+
+    def _send(self) -> None:
         self._proc.stdin.flush()
+        self._unsent_bytes = 0
 
     def read_objects(self, names: list[str]) -> list[Optional[bytes]]:
         """Each object's bytes (a blob id, or `rev:path`), or None where there is no such blob."""
@@ -292,6 +301,8 @@ class BlobReader:
             self._answer_read()
 
     def _answer_read(self) -> None:
+        if self._unsent_bytes:
+            self._send()
         name = self._asked.popleft()
         self._waiting.discard(name)
         self._asked_bytes -= len(name) + 1

@@ -150,11 +150,13 @@ def _diff_git_paths(line: bytes) -> tuple[bytes, bytes]:
 class _FileSection:
     """One file's part of a commit's diff, taken in pieces as git writes it."""
 
-    __slots__ = ("old", "new", "binary", "added", "deleted", "chars", "in_hunks", "old_blob", "new_blob",
-                 "hunks", "keep_chars")
+    __slots__ = ("old", "new", "paths_known", "binary", "added", "deleted", "chars", "in_hunks", "old_blob",
+                 "new_blob", "hunks", "keep_chars")
 
     def __init__(self, line: bytes, keep_chars: int):
         self.old, self.new = _diff_git_paths(line)
+        # One path on both sides is exact; then the "---"/"+++" lines say nothing the mode lines do not.
+        self.paths_known = self.old == self.new
         self.binary = False
         self.added = self.deleted = 0
         self.chars = _chars(line)
@@ -192,12 +194,17 @@ class _FileSection:
                 old_blob, _, new_blob = line[6:].split(b" ", 1)[0].partition(b"..")
                 self.old_blob = None if old_blob.strip(b"0") == b"" else old_blob.decode()
                 self.new_blob = None if new_blob.strip(b"0") == b"" else new_blob.decode()
-            elif first == b"-" and line.startswith(b"--- "):
-                self.old = _header_path(line[4:], b"a/")
-            elif first == b"+" and line.startswith(b"+++ "):
-                self.new = _header_path(line[4:], b"b/")
+            elif first == b"-" or first == b"+":
+                if not self.paths_known:
+                    self._path_line(line)
             elif first and first in b"ndrBG":
                 self._rare_header_line(line)
+
+    def _path_line(self, line: bytes) -> None:
+        if line.startswith(b"--- "):
+            self.old = _header_path(line[4:], b"a/")
+        elif line.startswith(b"+++ "):
+            self.new = _header_path(line[4:], b"b/")
 
     def _rare_header_line(self, line: bytes) -> None:
         if line.startswith(b"new file mode"):
