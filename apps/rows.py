@@ -8,10 +8,12 @@ only the values that need it (JSON, dates) go through their field, and
 PostgreSQL takes the rows with COPY.
 """
 
+from contextlib import contextmanager
 from operator import itemgetter
+from typing import Any, Callable, Iterator
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import Model
+from django.db.models import Field, Model
 from django.utils import timezone
 
 _PASSED_AS_IS = {
@@ -38,17 +40,28 @@ def rows_insert(model: type[Model], rows: list[dict]) -> None:
             else field.get_default(), connection)
         for field in rest
     )
-    adapted = [(i, by_attname[name]) for i, name in enumerate(given)
+    adapted = [(i, _adapter(by_attname[name], connection)) for i, name in enumerate(given)
                if by_attname[name].get_internal_type() not in _PASSED_AS_IS]
     values_of = itemgetter(*given)
     params = []
     for row in rows:
         values = list(values_of(row)) if len(given) > 1 else [row[given[0]]]
-        for i, field in adapted:
-            values[i] = field.get_db_prep_save(values[i], connection)
+        for i, adapt in adapted:
+            values[i] = adapt(values[i])
         params.append((*values, *rest_values))
     columns = [by_attname[name].column for name in given] + [field.column for field in rest]
     _insert(connection, model._meta.db_table, columns, params)
+
+
+def _adapter(field: Field, connection) -> Callable[[Any], Any]:
+    """The field's own preparation, or for JSON and dates (aware, as the models hold them) the
+    database's adaptation it ends in, without the layers in between."""
+    kind = field.get_internal_type()
+    if kind == "JSONField":
+        return lambda value: None if value is None else connection.ops.adapt_json_value(value, field.encoder)
+    if kind == "DateTimeField":
+        return connection.ops.adapt_datetimefield_value
+    return lambda value: field.get_db_prep_save(value, connection)
 
 
 def _insert(connection, table: str, columns: list[str], params: list[tuple]) -> None:
@@ -60,12 +73,32 @@ def _insert(connection, table: str, columns: list[str], params: list[tuple]) -> 
                 f"INSERT INTO {quote(table)} ({names}) VALUES ({', '.join(['%s'] * len(columns))}) "
                 "ON CONFLICT DO NOTHING", params)
         return
-    # COPY cannot skip conflicting rows: the rows go to a temporary table first.
+    # COPY cannot skip conflicting rows: the rows go to a temporary table first. Three round trips
+    # in all, with no savepoint: under load each one waits for the server to be scheduled.
     stage = quote(f"{table}_incoming")
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(f"CREATE TEMPORARY TABLE {stage} AS SELECT {names} FROM {quote(table)} WITH NO DATA")
         with cursor.cursor.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
             for row in params:
                 copy.write_row(row)
-        cursor.execute(f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM {stage} ON CONFLICT DO NOTHING")
-        cursor.execute(f"DROP TABLE {stage}")
+        cursor.execute(f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM {stage} ON CONFLICT DO NOTHING; "
+                       f"DROP TABLE {stage}")
+
+
+@contextmanager
+def commits_flushed_later() -> Iterator[None]:
+    """Commits on this connection do not wait for the disk while inside: for rows a job can
+    derive again. The first commit after it waits for the disk as usual, and so makes every
+    earlier one durable too; a crash of the database server before then loses a job that was
+    going to be retried anyway. (PostgreSQL; SQLite runs with synchronous=NORMAL throughout.)"""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit TO OFF")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET synchronous_commit")

@@ -4,6 +4,10 @@ Goals (issue: Commit Mine): the mining job's own time over a whole history at
 most 1.5x the git floor; re-mining after 10 new commits under 2 s; memory flat
 as history grows. Uses a synthetic history (no network); set
 BENCH_MINE_REPO=/path/to/a/clone to measure a real repository too.
+
+Every figure is taken with the embedded database (SQLite); the whole-history
+ones again with PostgreSQL (a database of the bench's own, `commitgym_minebench`
+on DATABASE_URL's server or the local one), in a second process.
 """
 
 import os
@@ -18,9 +22,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _database import bench_database_url, database_recreate  # noqa: E402
+
 WORKDIR = Path(tempfile.mkdtemp(prefix="commitgym-bench-"))
-os.environ.setdefault("COMMITGYM_VAR_DIR", str(WORKDIR / "var"))
+POSTGRESQL = "--postgresql" in sys.argv  # the second process: whole histories on PostgreSQL
+os.environ["COMMITGYM_VAR_DIR"] = str(WORKDIR / "var")
+os.environ["CELERY_BROKER_URL"] = "filesystem://"  # the jobs run here, as a worker would run them
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "apps.settings")
+GIVEN_DATABASE_URL = os.environ.pop("DATABASE_URL", "")  # its server, for the PostgreSQL figures
+if POSTGRESQL:
+    os.environ["DATABASE_URL"] = bench_database_url("commitgym_minebench", GIVEN_DATABASE_URL)
+    database_recreate(os.environ["DATABASE_URL"])
 
 import django  # noqa: E402
 
@@ -81,8 +93,10 @@ def peak_memory_mb(repo: Path) -> float:
 
 
 def whole_history(repo: Path, label: str) -> None:
+    from django.db import connection
+
     floor = git_log_floor(repo, ["HEAD"])
-    report(f"mine.whole_history.{label}", best_mining_seconds(repo), "s", floor)
+    report(f"mine.whole_history.{label}.{connection.vendor}", best_mining_seconds(repo), "s", floor)
 
 
 def remine_ten(repo: Path) -> None:
@@ -100,20 +114,29 @@ def remine_ten(repo: Path) -> None:
 
 def main() -> None:
     call_command("migrate", verbosity=0)
+    real = Path(os.environ["BENCH_MINE_REPO"]) if os.environ.get("BENCH_MINE_REPO") else None
     try:
         small, large, largest = WORKDIR / "history-3000", WORKDIR / "history-6000", WORKDIR / "history-12000"
-        history_write(small, 3000)
         history_write(large, 6000)
-        history_write(largest, 12000)
         whole_history(large, "synthetic_6000")
+        if real:
+            whole_history(real, real.name)
+        if POSTGRESQL:
+            return
+        history_write(small, 3000)
+        history_write(largest, 12000)
         # Read-ahead and the blob cache fill up to their bounds, then memory stays where it is.
         report("mine.peak_python_memory_12000_vs_3000", peak_memory_mb(largest), "MB", peak_memory_mb(small))
         remine_ten(small)
-        if os.environ.get("BENCH_MINE_REPO"):
-            real = Path(os.environ["BENCH_MINE_REPO"])
-            whole_history(real, real.name)
     finally:
         shutil.rmtree(WORKDIR, ignore_errors=True)
+        if POSTGRESQL:
+            from django.db import connections
+
+            connections.close_all()
+            database_recreate(os.environ["DATABASE_URL"], create=False)
+    subprocess.run([sys.executable, __file__, "--postgresql"], check=True,
+                   env={**os.environ, "DATABASE_URL": GIVEN_DATABASE_URL})
 
 
 if __name__ == "__main__":

@@ -27,11 +27,12 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from _database import bench_database_url, database_recreate  # noqa: E402
 
 DATABASE_NAME = "commitgym_webbench"
 TASKS = 10_000
@@ -112,25 +113,6 @@ def load_main() -> None:
 
 
 # --- the bench --------------------------------------------------------------------------------
-
-
-def bench_database_url() -> str:
-    """DATABASE_URL's server when it is PostgreSQL, else the local one the test suite uses."""
-    parts = urlsplit(os.environ.get("DATABASE_URL", ""))
-    if not parts.scheme.startswith("postgres"):
-        parts = urlsplit("postgres://postgres@127.0.0.1:5432/postgres")
-    return urlunsplit(parts._replace(path=f"/{DATABASE_NAME}"))
-
-
-def database_recreate(url: str, *, create: bool = True) -> None:
-    """Drop the bench's database (closing what is connected to it) and make it again, empty."""
-    import psycopg
-
-    server = urlunsplit(urlsplit(url)._replace(path="/postgres"))
-    with psycopg.connect(server, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE_NAME}" WITH (FORCE)')
-        if create:
-            connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
 
 
 def mirrored_repository(workdir: Path):
@@ -523,7 +505,7 @@ def main(pages_only: bool = False) -> None:
     """The whole bench; with `pages_only`, the seed and each page's queries and in-process time, without
     the server and the load (a quick loop while making the pages faster)."""
     workdir = Path(tempfile.mkdtemp(prefix="commitgym-bench-web-"))
-    database_url = bench_database_url()
+    database_url = bench_database_url(DATABASE_NAME)
     os.environ["DATABASE_URL"] = database_url
     os.environ["COMMITGYM_VAR_DIR"] = str(workdir / "var")
     os.environ["CELERY_BROKER_URL"] = "filesystem://"  # the mining job's message goes nowhere: it runs here

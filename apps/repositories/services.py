@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
 from apps.leases import Lease, LeaseLost
-from apps.rows import rows_insert
+from apps.rows import commits_flushed_later, rows_insert
 from apps.tasks.services import tasks_create_for_commits, tasks_delete_unstarted
 from worker.engine.commit_filters import drop_reason, size_drop_reason
 from worker.engine.git_repo import (
@@ -40,6 +40,7 @@ from .secrets import secret_encrypt
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 500
+TASKS_AT_ONCE = 5000  # well under the parameters one statement may carry (SQLite: 32,766)
 
 
 class MiningCancelled(Exception):
@@ -260,7 +261,8 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
     pass (`python_changes_checked`); return how many were new.
 
     Commits stored before (measured again after the test-file rules changed)
-    are updated in place, and their tasks follow the new verdict. A caller that
+    are updated in place, and the tasks of those now dropped go; kept commits get
+    their tasks from `_tasks_for_kept_commits` once the walk ends. A caller that
     knows none of the batch can be stored yet says `maybe_stored=False`."""
     filters = repository.mining_filters()
     rows = [_commit_row(repository, mined, drop_reason(mined.stats, filters) or "") for mined in batch]
@@ -272,10 +274,15 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
             remeasured = [Commit(id=known[row["sha"]], **row) for row in rows if row["sha"] in known]
             Commit.objects.bulk_update(remeasured, _MEASURED_FIELDS, batch_size=500)
             tasks_delete_unstarted(commit_ids=[row.pk for row in remeasured if row.drop_reason])
-        kept = Commit.objects.filter(repository=repository,
-                                     sha__in=[row["sha"] for row in rows if not row["drop_reason"]])
-        tasks_create_for_commits(repository=repository, commits=list(kept.only("id", "sha")))
     return len(rows) - len(known)
+
+
+def _tasks_for_kept_commits(repository: Repository) -> None:
+    """Every kept commit without a task gets one: once per job rather than per batch, and so
+    also those of an earlier job that stopped before this step."""
+    waiting = Commit.objects.filter(repository=repository, drop_reason="", task__isnull=True).only("id", "sha")
+    for commits in _batches(list(waiting), TASKS_AT_ONCE):
+        tasks_create_for_commits(repository=repository, commits=commits)
 
 
 # --- mining jobs ------------------------------------------------------------------
@@ -394,7 +401,7 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
     def needs_check(mined: MinedCommit) -> bool:
         return bool(mined.stats.source_file_count) and not size_drop_reason(mined.stats, filters)
 
-    with BlobReader(mirror) as blobs:
+    with BlobReader(mirror) as blobs, commits_flushed_later():
         walk = commits_walk(mirror, tip, exclude=exclude, rules=repository.test_file_rules(),
                             hunks_up_to=filters.max_patch_chars)
         try:
@@ -402,7 +409,11 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
                 new += commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)
                 done += len(batch)
                 _job_progress(lease, done=done)
+        except MiningCancelled:
+            _tasks_for_kept_commits(repository)  # what was stored stays whole
+            raise
         finally:
             walk.close()
+        _tasks_for_kept_commits(repository)
     Repository.objects.filter(id=repository.id).update(mined_head=tip, default_branch=branch)
     return new, time.monotonic() - started

@@ -33,10 +33,9 @@ def tasks_create_for_commits(*, repository, commits) -> None:
     """Kept commits become tasks in state `mined` at once; commits that already have one are left as they are."""
     owner, name = repository.owner_and_name
     ids = {task_instance_id(owner=owner, name=name, sha=c.sha): c.id for c in commits}
-    existing = set(Task.objects.filter(instance_id__in=ids).values_list("instance_id", flat=True))
-    new = [iid for iid in ids if iid not in existing]
-    rows_insert(Task, [dict(instance_id=iid, repository_id=repository.id, commit_id=ids[iid]) for iid in new])
-    created = Task.objects.filter(instance_id__in=new, state_changes__isnull=True).values_list("id", flat=True)
+    rows_insert(Task, [dict(instance_id=iid, repository_id=repository.id, commit_id=commit_id)
+                       for iid, commit_id in ids.items()])
+    created = Task.objects.filter(instance_id__in=ids, state_changes__isnull=True).values_list("id", flat=True)
     rows_insert(TaskStateChange, [dict(task_id=task_id, from_state="", to_state=Task.State.MINED)
                                   for task_id in created])
 

@@ -97,9 +97,10 @@ def test_credentials_in_urls_are_split_off_and_redacted():
 def test_blob_reader_reads_many_objects_and_misses(git_repo):
     sha = git_repo.commit("one", {"a.py": "x = 1\n", "b.py": ""})
     blob = git_repo.git("rev-parse", f"{sha}:a.py")
-    names = [f"{sha}:a.py", f"{sha}:missing.py", f"{sha}:b.py", blob, "0" * 40]
+    names = [f"{sha}:a.py", f"{sha}:missing.py", f"{sha}:b.py", blob, "0" * 40, f"{sha}:no such file.py",
+             f"{sha}:", blob[:3]]  # a tree and a name too short: no blob either
     with BlobReader(git_repo.path) as blobs:
-        assert blobs.read_objects(names) == [b"x = 1\n", None, b"", b"x = 1\n", None]
+        assert blobs.read_objects(names) == [b"x = 1\n", None, b"", b"x = 1\n", None, None, None, None]
         many = blobs.read_objects([f"{sha}:a.py"] * 250 + [blob] * 250)
     assert many == [b"x = 1\n"] * 500
 

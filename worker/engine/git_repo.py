@@ -316,12 +316,13 @@ class BlobReader:
             self._cache_bytes -= len(evicted)
 
     def _read_one(self) -> Optional[bytes]:
-        header = self._proc.stdout.readline().split()
-        if len(header) != 3:
-            return None  # missing or ambiguous: git sends no content
-        data = self._proc.stdout.read(int(header[2]))
+        header = self._proc.stdout.readline()
+        if not header or header.endswith((b" missing\n", b" ambiguous\n")):
+            return None  # no content follows (the name, which may hold spaces, is echoed first)
+        _, kind, size = header.split()
+        data = self._proc.stdout.read(int(size))
         self._proc.stdout.read(1)
-        return data if header[1] == b"blob" else None
+        return data if kind == b"blob" else None
 
     def close(self) -> None:
         self._proc.stdin.close()

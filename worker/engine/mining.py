@@ -63,10 +63,10 @@ class PythonFileChange:
     @property
     def blocks(self) -> list[ChangeBlock]:
         """Runs of changed lines: (line numbers in the old file, in the new file)."""
-        return hunk_blocks(self.hunks)
+        return _hunk_blocks(self.hunks)
 
 
-def hunk_blocks(hunks: bytes) -> list[ChangeBlock]:
+def _hunk_blocks(hunks: bytes) -> list[ChangeBlock]:
     blocks: list[ChangeBlock] = []
     block: Optional[ChangeBlock] = None
     old_line = new_line = 0
