@@ -8,11 +8,11 @@ only the values that need it (JSON, dates) go through their field, and
 PostgreSQL takes the rows with COPY.
 """
 
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from operator import itemgetter
 from typing import Any, Callable, Iterator
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
 
@@ -90,7 +90,8 @@ def commits_flushed_later() -> Iterator[None]:
     """Commits on this connection do not wait for the disk while inside: for rows a job can
     derive again. The first commit after it waits for the disk as usual, and so makes every
     earlier one durable too; a crash of the database server before then loses a job that was
-    going to be retried anyway. (PostgreSQL; SQLite runs with synchronous=NORMAL throughout.)"""
+    going to be retried anyway. (PostgreSQL, for the session: behind a pooler in transaction
+    mode the setting could reach another client. SQLite runs with synchronous=NORMAL.)"""
     connection = connections[DEFAULT_DB_ALIAS]
     if connection.vendor != "postgresql":
         yield
@@ -99,6 +100,13 @@ def commits_flushed_later() -> Iterator[None]:
         cursor.execute("SET synchronous_commit TO OFF")
     try:
         yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET synchronous_commit")
+    except BaseException:
+        with suppress(DatabaseError):  # a broken connection must not hide what broke it
+            _synchronous_commit_reset(connection)
+        raise
+    _synchronous_commit_reset(connection)
+
+
+def _synchronous_commit_reset(connection) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("RESET synchronous_commit")

@@ -229,7 +229,7 @@ def commits_refilter(*, repository: Repository) -> dict[str, int]:
             blobs.close()
     with transaction.atomic():
         Commit.objects.bulk_update(changed, ["drop_reason", "python_change"], batch_size=1000)
-        tasks_create_for_commits(repository=repository, commits=newly_kept)
+        _tasks_for_kept_commits(repository)
         tasks_delete_unstarted(commit_ids=[c.id for c in newly_dropped])
     return {"kept": len(newly_kept), "dropped": len(newly_dropped)}
 
@@ -279,7 +279,7 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
 
 def _tasks_for_kept_commits(repository: Repository) -> None:
     """Every kept commit without a task gets one: once per job rather than per batch, and so
-    also those of an earlier job that stopped before this step."""
+    also those of an earlier job that stopped before this step (a worker that died)."""
     waiting = Commit.objects.filter(repository=repository, drop_reason="", task__isnull=True).only("id", "sha")
     for commits in _batches(list(waiting), TASKS_AT_ONCE):
         tasks_create_for_commits(repository=repository, commits=commits)
@@ -409,7 +409,7 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
                 new += commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)
                 done += len(batch)
                 _job_progress(lease, done=done)
-        except MiningCancelled:
+        except (MiningCancelled, SoftTimeLimitExceeded, GitError):
             _tasks_for_kept_commits(repository)  # what was stored stays whole
             raise
         finally:

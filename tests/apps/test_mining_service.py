@@ -113,15 +113,22 @@ def test_the_same_job_delivered_twice_at_once_runs_once(git_repo):
     assert MiningJob.objects.get(id=job.id).state == MiningJob.State.SUCCEEDED
 
 
+def _repository_of_small_changes(git_repo, changes: int, monkeypatch):
+    """A registered repository of one file changed `changes` times, mined 3 commits a batch."""
+    import apps.repositories.services as services
+
+    git_repo.commit("init", {"pkg/a.py": "x = 0\n"})
+    for i in range(1, changes + 1):
+        git_repo.commit(f"change {i}", {"pkg/a.py": f"x = {i}\n"})
+    monkeypatch.setattr(services, "BATCH_SIZE", 3)
+    return repository_register(location=str(git_repo.path))
+
+
 @pytest.mark.django_db
 def test_cancelled_job_keeps_what_it_stored_and_the_next_run_finishes(git_repo, monkeypatch):
     import apps.repositories.services as services
 
-    git_repo.commit("init", {"pkg/a.py": "x = 0\n"})
-    for i in range(1, 10):
-        git_repo.commit(f"change {i}", {"pkg/a.py": f"x = {i}\n"})
-    repository = repository_register(location=str(git_repo.path))
-    monkeypatch.setattr(services, "BATCH_SIZE", 3)
+    repository = _repository_of_small_changes(git_repo, 9, monkeypatch)
     job, _ = mining_job_start(repository=repository)
     original_store = services.commits_store
 
@@ -400,3 +407,35 @@ def test_names_derived_from_locations_are_valid():
                            ("git@h:o__x/r.git", "o_x/r"), ("https://h/solo", "remote/solo")]:
         assert repository_name_from_location(location) == name
         assert REPOSITORY_NAME.fullmatch(name)
+
+
+@pytest.mark.django_db
+def test_a_job_stopped_by_its_time_limit_keeps_tasks_for_what_it_stored(git_repo, monkeypatch):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    import apps.repositories.services as services
+
+    repository = _repository_of_small_changes(git_repo, 6, monkeypatch)
+    original_store = services.commits_store
+    calls = []
+
+    def store_then_time_out(**kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise SoftTimeLimitExceeded()
+        return original_store(**kwargs)
+
+    monkeypatch.setattr(services, "commits_store", store_then_time_out)
+    job = mine_now(repository)
+    assert (job.state, job.error_code) == (MiningJob.State.FAILED, "timeout")
+    stored = Commit.objects.filter(repository=repository)
+    assert stored.count() == 3 and Task.objects.filter(commit__in=stored).count() == 3
+
+
+@pytest.mark.django_db
+def test_a_refilter_gives_a_task_to_every_kept_commit_without_one(small_repository):
+    Task.objects.filter(repository=small_repository).delete()
+    commits_refilter(repository=small_repository)
+    kept = Commit.objects.filter(repository=small_repository, drop_reason="")
+    assert Task.objects.filter(commit__in=kept).count() == kept.count() == 2
+    assert all(task.state_changes.count() == 1 for task in Task.objects.filter(repository=small_repository))

@@ -2,6 +2,7 @@
 
 import os
 import stat
+import time
 import pytest
 
 from worker.engine.git_repo import (
@@ -140,3 +141,13 @@ def test_a_renamed_default_branch_is_followed(git_repo, tmp_path):
 def test_percent_encoded_credentials_are_decoded():
     assert url_split_credentials("https://me%40corp.com:p%40ss%2Fw@host/r.git")[1] == GitCredentials(
         username="me@corp.com", token="p@ss/w")
+
+
+def test_a_reader_closed_with_answers_still_owed_stops_at_once(git_repo):
+    """A job that stops early leaves git writing answers nobody reads: closing must not wait for it."""
+    sha = git_repo.commit("one", {"big.py": "x = 1\n" * 500_000})
+    started = time.monotonic()
+    with BlobReader(git_repo.path) as blobs:
+        blobs.ask([git_repo.git("rev-parse", f"{sha}:big.py"), f"{sha}:big.py"])
+        time.sleep(0.2)  # git fills the pipe and waits
+    assert time.monotonic() - started < 5

@@ -184,3 +184,52 @@ def test_an_unreadable_side_counts_as_a_change(git_repo):
                                               hunks=b"@@ -0,0 +1 @@\n+x = 1\n")]
     with BlobReader(git_repo.path) as blobs:
         assert _python_change(blobs, commit) is True
+
+
+def test_runs_cut_anywhere_give_the_same_commits(git_repo):
+    """git's output arrives in chunks of any size, lines longer than a run included."""
+    from worker.engine.mining import _LOG_FORMAT, _LogParser, line_runs
+
+    git_repo.commit("init", {"pkg/a.py": "x = 1\n", "data.txt": "plain\n"})
+    git_repo.commit("long line", {"pkg/a.py": "x = 2\n", "data.txt": "é" * 100_000 + "\n"})
+    git_repo.commit("more", {"pkg/a.py": 'x = 3\ns = "é"\n'})
+    output = subprocess.run(["git", "log", "-p", f"--format={_LOG_FORMAT}", "HEAD"], cwd=git_repo.path,
+                            capture_output=True, check=True).stdout
+
+    def parsed(chunks) -> list:
+        parser = _LogParser(TestFileRules(), 1_000_000)
+        commits = [commit for run in line_runs(chunks) for commit in parser.feed(run)] + parser.finish()
+        return [(c.sha, c.stats, [(p.old_blob, p.new_blob, p.blocks) for p in c.python_changes]) for c in commits]
+
+    whole = parsed([output])
+    long_commit = next(stats for _, stats, _ in whole if "data.txt" in stats.other_files and stats.lines_added)
+    assert long_commit.patch_chars == _git_show_chars(git_repo, git_repo.git("rev-parse", "HEAD~1"),
+                                                      ["pkg/a.py", "data.txt"])
+    for size in (1, 7, 4096, 65_537, 70_001):
+        assert parsed([output[i:i + size] for i in range(0, len(output), size)]) == whole, size
+
+
+def test_the_file_before_is_exact_at_the_end_of_the_file(tmp_path):
+    """Hunks at the start and end, empty ranges, and a missing final newline on either side."""
+    from worker.engine.mining import _file_before
+
+    cases = [
+        (b"a\nb\nc\n", b"a\nb\nc"), (b"a\nb\nc", b"a\nb\nc\n"), (b"a\nb", b"a\nc"), (b"a\nb\n", b"x\na\nb\n"),
+        (b"a\nb\nc\nd\ne\nf\ng\nh\n", b"b\nc\nd\ne\nf\ng\n"), (b"", b"a\n"), (b"a\n", b"a\nb"),
+        ("".join(f"{i}\n" for i in range(40)).encode(), "".join(f"{i}\n" for i in range(40) if i % 9).encode()),
+    ]
+    for before, after in cases:
+        (tmp_path / "before").write_bytes(before)
+        (tmp_path / "after").write_bytes(after)
+        diff = subprocess.run(["git", "diff", "--no-index", "-U3", "before", "after"], cwd=tmp_path,
+                              capture_output=True).stdout
+        hunks = diff[diff.index(b"\n@@") + 1:]
+        assert _file_before(after, hunks) == before, (before, after)
+
+
+def test_quoted_paths_with_escaped_quotes_are_read_whole(git_repo):
+    git_repo.commit("init", {'pkg/q" x.py': "x = 1\n"})
+    (git_repo.path / 'pkg/q" x.py').chmod(0o755)
+    git_repo.commit("mode only", {})
+    commit = _walk(git_repo)["mode only"]
+    assert commit.stats.source_files == ['pkg/q" x.py'] and not commit.stats.other_files

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 from collections import OrderedDict, deque
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
@@ -251,6 +251,8 @@ class BlobReader:
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=1 << 16,
             )
         pipe_enlarge(self._proc.stdout)
+        # A system short of pipe memory may give pipes of a page or two: ask within what fits.
+        self._asked_limit = min(self._ASKED_BYTES, pipe_enlarge(self._proc.stdin) // 2)
         self._asked: deque[str] = deque()  # in the order git answers
         self._waiting: set[str] = set()  # the same names
         self._asked_bytes = 0
@@ -266,13 +268,14 @@ class BlobReader:
         new = [name for name in dict.fromkeys(names)
                if name not in self._cache and name not in self._answers and name not in self._waiting]
         for name in new:
-            while self._asked and self._asked_bytes + len(name) + 1 > self._ASKED_BYTES:
+            line = f"{name}\n".encode()
+            while self._asked and self._asked_bytes + len(line) > self._asked_limit:
                 self._answer_read()
-            self._proc.stdin.write(f"{name}\n".encode())
+            self._proc.stdin.write(line)
             self._asked.append(name)
             self._waiting.add(name)
-            self._asked_bytes += len(name) + 1
-            self._unsent_bytes += len(name) + 1
+            self._asked_bytes += len(line)
+            self._unsent_bytes += len(line)
         if self._unsent_bytes >= self._BURST_BYTES:
             self._send()
 
@@ -305,7 +308,7 @@ class BlobReader:
             self._send()
         name = self._asked.popleft()
         self._waiting.discard(name)
-        self._asked_bytes -= len(name) + 1
+        self._asked_bytes -= len(name.encode()) + 1
         self._answers[name] = self._read_one()
 
     def _remember(self, name: str, data: bytes) -> None:
@@ -325,7 +328,12 @@ class BlobReader:
         return data if kind == b"blob" else None
 
     def close(self) -> None:
-        self._proc.stdin.close()
+        """Answers still owed (the reader stopped early) would keep git writing for ever."""
+        if self._asked:
+            self._proc.kill()
+        with suppress(BrokenPipeError):  # names not yet sent to a git that is gone
+            self._proc.stdin.close()
+        self._proc.stdout.close()
         self._proc.wait(timeout=10)
 
     def __enter__(self):
@@ -335,10 +343,11 @@ class BlobReader:
         self.close()
 
 
-def pipe_enlarge(pipe, size: int = 1 << 20) -> None:
+def pipe_enlarge(pipe, size: int = 1 << 20) -> int:
     """A bigger pipe lets git run on while the reader is busy; where the system
-    allows less, the default size still works, only slower."""
+    allows less, the default size still works, only slower. Returns the pipe's size."""
     try:
         fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, size)
     except OSError:
         pass
+    return fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ)

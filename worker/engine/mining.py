@@ -28,8 +28,8 @@ _LOG_FORMAT = "%x00%x01%H%x00%P%x00%an%x00%ae%x00%aI%x00%cI%x00%B%x00"
 _BOUNDARIES = (_COMMIT_MARK, b"diff --git ")  # the lines that start a commit or a file's diff
 _BOUNDARY_AFTER_NEWLINE = re.compile(b"\n(?:\x00\x01|diff --git )")
 _QUEUED_CHUNKS = 32  # chunks of git's output read ahead (at most 8 MB)
-_LONG_LINE = 64 << 10
-_KNOWN_PATHS = 100_000  # paths whose kind is remembered during a walk  # a line longer than this is passed on in parts
+_LONG_LINE = 64 << 10  # a line longer than this is passed on in parts
+_KNOWN_PATHS = 100_000  # paths whose kind is remembered during a walk
 # Stored file lists are capped; the counts stay exact.
 MAX_LISTED_FILES = 1000
 # Python hunks are kept while the commit's diff is at most this long; past it the change counts as semantic unread.
@@ -125,6 +125,19 @@ def _unquote(raw: bytes) -> bytes:
     return bytes(out)
 
 
+def _quoted_end(text: bytes) -> int:
+    """Where the C-quoted string that `text` starts with ends (after its closing quote)."""
+    i = 1
+    while i < len(text):
+        if text[i] == 92:  # a backslash escapes the next character
+            i += 2
+        elif text[i] == 34:
+            return i + 1
+        else:
+            i += 1
+    return len(text)
+
+
 def _header_path(rest: bytes, prefix: bytes) -> Optional[bytes]:
     rest = rest.rstrip(b"\n").rstrip(b"\t")
     if rest == b"/dev/null":
@@ -137,7 +150,7 @@ def _diff_git_paths(line: bytes) -> tuple[bytes, bytes]:
     """Paths from `diff --git a/X b/Y`; exact when X == Y, else fixed later by other headers."""
     rest = line[len(b"diff --git "):].rstrip(b"\n")
     if rest.startswith(b'"'):
-        end = rest.index(b'" ', 1) + 1
+        end = _quoted_end(rest)
         old, new = _unquote(rest[:end]), _unquote(rest[end + 1:])
         return old[2:], new[2:]
     half = (len(rest) - 5) // 2
@@ -330,17 +343,7 @@ class _DrainedPipe:
 
     def runs(self) -> Iterator[bytes]:
         """The output in runs that end where a line ends, except within a very long line."""
-        pending = b""
-        while chunk := self._chunks.get():
-            data = pending + chunk if pending else chunk
-            cut = data.rfind(b"\n") + 1
-            if len(data) - cut > _LONG_LINE:
-                cut = _utf8_boundary(data, len(data))
-            if cut:
-                yield data[:cut]
-            pending = data[cut:]
-        if pending:
-            yield pending
+        return line_runs(iter(self._chunks.get, b""))
 
     def stop(self) -> None:
         self._stopped.set()
@@ -349,11 +352,32 @@ class _DrainedPipe:
         self._thread.join()
 
 
-def _utf8_boundary(data: bytes, end: int) -> int:
-    """The last offset at or before `end` that does not split a UTF-8 character."""
-    for cut in range(end, max(end - 4, 0), -1):
-        if cut == len(data) or not 0x80 <= data[cut] < 0xC0:
-            return cut
+def line_runs(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Chunks cut anywhere, as runs that end where a line ends; a line longer than _LONG_LINE
+    is passed on in parts, each ending between two UTF-8 characters."""
+    pending = b""
+    for chunk in chunks:
+        data = pending + chunk if pending else chunk
+        cut = data.rfind(b"\n") + 1
+        if len(data) - cut > _LONG_LINE:
+            cut = _utf8_boundary(data)
+        if cut:
+            yield data[:cut]
+        pending = data[cut:]
+    if pending:
+        yield pending
+
+
+def _utf8_boundary(data: bytes) -> int:
+    """The end of `data`, or where its last character begins if `data` ends inside it."""
+    end = len(data)
+    for back in range(1, min(4, end) + 1):
+        byte = data[end - back]
+        if byte < 0x80:
+            return end
+        if byte >= 0xC0:  # the first byte of a character of 2, 3 or 4 bytes
+            size = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return end if back >= size else end - back
     return end
 
 
@@ -449,8 +473,8 @@ def python_changes_checked(
     window: deque[tuple[MinedCommit, Optional[list[str]]]] = deque()
     for commit in commits:
         names = [_side_name(commit, change) for change in commit.python_changes] if needs_check(commit) else None
-        if names and _hunks_complete(commit):
-            blobs.ask([name for name in names if "\n" not in name])
+        if names and _hunks_complete(commit) and not any("\n" in name for name in names):
+            blobs.ask(names)
         window.append((commit, names))
         if len(window) > _CHECK_AHEAD:
             yield _python_checked(blobs, *window.popleft())
@@ -500,6 +524,8 @@ def _file_before(after: bytes, hunks: bytes) -> Optional[bytes]:
     lines = after.split(b"\n")
     before: list[bytes] = []
     at = 0  # lines of `after` used so far
+    previous = b""  # the kind of the line before a "\\ No newline at end of file"
+    before_ends_bare = after_ends_bare = False
     for line in hunks.split(b"\n"):
         first = line[:1]
         if first == b" " or first == b"+":
@@ -517,5 +543,14 @@ def _file_before(after: bytes, hunks: bytes) -> Optional[bytes]:
                 return None
             before.extend(lines[at:hunk_at])
             at = hunk_at
+        elif first == b"\\":
+            before_ends_bare |= previous in (b"-", b" ")
+            after_ends_bare |= previous == b"+"
+        previous = first
     before.extend(lines[at:])
-    return b"\n".join(before)
+    text = b"\n".join(before)
+    if before_ends_bare and text.endswith(b"\n"):
+        return text[:-1]
+    if after_ends_bare and not before_ends_bare and not text.endswith(b"\n"):
+        return text + b"\n"
+    return text
