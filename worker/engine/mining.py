@@ -87,11 +87,17 @@ def _hunk_blocks(hunks: bytes) -> list[ChangeBlock]:
             new_line += 1
             block = None
         elif first == b"@":
-            old, new = line.split(b" ", 3)[1:3]
-            old_line = int(old[1:].split(b",")[0])
-            new_line = int(new[1:].split(b",")[0])
+            (old_line, _), (new_line, _) = _hunk_ranges(line)
             block = None
     return blocks
+
+
+def _hunk_ranges(line: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(start, count) in the old and the new file from `@@ -start,count +start,count @@`
+    (a count left out is 1)."""
+    old, new = line.split(b" ", 3)[1:3]
+    return tuple((int(start), int(count or b"1")) for start, _, count in
+                 (side[1:].partition(b",") for side in (old, new)))
 
 
 def _text(raw: bytes) -> str:
@@ -537,8 +543,8 @@ def _file_before(after: bytes, hunks: bytes) -> Optional[bytes]:
         elif first == b"-":
             before.append(line[1:])
         elif first == b"@":
-            start, _, count = line.split(b" ", 3)[2][1:].partition(b",")
-            hunk_at = int(start) - (count != b"0")  # an empty range names the line before it
+            _, (start, count) = _hunk_ranges(line)
+            hunk_at = start - (count != 0)  # an empty range names the line before it
             if hunk_at < at:
                 return None
             before.extend(lines[at:hunk_at])
