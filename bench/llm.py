@@ -24,9 +24,9 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
-from apps.llm.services import model_call  # noqa: E402
-from worker.engine.llm import EmbeddedClient, ModelSettings  # noqa: E402
-from worker.engine.prompts import prompt_load  # noqa: E402
+from apps.llm.calls import model_call  # noqa: E402
+from worker.engine.llm.clients import EmbeddedClient, ModelSettings  # noqa: E402
+from worker.engine.llm.prompts import prompt_load  # noqa: E402
 
 CANDIDATES = 26
 ISSUE = ("slugify() leaves a trailing separator when max_length cuts the text right after a word.\n\n"

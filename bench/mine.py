@@ -38,6 +38,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from _synthetic_history import commits_append, history_write  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from apps.repositories.services import (  # noqa: E402
@@ -46,7 +47,6 @@ from apps.repositories.services import (  # noqa: E402
     repository_delete,
     repository_register,
 )
-from _synthetic_history import commits_append, history_write  # noqa: E402
 
 
 def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:

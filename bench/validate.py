@@ -22,13 +22,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.gitrepo import GitRepo  # noqa: E402
-from worker.engine.commit_filters import MiningFilters, drop_reason  # noqa: E402
-from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes  # noqa: E402
-from worker.engine.environment import EnvironmentBuilder  # noqa: E402
-from worker.engine.git_repo import BlobReader  # noqa: E402
-from worker.engine.mining import commits_walk, python_changes_checked  # noqa: E402
-from worker.engine.sample_repo import sample_repo_write  # noqa: E402
-from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate  # noqa: E402
+from worker.demo.sample_repo import sample_repo_write  # noqa: E402
+from worker.engine.env.builder import EnvironmentBuilder  # noqa: E402
+from worker.engine.env.runtimes import default_images, docker_runtimes  # noqa: E402
+from worker.engine.git.repo import BlobReader  # noqa: E402
+from worker.engine.mine.filters import MiningFilters, drop_reason  # noqa: E402
+from worker.engine.mine.walk import commits_walk, python_changes_checked  # noqa: E402
+from worker.engine.sandbox.docker import DockerSandbox  # noqa: E402
+from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate  # noqa: E402
 
 AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SLOW_TESTS = 24  # x 0.45 s: a run of the file takes over 10 s

@@ -118,6 +118,7 @@ def load_main() -> None:
 def mirrored_repository(workdir: Path):
     """A real history, registered and mined as a person would: its tasks' review pages show the diff."""
     from _synthetic_history import history_write
+
     from apps.repositories.services import mining_job_run, mining_job_start, repository_register
 
     history_write(workdir / "project", MIRRORED_COMMITS)
@@ -192,7 +193,7 @@ def seed(workdir: Path) -> dict:
 
     from apps.repositories.models import Commit, Repository
     from apps.tasks.models import IssueVersion, Review, Task, TaskStateChange, TestRunRecord, Validation
-    from apps.tasks.services import task_instance_id
+    from apps.tasks.states import task_instance_id
 
     rng = random.Random(11)
     started = time.perf_counter()

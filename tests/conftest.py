@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from apps.repositories.models import MiningJob
-from apps.repositories.services import mining_job_start, mining_job_run, repository_register
+from apps.repositories.services import mining_job_run, mining_job_start, repository_register
 from tests.gitrepo import GitRepo
 
 
@@ -25,7 +25,7 @@ def _cache_cleared():
     cache.clear()
 
 
-def _user(username: str, role: str) -> User:
+def user_with_role(username: str, role: str) -> User:
     user = User.objects.create_user(username=username, password="pw-" + username)
     # Transactional tests flush the database afterwards, taking the roles' groups with it.
     user.groups.add(Group.objects.get_or_create(name=role)[0])
@@ -34,17 +34,17 @@ def _user(username: str, role: str) -> User:
 
 @pytest.fixture
 def curator(db):
-    return _user("carla", "curator")
+    return user_with_role("carla", "curator")
 
 
 @pytest.fixture
 def annotator(db):
-    return _user("anton", "annotator")
+    return user_with_role("anton", "annotator")
 
 
 @pytest.fixture
 def admin_user(db):
-    return _user("ada", "admin")
+    return user_with_role("ada", "admin")
 
 
 @pytest.fixture
@@ -80,15 +80,15 @@ def commands_database_url() -> str:
 def record_model_answer(*, role: str, prompt, variables: dict, answer: str, max_tokens: int, task=None):
     """Store a call as if the role's model had answered `answer` to this prompt: the cache then
     gives it to the job that asks the same (a known answer from a weak model, for a test)."""
+    from apps.llm.calls import model_call_cache_key, role_settings
     from apps.llm.models import ModelCall
-    from apps.llm.services import _cache_key, role_settings
 
     messages = prompt.messages(**variables)
     parameters = {"max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
     return ModelCall.objects.create(
         role=role, backend="embedded", model="recorded", prompt_name=prompt.name, prompt_version=prompt.version,
         prompt_digest=prompt.digest, messages=messages, parameters=parameters, answer=answer, outcome="ok",
-        cache_key=_cache_key(role, role_settings(role), prompt, messages, parameters), task=task)
+        cache_key=model_call_cache_key(role, role_settings(role), prompt, messages, parameters), task=task)
 
 
 def mine_now(repository) -> MiningJob:
@@ -198,9 +198,8 @@ def task_put_in_review(task, *, fail_to_pass=("tests/test_calc.py::test_add",),
                        pass_to_pass=("tests/test_other.py::test_ok",), issue="add() returns the difference"):
     """Make a task valid with a finished validation (its runs recorded) and an issue, so it waits for
     review: what validation and the issue writer would have left."""
-    from apps.tasks.models import IssueVersion, TestRunRecord, Validation
-    from apps.tasks.review import task_review_open, task_summary_refresh
-    from apps.tasks.services import task_state_move
+    from apps.tasks.models import IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
+    from apps.tasks.states import task_review_open, task_summary_refresh
 
     validation = Validation.objects.create(task=task, state="done", verdict="valid", fail_to_pass=list(fail_to_pass),
                                            pass_to_pass=list(pass_to_pass))
@@ -209,7 +208,11 @@ def task_put_in_review(task, *, fail_to_pass=("tests/test_calc.py::test_add",),
         TestRunRecord.objects.create(validation=validation, side=side, scope="selected", status="ok",
                                      output=f"{side} run output", outcomes={
                                          test: f2p_status if test in fail_to_pass else "PASSED" for test in tests})
-    task_state_move(task_id=task.id, to_state="valid", from_states=["mined"])
+    # The validation's moves (mined → building → validating → valid) in one step, as one recorded change.
+    from django.utils import timezone
+
+    if Task.objects.filter(id=task.id, state="mined").update(state="valid", reason="", updated_at=timezone.now()):
+        TaskStateChange.objects.create(task=task, from_state="mined", to_state="valid")
     IssueVersion.objects.create(task=task, number=1, author="model", text=issue, leak_score=0.1)
     task_review_open(task_id=task.id)
     task_summary_refresh(task.id)

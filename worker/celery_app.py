@@ -5,6 +5,8 @@ import os
 from celery import Celery
 from celery.signals import worker_ready
 
+from worker.engine.sandbox.docker import DockerSandbox, docker_sandbox_cleanup
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "apps.settings")
 
 app = Celery("commitgym", include=["worker.tasks"])
@@ -14,7 +16,5 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 @worker_ready.connect
 def _containers_left_behind_remove(**kwargs) -> None:
     """A worker killed mid-run leaves its sandbox container stopped or still counting down: sweep them."""
-    from worker.engine.docker_sandbox import DockerSandbox, docker_sandbox_cleanup
-
     if DockerSandbox.available():
         docker_sandbox_cleanup()

@@ -1,4 +1,7 @@
-"""Thin Celery tasks: ids in, a service call, results stored by the service."""
+"""Thin Celery tasks: ids in, a service call, results stored by the service.
+
+Each imports its service when it runs: the services dispatch these tasks (importing this module
+when they do), and this module is loaded with the Celery app before Django is set up."""
 
 from worker.celery_app import app
 

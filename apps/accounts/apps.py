@@ -9,6 +9,7 @@ class AccountsConfig(AppConfig):
     def ready(self):
         from django.contrib.auth.models import User
 
+        # Models can be imported only once Django has loaded every app.
         from .roles import admin_group_permissions_grant, user_staff_sync
 
         # After every app, since each app's permissions appear with its own post_migrate.

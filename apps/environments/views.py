@@ -5,7 +5,8 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
 
 from apps.repositories.selectors import repositories_visible
-from apps.tasks import selectors
+
+from . import selectors
 
 ENVIRONMENTS_PER_PAGE = 50
 

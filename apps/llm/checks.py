@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.core import checks
 
-from worker.engine.llm import ModelSettings, settings_problem
+from worker.engine.llm.clients import ModelSettings, settings_problem
 
 
 @checks.register()

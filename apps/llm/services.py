@@ -1,82 +1,26 @@
-"""Calls to language models, recorded and cached; and the jobs that make them."""
+"""Language jobs: a model writes something for a task (its issue, generated tests) in the
+background, on the `llm` queue."""
 
-import hashlib
-import json
 import logging
 import time
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from apps.leases import Lease, LeaseLost
-from worker.engine.llm import SCORING_ROLES, ModelError, ModelSettings, model_client, settings_problem
-from worker.engine.prompts import Prompt
+from apps.tasks.backtranslation import task_backtranslate
+from apps.tasks.generation import task_generate_tests
+from worker.engine.llm.clients import ModelError, ModelSettings
 
-from .models import LanguageJob, ModelCall
+from .models import LanguageJob
 
 log = logging.getLogger(__name__)
-REGENERATE_TEMPERATURE = 0.8  # a new version should differ from the cached one
-
-
-def role_settings(role: str) -> ModelSettings:
-    """The role's model settings; ModelError when they cannot work (the start-up check says why too)."""
-    model = ModelSettings(**settings.COMMITGYM_MODELS[role])
-    problem = settings_problem(role, model)
-    if problem:
-        raise ModelError("misconfigured", problem)
-    return model
-
-
-def _cache_key(role: str, model: ModelSettings, prompt: Prompt, messages: list, parameters: dict) -> str:
-    identity = [role, model.backend, model.identity, model.base_url, prompt.name, prompt.version, prompt.digest,
-                messages, parameters]
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-
-
-def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=None, regenerate: bool = False,
-               max_tokens: int = 600) -> tuple[ModelCall, bool]:
-    """(the call, whether it came from the cache). The same inputs are answered from the record
-    unless `regenerate`, which asks again with some randomness. A failed call is recorded too,
-    then raised as ModelError."""
-    model = role_settings(role)
-    messages = prompt.messages(**variables)
-    parameters = {"max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
-    key = _cache_key(role, model, prompt, messages, parameters)
-    earlier = ModelCall.objects.filter(cache_key=key, outcome=ModelCall.Outcome.OK, regenerated=False)
-    if not regenerate and (cached := earlier.first()):
-        return cached, True
-    if regenerate:
-        parameters = {**parameters, "temperature": REGENERATE_TEMPERATURE,
-                      "seed": ModelCall.objects.filter(cache_key=key).count()}
-    record = ModelCall(role=role, backend=model.backend, model=model.model_name, prompt_name=prompt.name,
-                       prompt_version=prompt.version, prompt_digest=prompt.digest, cache_key=key, messages=messages,
-                       parameters=parameters, task=task, regenerated=regenerate)
-    started = time.monotonic()
-    try:
-        completion = model_client(model).complete(messages, **parameters)
-    except ModelError as error:
-        record.seconds = time.monotonic() - started
-        record.outcome, record.error_code = ModelCall.Outcome.FAILED, error.code
-        record.error_message = model.redact(str(error))[:2000]
-        record.save()
-        raise
-    record.seconds = time.monotonic() - started
-    record.outcome, record.answer = ModelCall.Outcome.OK, completion.text
-    record.tokens_in, record.tokens_out = completion.tokens_in, completion.tokens_out
-    record.finish_reason = completion.finish_reason[:32]
-    record.model = completion.model or record.model
-    record.save()
-    return record, False
-
-
-# --- jobs ---------------------------------------------------------------------------------------
 
 
 def language_job_start(*, task, kind: str, regenerate: bool = False, user=None) -> LanguageJob:
     """Queue a job of `kind` on `task`; one already queued or running is returned instead."""
-    from django.db import transaction
-
-    from worker.tasks import language_job_run_task
+    from worker.tasks import language_job_run_task  # dispatch: worker.tasks imports this module
 
     Lease.stale_rows(LanguageJob, running_state=LanguageJob.State.RUNNING, task=task, kind=kind).update(
         state=LanguageJob.State.FAILED, outcome="failed", finished_at=timezone.now(),
@@ -89,33 +33,36 @@ def language_job_start(*, task, kind: str, regenerate: bool = False, user=None) 
     return job
 
 
-def _job_role(job: LanguageJob) -> str:
-    return "test_writer" if job.kind == LanguageJob.Kind.GENERATE_TESTS else "issue_writer"
+# What each kind of job runs, and the role whose model it calls.
+LANGUAGE_JOB_WORK = {
+    LanguageJob.Kind.BACKTRANSLATE: ("issue_writer", task_backtranslate),
+    LanguageJob.Kind.GENERATE_TESTS: ("test_writer", task_generate_tests),
+}
 
 
 def language_job_run(*, job_id: int) -> bool:
     """Run a queued job to its end. Safe to call twice. False when another worker holds it."""
-    from apps.tasks.backtranslation import task_backtranslate
-    from apps.tasks.generation import task_generate_tests
-
     lease = Lease.claim(LanguageJob, job_id, waiting_state=LanguageJob.State.QUEUED,
                         running_state=LanguageJob.State.RUNNING)
     if lease is None:
         return not Lease.held_elsewhere(LanguageJob, job_id, running_state=LanguageJob.State.RUNNING)
     job = LanguageJob.objects.select_related("task").get(id=job_id)
+    if job.kind not in LANGUAGE_JOB_WORK:  # a kind this version does not know: never run it as another
+        lease.finish(LanguageJob.State.FAILED, outcome="failed", detail=f"no such kind of language job: {job.kind}")
+        return True
+    role, work = LANGUAGE_JOB_WORK[job.kind]
     started = time.monotonic()
     with lease:
         try:
-            work = task_generate_tests if job.kind == LanguageJob.Kind.GENERATE_TESTS else task_backtranslate
             outcome, detail, model = work(task=job.task, regenerate=job.regenerate)
         except LeaseLost:
             return True
         except ModelError as error:
             outcome, detail = "failed", f"{error.code}: {error}"
-            model = ModelSettings(**settings.COMMITGYM_MODELS[_job_role(job)]).model_name
+            model = ModelSettings(**settings.COMMITGYM_MODELS[role]).model_name
         except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
             log.exception("language job %s failed", job_id)
-            redact = ModelSettings(**settings.COMMITGYM_MODELS[_job_role(job)]).redact
+            redact = ModelSettings(**settings.COMMITGYM_MODELS[role]).redact
             lease.finish(LanguageJob.State.FAILED, outcome="failed",
                          detail=redact(f"{type(error).__name__}: {error}")[:2000],
                          seconds=time.monotonic() - started)
@@ -123,29 +70,3 @@ def language_job_run(*, job_id: int) -> bool:
         lease.finish(LanguageJob.State.DONE, outcome=outcome, detail=detail[:2000], model=model,
                      seconds=time.monotonic() - started)
     return True
-
-
-def model_health(role: str) -> dict:
-    """Whether the role's model answers, how fast, and whether it gives log-probabilities."""
-    model = ModelSettings(**settings.COMMITGYM_MODELS[role])
-    line = {"role": role, "backend": model.backend, "model": model.model_name, "ok": False, "seconds": 0.0,
-            "logprobs": False, "error": ""}
-    problem = settings_problem(role, model)
-    if problem:
-        return {**line, "error": problem}
-    messages = [{"role": "user", "content": "Answer with one word: is 2 + 2 equal to 4? YES or NO."}]
-    started = time.monotonic()
-    try:
-        client = model_client(model)
-        client.complete(messages, max_tokens=8)
-        line.update(ok=True, seconds=round(time.monotonic() - started, 3))
-        scores = client.first_token_logprobs(messages, ["YES", "NO"])
-        line["logprobs"] = any(score > float("-inf") for score in scores.values())
-    except ModelError as error:
-        if line["ok"] and error.code == "not_supported" and role not in SCORING_ROLES:
-            return line  # a writing role needs no log-probabilities
-        line.update(seconds=round(time.monotonic() - started, 3), error=model.redact(f"{error.code}: {error}"))
-    except Exception as error:  # noqa: BLE001 - a check reports what broke instead of failing
-        line.update(seconds=round(time.monotonic() - started, 3),
-                    error=model.redact(f"{type(error).__name__}: {error}")[:500])
-    return line

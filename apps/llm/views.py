@@ -7,10 +7,10 @@ from django.http import Http404
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine
-from apps.repositories.views import _render, _require_miner
-from worker.engine.llm import ROLES, ModelSettings, settings_problem
+from apps.web import page_render, require_miner
+from worker.engine.llm.clients import ROLES, ModelSettings, settings_problem
 
-from .services import model_health
+from .calls import model_health
 
 
 def _server(base_url: str) -> str:
@@ -34,13 +34,13 @@ def _role_rows() -> list[dict]:
 
 
 def model_list(request):
-    return _render(request, "llm/model_list.html", {"roles": _role_rows(), "can_check": user_can_mine(request.user)})
+    return page_render(request, "llm/model_list.html", {"roles": _role_rows(), "can_check": user_can_mine(request.user)})
 
 
 @require_POST
 def model_check(request, role: str):
     """Ask the role's model a one-word question; the row says whether and how fast it answered."""
-    _require_miner(request)
+    require_miner(request)
     rows = _role_rows()
     checked = next((row for row in rows if row["role"] == role), None)
     if checked is None:
@@ -48,4 +48,4 @@ def model_check(request, role: str):
     checked["health"] = model_health(role)
     # htmx swaps the one row; without JavaScript the whole page comes back with it.
     context = {"roles": rows, "row": checked, "can_check": True}
-    return _render(request, "llm/model_list.html", context, partial="role_row")
+    return page_render(request, "llm/model_list.html", context, partial="role_row")

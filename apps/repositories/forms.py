@@ -2,7 +2,7 @@ from django import forms
 from django.contrib.auth.models import Group
 
 from apps.accounts.roles import ADMIN, user_roles
-from worker.engine.git_repo import url_split_credentials
+from worker.engine.git.repo import url_split_credentials
 
 from . import services
 from .models import Repository

@@ -6,14 +6,14 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
-from worker.engine.commit_filters import (
+from worker.engine.git.repo import GitCredentials
+from worker.engine.mine.filters import (
     DEFAULT_TEST_DIR_NAMES,
     DEFAULT_TEST_FILE_GLOBS,
     CommitStats,
     MiningFilters,
     TestFileRules,
 )
-from worker.engine.git_repo import GitCredentials
 from worker.engine.reasons import MINING_DROP_REASONS, reason_sentence
 
 from .secrets import secret_decrypt

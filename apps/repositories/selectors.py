@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from apps.accounts.roles import ADMIN, user_roles
 from worker.engine.reasons import MINING_DROP_REASONS
@@ -90,8 +90,6 @@ def commits_filtered(
 def repositories_listed(*, user) -> QuerySet:
     """Visible repositories, each with `commit_count`, `kept_count`, `latest_jobs` (a list of
     at most one job) and its allowed groups, in a fixed number of queries."""
-    from django.db.models import Prefetch
-
     latest_job = MiningJob.objects.order_by("-created_at", "-id")[:1]
     return (
         Repository.objects.filter(pk__in=repositories_visible(user=user).values("pk"))

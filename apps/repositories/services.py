@@ -20,9 +20,8 @@ from django.utils import timezone
 from apps.accounts.roles import ADMIN, user_roles
 from apps.leases import Lease, LeaseLost
 from apps.rows import commits_flushed_later, rows_insert
-from apps.tasks.services import tasks_create_for_commits, tasks_delete_unstarted
-from worker.engine.commit_filters import drop_reason, size_drop_reason
-from worker.engine.git_repo import (
+from apps.tasks.states import tasks_create_for_commits, tasks_delete_unstarted
+from worker.engine.git.repo import (
     BlobReader,
     GitCredentials,
     GitError,
@@ -32,7 +31,8 @@ from worker.engine.git_repo import (
     mirror_sync,
     url_split_credentials,
 )
-from worker.engine.mining import MinedCommit, commits_walk, python_changes_checked
+from worker.engine.mine.filters import drop_reason, size_drop_reason
+from worker.engine.mine.walk import MinedCommit, commits_walk, python_changes_checked
 
 from .models import Commit, MiningJob, Repository
 from .secrets import secret_encrypt
@@ -297,7 +297,7 @@ def _stale_jobs_end(repository: Repository) -> None:
 
 def mining_job_start(*, repository: Repository, user=None, refilter_only: bool = False) -> tuple[MiningJob, bool]:
     """Queue a mining job; if one is already queued or running, return that one."""
-    from worker.tasks import mining_job_run_task
+    from worker.tasks import mining_job_run_task  # dispatch: worker.tasks imports this module
 
     _stale_jobs_end(repository)
     try:
@@ -325,7 +325,7 @@ def mining_job_retry(*, job: MiningJob, user=None) -> MiningJob:
     return mining_job_start(repository=job.repository, user=user, refilter_only=job.refilter_only)[0]
 
 
-def _job_progress(lease: Lease, *, done: int, total: Optional[int] = None) -> None:
+def mining_job_progress(lease: Lease, *, done: int, total: Optional[int] = None) -> None:
     """Record progress; raise if the job was cancelled, taken over or deleted meanwhile."""
     lease.update(progress_done=done, **({"progress_total": total} if total is not None else {}))
     if lease.rows().filter(cancel_requested=True).exists():
@@ -380,9 +380,9 @@ def _refilter(lease: Lease, repository: Repository, credentials) -> tuple[int, f
         mirror_sync(repository.url, repository.mirror_dir, credentials=credentials,
                     timeout=settings.COMMITGYM_GIT_TIMEOUT)
     total = Commit.objects.filter(repository=repository).count()
-    _job_progress(lease, done=0, total=total)
+    mining_job_progress(lease, done=0, total=total)
     commits_refilter(repository=repository)
-    _job_progress(lease, done=total)
+    mining_job_progress(lease, done=total)
     return 0, time.monotonic() - started
 
 
@@ -392,7 +392,7 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
     mirror_sync(repository.url, mirror, credentials=credentials, timeout=settings.COMMITGYM_GIT_TIMEOUT)
     branch, tip = default_branch_tip(mirror)
     exclude = (repository.mined_head,) if repository.mined_head and commit_exists(mirror, repository.mined_head) else ()
-    _job_progress(lease, done=0, total=commit_count(mirror, tip, list(exclude)))
+    mining_job_progress(lease, done=0, total=commit_count(mirror, tip, list(exclude)))
     new = done = 0
     filters = repository.mining_filters()
     # Only this job writes the repository's commits: with none stored, none of the walk can be.
@@ -408,7 +408,7 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
             for batch in _batches(python_changes_checked(walk, blobs, needs_check=needs_check), BATCH_SIZE):
                 new += commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)
                 done += len(batch)
-                _job_progress(lease, done=done)
+                mining_job_progress(lease, done=done)
         except (MiningCancelled, SoftTimeLimitExceeded, GitError):
             _tasks_for_kept_commits(repository)  # what was stored stays whole
             raise

@@ -7,22 +7,16 @@ and writes by users who may not mine are a 403.
 from dataclasses import dataclass, field
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.cache import patch_vary_headers
-from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.safestring import mark_safe
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import DiffLexer
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from apps.accounts.roles import user_can_mine
-from worker.engine.git_repo import GitError, commit_patch
+from apps.web import diff_html, page_render, redirect_back, require_miner
+from worker.engine.git.repo import GitError, commit_patch
 from worker.engine.reasons import MINING_DROP_REASONS
 
 from . import selectors, services
@@ -35,28 +29,8 @@ COMMITS_PER_PAGE = 50
 # --- helpers ---------------------------------------------------------------------
 
 
-def _render(request, template: str, context: dict, *, partial: str = "", status: int = 200):
-    """The whole page, or only the named partial for an htmx request."""
-    is_partial = partial and request.htmx and not request.htmx.history_restore_request
-    response = render(request, f"{template}#{partial}" if is_partial else template, context, status=status)
-    patch_vary_headers(response, ["HX-Request"])
-    return response
-
-
 def _visible_repository(request, pk: int):
     return get_object_or_404(selectors.repositories_visible(user=request.user), pk=pk)
-
-
-def _require_miner(request) -> None:
-    if not user_can_mine(request.user):
-        raise PermissionDenied("Only curators and admins can change repositories.")
-
-
-def _redirect_back(request, default):
-    target = request.POST.get("next", "")
-    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
-        return redirect(target)
-    return default
 
 
 def _job_started_message(request, job: MiningJob, created: bool) -> None:
@@ -74,7 +48,7 @@ def _job_started_message(request, job: MiningJob, created: bool) -> None:
 def repository_list(request):
     form = RepositoryRegisterForm()
     if request.method == "POST":
-        _require_miner(request)
+        require_miner(request)
         form = RepositoryRegisterForm(request.POST, user=request.user)
         repository = form.register() if form.is_valid() else None
         if repository is not None:
@@ -111,7 +85,7 @@ def repository_detail(request, pk: int):
 @require_POST
 def repository_mine(request, pk: int):
     repository = _visible_repository(request, pk)
-    _require_miner(request)
+    require_miner(request)
     job, created = services.mining_job_start(repository=repository, user=request.user)
     _job_started_message(request, job, created)
     return redirect("repositories:detail", pk=repository.pk)
@@ -120,7 +94,7 @@ def repository_mine(request, pk: int):
 @require_POST
 def repository_filters(request, pk: int):
     repository = _visible_repository(request, pk)
-    _require_miner(request)
+    require_miner(request)
     form = RepositoryFiltersForm(request.POST)
     if not form.is_valid():
         context = _detail_context(request, repository, filters_form=form)
@@ -141,7 +115,7 @@ def repository_filters(request, pk: int):
 @require_http_methods(["GET", "POST"])
 def repository_delete(request, pk: int):
     repository = _visible_repository(request, pk)
-    _require_miner(request)
+    require_miner(request)
     summary = selectors.repository_delete_summary(repository=repository)
     if request.method == "POST":
         name = repository.name
@@ -163,7 +137,7 @@ def mining_job_state(request, pk: int, job_id: int):
         return redirect("repositories:detail", pk=repository.pk)
     job = get_object_or_404(MiningJob.objects.select_related("repository"), repository=repository, pk=job_id)
     context = {"job": job, "can_mine": user_can_mine(request.user), "back_url": request.htmx.current_url_abs_path}
-    response = _render(request, "repositories/repository_list.html", context, partial="job_state")
+    response = page_render(request, "repositories/repository_list.html", context, partial="job_state")
     if not job.is_active:
         # Everything else on the page (funnel, counts, branch, job times) changed too.
         response["HX-Refresh"] = "true"
@@ -173,21 +147,21 @@ def mining_job_state(request, pk: int, job_id: int):
 @require_POST
 def mining_job_cancel(request, pk: int, job_id: int):
     repository = _visible_repository(request, pk)
-    _require_miner(request)
+    require_miner(request)
     job = get_object_or_404(MiningJob, repository=repository, pk=job_id)
     services.mining_job_cancel(job=job)
     messages.info(request, f"Mining job {job.pk} cancelled.")
-    return _redirect_back(request, redirect("repositories:detail", pk=repository.pk))
+    return redirect_back(request, redirect("repositories:detail", pk=repository.pk))
 
 
 @require_POST
 def mining_job_retry(request, pk: int, job_id: int):
     repository = _visible_repository(request, pk)
-    _require_miner(request)
+    require_miner(request)
     job = get_object_or_404(MiningJob.objects.select_related("repository"), repository=repository, pk=job_id)
     new_job = services.mining_job_retry(job=job, user=request.user)
     _job_started_message(request, new_job, new_job.pk != job.pk)
-    return _redirect_back(request, redirect("repositories:detail", pk=repository.pk))
+    return redirect_back(request, redirect("repositories:detail", pk=repository.pk))
 
 
 # --- commits -----------------------------------------------------------------------
@@ -210,7 +184,7 @@ def commit_list(request, pk: int):
     commits = selectors.commits_filtered(repository=repository, **form.filters())
     page = Paginator(commits, COMMITS_PER_PAGE).get_page(request.GET.get("page"))
     context = {"repository": repository, "form": form, "page": page}
-    return _render(request, "repositories/commit_list.html", context, partial="results")
+    return page_render(request, "repositories/commit_list.html", context, partial="results")
 
 
 @dataclass
@@ -227,18 +201,13 @@ class DiffSection:
     files: list[DiffFile] = field(default_factory=list)
 
 
-def _diff_html(text: str) -> str:
-    """Pygments escapes the diff's text; the result is safe to insert."""
-    return mark_safe(highlight(text, DiffLexer(), HtmlFormatter(cssclass="highlight", nowrap=False)))
-
-
 def _diff_sections(repository, patch_text: str) -> list[DiffSection]:
     """The diff's files split into source (non-test .py), tests and other files, as mining counts them."""
     rules = repository.test_file_rules()
     sections = {"source": DiffSection("Source"), "test": DiffSection("Tests"), "other": DiffSection("Other")}
     for patched in PatchSet(patch_text):
         sections[rules.kind(patched.path)].files.append(
-            DiffFile(patched.path, patched.added, patched.removed, _diff_html(str(patched))))
+            DiffFile(patched.path, patched.added, patched.removed, diff_html(str(patched))))
     return [section for section in sections.values() if section.files]
 
 

@@ -8,6 +8,7 @@ class TasksConfig(AppConfig):
     def ready(self):
         from django.db.models.signals import post_delete, post_save
 
+        # Models can be imported only once Django has loaded every app.
         from .models import CurationSettings, RejectReason
         from .review import REJECT_REASONS_CACHE_KEY
 

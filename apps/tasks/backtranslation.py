@@ -6,23 +6,15 @@ from typing import Optional
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from apps.llm.services import model_call, role_settings
-from worker.engine.backtranslation import issue_prompt_variables, issue_text, leak_check
-from worker.engine.patches import commit_patches
-from worker.engine.prompts import prompt_load
+from apps.llm.calls import model_call, role_settings
+from worker.engine.git.patches import commit_patches
+from worker.engine.llm.issue_writer import issue_prompt_variables, issue_text, leak_check
+from worker.engine.llm.prompts import prompt_load
 
-from .models import IssueVersion, Task, TaskChange, TestRunRecord, Validation
-from .selectors import VALID_OR_LATER
+from .models import IssueVersion, Task, TaskChange, TestRunRecord, Validation, current_issue
+from .states import VALID_OR_LATER, task_changed_back_to_review, task_review_open, task_summary_refresh
 
 ISSUE_WRITER_TOKENS = 600
-
-
-def current_issue(versions: list[IssueVersion]) -> Optional[IssueVersion]:
-    """The problem statement among a task's versions: the newest a person wrote, else the newest the
-    model wrote. No model output ever replaces a person's edit."""
-    newest_first = sorted(versions, key=lambda version: version.number, reverse=True)
-    return next((v for v in newest_first if v.author == IssueVersion.Author.PERSON), None) or next(
-        iter(newest_first), None)
 
 
 def task_current_issue(*, task: Task) -> Optional[IssueVersion]:
@@ -129,8 +121,6 @@ def _issue_changed(task: Task, actor, *, statement_changed: bool) -> None:
     """An issue brings a valid task to review. When the problem statement changed (a person's edit, or
     a model's version while no person edited), reviews of the old one no longer count and an accepted
     task goes back to review."""
-    from .review import task_changed_back_to_review, task_review_open, task_summary_refresh
-
     if statement_changed:
         task_changed_back_to_review(task=task, actor=actor, why="issue changed")
     task_review_open(task_id=task.id, actor=actor)

@@ -8,9 +8,13 @@ from django.db import transaction
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
-from .models import BulkAction, Review, Task, TaskStateChange
-from .review import REJECTABLE_STATES, REVIEWED_STATES, ReviewRefused, _require_reviewer, reject_reason_offered
-from .services import VALIDATABLE_STATES, task_validation_start
+from apps.accounts.roles import ADMIN, user_roles
+
+from .models import BulkAction, Review, Task, TaskChange, TaskStateChange
+from .review import ReviewRefused, reject_reason_offered, reviewer_required
+from .selectors import tasks_filtered
+from .services import task_validation_start
+from .states import REJECTABLE_STATES, REVIEWED_STATES, VALIDATABLE_STATES, moves_check, task_summary_refresh
 
 CHUNK = 500
 FROM_STATES = {
@@ -24,8 +28,6 @@ UNDOABLE = tuple(TO_STATE)
 
 def bulk_action_targets(*, user, action: str, filters: dict):
     """The ids of the tasks the action would touch: those the query matches, in a state it applies to."""
-    from .selectors import tasks_filtered
-
     tasks = tasks_filtered(user=user, **filters).filter(state__in=FROM_STATES[action])
     return list(tasks.order_by("id").values_list("id", flat=True))
 
@@ -33,9 +35,9 @@ def bulk_action_targets(*, user, action: str, filters: dict):
 def bulk_action_start(*, user, action: str, filters: dict, query: str, expected: int, reject_reason: str = "",
                       note: str = "") -> BulkAction:
     """Queue the action on the tasks the query matches now, if that is the number the person saw."""
-    from worker.tasks import bulk_action_run_task
+    from worker.tasks import bulk_action_run_task  # dispatch: worker.tasks imports this module
 
-    _require_reviewer(user)
+    reviewer_required(user)
     if action == BulkAction.Action.REJECT and not reject_reason_offered(reject_reason):
         raise ReviewRefused("Pick a reason for rejecting the tasks.")
     ids = bulk_action_targets(user=user, action=action, filters=filters)
@@ -54,17 +56,15 @@ def bulk_action_start(*, user, action: str, filters: dict, query: str, expected:
 
 def bulk_action_mine(*, bulk: BulkAction, user) -> bool:
     """Who may see and undo a bulk action: the person who ran it, and admins."""
-    from apps.accounts.roles import ADMIN, user_roles
-
     return bulk.user_id == user.id or ADMIN in user_roles(user)
 
 
 def bulk_action_undo(*, bulk: BulkAction, user) -> None:
     """Queue moving back every task the action moved that nobody changed since. An action that
     failed part way can be undone too: what it moved is recorded as it goes."""
-    from worker.tasks import bulk_action_run_task
+    from worker.tasks import bulk_action_run_task  # dispatch: worker.tasks imports this module
 
-    _require_reviewer(user)
+    reviewer_required(user)
     if not bulk_action_mine(bulk=bulk, user=user):
         raise ReviewRefused("Only the person who ran a bulk action, or an admin, can undo it.")
     if bulk.action not in UNDOABLE:
@@ -116,6 +116,7 @@ def _validate_chunk(bulk: BulkAction, chunk: list[int]) -> None:
 
 def _move_chunk(bulk: BulkAction, chunk: list[int]) -> None:
     to_state, reason = TO_STATE[bulk.action], bulk.reject_reason
+    moves_check(to_state=to_state, from_states=FROM_STATES[bulk.action])
     with transaction.atomic():
         rows = list(Task.objects.select_for_update().filter(id__in=chunk, state__in=FROM_STATES[bulk.action])
                     .values_list("id", "state", "reason"))
@@ -143,8 +144,6 @@ def _changed_add(bulk: BulkAction, rows: list) -> None:
 
 
 def _backward(bulk: BulkAction) -> None:
-    from .review import task_summary_refresh
-
     to_state = TO_STATE[bulk.action]
     for start in range(0, len(bulk.changed), CHUNK):
         chunk = bulk.changed[start:start + CHUNK]
@@ -168,8 +167,6 @@ def _backward(bulk: BulkAction) -> None:
 
 def _changed_since(task_ids: list[int], since) -> set[int]:
     """Tasks someone moved, edited or reviewed after the action ended: their change stands."""
-    from .models import TaskChange
-
     return {*TaskStateChange.objects.filter(task_id__in=task_ids, at__gt=since).values_list("task_id", flat=True),
             *TaskChange.objects.filter(task_id__in=task_ids, at__gt=since).values_list("task_id", flat=True),
             *Review.objects.filter(task_id__in=task_ids, created_at__gt=since).values_list("task_id", flat=True)}

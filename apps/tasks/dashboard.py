@@ -1,18 +1,18 @@
 """The figures of the curation dashboard: each repository's funnel from commits to accepted tasks,
 why tasks were rejected, and how much each reviewer reviewed and agreed with the others."""
 
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import timedelta
-from itertools import combinations
 
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from apps.repositories.models import Commit
 from apps.repositories.selectors import repositories_visible
+from worker.engine.label.agreement import Judgement, pairwise_agreement
 
 from .models import Review, Task
-from .selectors import VALID_OR_LATER
+from .states import REVIEWED_STATES, VALID_OR_LATER
 
 
 def _funnels(repositories) -> list[dict]:
@@ -21,7 +21,7 @@ def _funnels(repositories) -> list[dict]:
     tasks = {row["repository"]: row for row in Task.objects.filter(repository__in=repositories).values(
         "repository").annotate(
         valid=Count("id", filter=Q(state__in=VALID_OR_LATER)),
-        reviewed=Count("id", filter=Q(state__in=[Task.State.ACCEPTED, Task.State.REJECTED])),
+        reviewed=Count("id", filter=Q(state__in=REVIEWED_STATES)),
         accepted=Count("id", filter=Q(state=Task.State.ACCEPTED)),
         waiting=Count("id", filter=Q(state=Task.State.NEEDS_REVIEW)))}
     funnels = []
@@ -36,30 +36,15 @@ def _funnels(repositories) -> list[dict]:
     return funnels
 
 
-def _agreement(reviews: list[Review]) -> tuple[dict[int, list[int]], int, int]:
-    """Per reviewer [pairs agreed, pairs], and over all pairs: agreed, total. Two reviews of one task
-    agree when they decided the same."""
-    by_task = defaultdict(list)
-    for row in reviews:
-        by_task[row.task_id].append(row)
-    per_reviewer, agreed, pairs = defaultdict(lambda: [0, 0]), 0, 0
-    for task_reviews in by_task.values():
-        for a, b in combinations(task_reviews, 2):
-            same = a.decision == b.decision
-            agreed, pairs = agreed + same, pairs + 1
-            for reviewer in (a.reviewer_id, b.reviewer_id):
-                per_reviewer[reviewer][0] += same
-                per_reviewer[reviewer][1] += 1
-    return per_reviewer, agreed, pairs
-
-
 def dashboard_figures(*, user) -> dict:
     repositories = list(repositories_visible(user=user).order_by("name"))
     tasks = Task.objects.filter(repository__in=repositories)
     reasons = Counter(dict(tasks.filter(state=Task.State.REJECTED).values_list("reason").annotate(n=Count("id"))))
     week_ago = timezone.now() - timedelta(days=7)
     reviews = list(Review.objects.filter(task__in=tasks, current=True).only("task_id", "reviewer_id", "decision"))
-    per_reviewer, agreed, pairs = _agreement(reviews)
+    # Two reviews of one task agree when they decided the same.
+    agreement = pairwise_agreement(Judgement(row.task_id, row.reviewer_id, row.decision) for row in reviews)
+    per_reviewer = agreement.per_person
     throughput = (Review.objects.filter(task__in=tasks).values("reviewer", "reviewer__username")
                   .annotate(total=Count("id"), week=Count("id", filter=Q(created_at__gte=week_ago)),
                             accepts=Count("id", filter=Q(decision="accept")),
@@ -68,5 +53,5 @@ def dashboard_figures(*, user) -> dict:
     reviewers = [{**row, "agreed": per_reviewer[row["reviewer"]][0], "pairs": per_reviewer[row["reviewer"]][1]}
                  for row in throughput]
     return {"funnels": _funnels(repositories), "reasons": reasons.most_common(),
-            "reviewers": reviewers, "agreed": agreed, "pairs": pairs,
+            "reviewers": reviewers, "agreed": agreement.agreed, "pairs": agreement.pairs,
             "disagreements": tasks.filter(disagree=True).count()}

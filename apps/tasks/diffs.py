@@ -12,7 +12,7 @@ from pygments.util import ClassNotFound
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from apps.repositories.views import _diff_html
+from apps.web import diff_html
 
 
 @dataclass
@@ -81,5 +81,5 @@ def patch_files(text: str, *, split: bool) -> list[PatchFile] | None:
         patch = PatchSet(text)
     except UnidiffParseError:
         return None
-    return [PatchFile(f.path, f.added, f.removed, _diff_html(str(f)), _split_rows(f) if split else [])
+    return [PatchFile(f.path, f.added, f.removed, diff_html(str(f)), _split_rows(f) if split else [])
             for f in patch]

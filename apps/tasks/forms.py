@@ -1,21 +1,11 @@
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 
 from .models import Review, Task
 from .review import active_reject_reasons
 
 YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
-SORTS = {
-    "-updated": ("-updated_at", "-id"),
-    "updated": ("updated_at", "id"),
-    "-created": ("-created_at", "-id"),
-    "-f2p": ("-fail_to_pass_count", "-id"),
-    "f2p": ("fail_to_pass_count", "id"),
-    "-leak": ("-leak_score", "-id"),
-    "-underspecified": ("-underspecified", "-id"),
-    "-false_negative": ("-false_negative", "-id"),
-    "id": ("instance_id",),
-}
 SORT_LABELS = {"-updated": "Recently changed", "updated": "Longest unchanged", "-created": "Newest",
                "-f2p": "Most F2P tests", "f2p": "Fewest F2P tests", "-leak": "Highest leak score",
                "-underspecified": "Most underspecified", "-false_negative": "Tests most likely wrong",
@@ -89,7 +79,5 @@ class ReviewScoresForm(forms.Form):
 def reviewers_choices() -> list[tuple[int, str]]:
     """(id, user name) of the people who reviewed anything, for the reviewer filter; read at most once
     a minute."""
-    from django.core.cache import cache
-
     users = get_user_model().objects.filter(reviews__isnull=False).distinct().order_by("username")
     return cache.get_or_set("tasks:reviewers", lambda: list(users.values_list("pk", "username")), 60)

@@ -4,14 +4,14 @@ that fail before the fix and pass after it."""
 
 from django.db import transaction
 
-from apps.llm.services import model_call, role_settings
-from worker.engine.generated_tests import generated_files_from_answer, generation_prompt_variables
-from worker.engine.git_repo import BlobReader
-from worker.engine.patches import commit_patches
-from worker.engine.prompts import prompt_load
-from worker.engine.validate import GeneratedValidationResult
+from apps.llm.calls import model_call, role_settings
+from worker.engine.git.patches import commit_patches
+from worker.engine.git.repo import BlobReader
+from worker.engine.llm.prompts import prompt_load
+from worker.engine.validate.generated_tests import generated_files_from_answer, generation_prompt_variables
 
 from .models import GeneratedTest, Task, Validation
+from .services import task_validation_start
 
 FILE_BYTES = 200_000  # of one changed file shown to the test writer
 TEST_WRITER_TOKENS = 800
@@ -68,8 +68,6 @@ def task_generate_tests(*, task: Task, regenerate: bool = False) -> tuple[str, s
     files = generated_files_from_answer(call.answer)
     if not files:
         return "failed", "the answer held no Python code block with a test function", call.model
-    from .services import task_validation_start
-
     with transaction.atomic():
         validation = task_validation_start(task=task, backend=source.backend, generated_from=source)
         if validation is None:
@@ -78,20 +76,3 @@ def task_generate_tests(*, task: Task, regenerate: bool = False) -> tuple[str, s
             GeneratedTest(task=task, model_call=call, validation=validation, index=i, content=content)
             for i, content in enumerate(files, 1)])
     return "written", f"{len(files)} test files queued for checking", call.model
-
-
-def generated_tests_not_run(validation: Validation) -> None:
-    """The validation that was to check these files ended without running them."""
-    GeneratedTest.objects.filter(validation=validation, state=GeneratedTest.State.PENDING).update(
-        state=GeneratedTest.State.DROPPED, reason="not_run")
-
-
-def generated_tests_store(validation: Validation, checked: GeneratedValidationResult) -> None:
-    """Each file's verdict, in the order the files were given."""
-    rows = list(GeneratedTest.objects.filter(validation=validation).order_by("index"))
-    for row, verdict in zip(rows, checked.files):
-        row.path, row.fail_to_pass, row.before, row.after = verdict.path, verdict.fail_to_pass, verdict.before, \
-            verdict.after
-        row.state = GeneratedTest.State.KEPT if verdict.kept else GeneratedTest.State.DROPPED
-        row.reason = verdict.reason
-    GeneratedTest.objects.bulk_update(rows, ["path", "fail_to_pass", "before", "after", "state", "reason"])

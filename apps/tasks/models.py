@@ -1,8 +1,9 @@
 from django.conf import settings
+from django.core.cache import cache
 from django.db import models
 
+from worker.engine.curate.rubric import DIFFICULTIES
 from worker.engine.reasons import reason_sentence
-from worker.engine.rubric import DIFFICULTIES
 
 
 class Task(models.Model):
@@ -178,6 +179,14 @@ class IssueVersion(models.Model):
         return self.leak_score > settings.COMMITGYM_LEAK_THRESHOLD
 
 
+def current_issue(versions: list[IssueVersion]) -> IssueVersion | None:
+    """The problem statement among a task's versions: the newest a person wrote, else the newest the
+    model wrote. No model output ever replaces a person's edit."""
+    newest_first = sorted(versions, key=lambda version: version.number, reverse=True)
+    return next((v for v in newest_first if v.author == IssueVersion.Author.PERSON), None) or next(
+        iter(newest_first), None)
+
+
 class GeneratedTest(models.Model):
     """A test file the test writer wrote for a task; kept when its tests fail before the fix and
     pass after it in every run, dropped otherwise, with why."""
@@ -250,8 +259,6 @@ class CurationSettings(models.Model):
     def current(cls) -> "CurationSettings":
         """The rules now. Every review page reads them: each process keeps them for 30 s, and a save
         in the admin clears them at once in the process that saved."""
-        from django.core.cache import cache
-
         return cache.get_or_set(cls.CACHE_KEY, lambda: cls.objects.get_or_create(pk=1)[0], 30)
 
 

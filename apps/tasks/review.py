@@ -4,21 +4,22 @@ their oracle, and take them one at a time from a queue that skips tasks someone 
 Every change is recorded: state moves as TaskStateChange, everything else as TaskChange.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Optional
 
+from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apps.accounts.roles import user_can_review
-from worker.engine.rubric import Merged, Scores, Thresholds, review_outcome, scores_merge
+from worker.engine.curate.rubric import Thresholds, review_outcome
+from worker.engine.reasons import REJECT_REASONS
 
 from .models import (
     CurationSettings,
     GeneratedTest,
-    IssueVersion,
     RejectReason,
     Review,
     Task,
@@ -26,19 +27,29 @@ from .models import (
     TaskHold,
     Validation,
 )
-from .services import task_state_move
-
-REVIEWED_STATES = (Task.State.ACCEPTED, Task.State.REJECTED)
-# Rejecting is possible from any state where no job is working on the task.
-REJECTABLE_STATES = (Task.State.MINED, Task.State.VALID, Task.State.INVALID, Task.State.ENVIRONMENT_FAILED,
-                     Task.State.NEEDS_REVIEW, Task.State.ACCEPTED)
+from .services import task_validation_start
+from .states import (
+    ACCEPT_FROM,
+    REJECT_FROM_REVIEW,
+    REVALIDATE_FROM,
+    REVIEWABLE_STATES,
+    REVIEWED_STATES,
+    SETTLEABLE_STATES,
+    reviews_retire,
+    task_changed_back_to_review,
+    task_merged_scores,
+    task_state_label,
+    task_state_move,
+    task_summary_refresh,
+)
 
 
 class ReviewRefused(Exception):
     """An action the rules do not allow now; the message says why, for the person who tried."""
 
 
-def _require_reviewer(user) -> None:
+def reviewer_required(user) -> None:
+    """ReviewRefused unless the user may decide tasks."""
     if not user_can_review(user):
         raise ReviewRefused("Only curators and admins can accept, reject or change tasks.")
 
@@ -49,8 +60,6 @@ REJECT_REASONS_CACHE_KEY = "tasks:reject_reasons"
 def active_reject_reasons() -> list[RejectReason]:
     """The reasons offered when rejecting. An empty table gets the default list (REJECT_REASONS).
     Kept for 30 s by each process; a change in the admin clears them in the process that made it."""
-    from django.core.cache import cache
-
     reasons = cache.get(REJECT_REASONS_CACHE_KEY)
     if reasons is None:
         reasons = _reject_reasons_read()
@@ -59,8 +68,6 @@ def active_reject_reasons() -> list[RejectReason]:
 
 
 def _reject_reasons_read() -> list[RejectReason]:
-    from worker.engine.reasons import REJECT_REASONS
-
     reasons = list(RejectReason.objects.all())
     if not reasons:
         for order, (code, sentence) in enumerate(REJECT_REASONS.items()):
@@ -77,84 +84,16 @@ def thresholds(curation: CurationSettings) -> Thresholds:
     return Thresholds(curation.underspecified_below, curation.false_negative_below)
 
 
-# --- the summary the list filters on ---------------------------------------------------------
-
-
-def _latest_done(task_id: int) -> Optional[Validation]:
-    return (Validation.objects.filter(task_id=task_id, state=Validation.State.DONE)
-            .only("verdict", "fail_to_pass", "flaky").order_by("-created_at", "-id").first())
-
-
-def reviews_merged(reviews) -> Merged:
-    """The reviews' merged scores; a curator's settling review ends any disagreement."""
-    reviews = list(reviews)
-    merged = scores_merge([Scores(r.decision, r.underspecified, r.false_negative, r.difficulty) for r in reviews])
-    if any(r.settles for r in reviews):
-        merged = replace(merged, disagree=False)
-    return merged
-
-
-def task_merged_scores(task_id: int) -> Merged:
-    return reviews_merged(Review.objects.filter(task_id=task_id, current=True))
-
-
-def task_summary_refresh(task_id: int) -> None:
-    """Recompute the task's summary columns from its validations, issue and reviews."""
-    from .backtranslation import current_issue
-
-    latest = _latest_done(task_id)
-    issue = current_issue(list(IssueVersion.objects.filter(task_id=task_id).only("number", "author", "leak_score")))
-    merged = task_merged_scores(task_id)
-    Task.objects.filter(id=task_id).update(
-        verdict=latest.verdict if latest else "",
-        fail_to_pass_count=len(latest.fail_to_pass) if latest else 0,
-        flaky_count=len(latest.flaky) if latest else 0,
-        has_generated_tests=GeneratedTest.objects.filter(task_id=task_id, state=GeneratedTest.State.KEPT).exists(),
-        leak_score=issue.leak_score if issue else None,
-        review_count=merged.reviews, underspecified=merged.underspecified, false_negative=merged.false_negative,
-        disagree=merged.disagree)
-
-
-# --- into review and back --------------------------------------------------------------------
-
-
-def task_review_open(*, task_id: int, actor=None) -> bool:
-    """A valid task with an issue waits for review."""
-    if not IssueVersion.objects.filter(task_id=task_id).exists():
-        return False
-    return task_state_move(task_id=task_id, to_state=Task.State.NEEDS_REVIEW, from_states=[Task.State.VALID],
-                           actor=actor)
-
-
-def _reviews_retire(task: Task, actor, why: str) -> None:
-    retired = Review.objects.filter(task=task, current=True).update(current=False)
-    if retired:
-        TaskChange.objects.create(task=task, kind=TaskChange.Kind.REVIEWS_RETIRED, actor=actor,
-                                  before={"reviews": retired}, after={"reviews": 0}, note=why)
-
-
-def task_changed_back_to_review(*, task: Task, actor, why: str) -> None:
-    """The issue or the tests changed: reviews of what was there before no longer count, and an
-    accepted task goes back to review."""
-    _reviews_retire(task, actor, why)
-    task_state_move(task_id=task.id, to_state=Task.State.NEEDS_REVIEW, from_states=[Task.State.ACCEPTED],
-                    reason="changed_after_review", actor=actor)
-    task_summary_refresh(task.id)
-
-
 def task_reopen(*, task: Task, user) -> None:
     """An accepted or rejected task goes back to review, its reviews retired."""
-    _require_reviewer(user)
+    reviewer_required(user)
     with transaction.atomic():
         if not task_state_move(task_id=task.id, to_state=Task.State.NEEDS_REVIEW, from_states=REVIEWED_STATES,
                                actor=user):
-            raise ReviewRefused(f"{task.instance_id} is {_state_now(task)}: only accepted or rejected tasks reopen.")
-        _reviews_retire(task, user, "reopened")
+            raise ReviewRefused(f"{task.instance_id} is {task_state_label(task)}: only accepted or rejected tasks "
+                                f"reopen.")
+        reviews_retire(task, user, "reopened")
     task_summary_refresh(task.id)
-
-
-def _state_now(task: Task) -> str:
-    return Task.State(Task.objects.values_list("state", flat=True).get(id=task.id)).label.lower()
 
 
 # --- reviewing --------------------------------------------------------------------------------
@@ -190,10 +129,10 @@ def task_review_submit(*, task: Task, user, form: ReviewForm) -> str:
     Returns the outcome: accepted, rejected, pending (more reviews needed) or failing.
 
     A settling review (a curator's last word on a disagreement) decides alone."""
-    _require_reviewer(user)
+    reviewer_required(user)
     curation = CurationSettings.current()
     _review_check(task, form, curation)
-    allowed = [Task.State.NEEDS_REVIEW, *(REVIEWED_STATES if form.settle else ())]
+    allowed = SETTLEABLE_STATES if form.settle else REVIEWABLE_STATES
     with transaction.atomic():
         locked = Task.objects.select_for_update().get(id=task.id)
         if locked.state not in allowed:
@@ -238,12 +177,11 @@ def _decide(task: Task, review: Review, user, curation: CurationSettings) -> str
         outcome = review_outcome(task_merged_scores(task.id), required=curation.required_reviews,
                                  thresholds=thresholds(curation))
     if outcome == "accepted":
-        task_state_move(task_id=task.id, to_state=Task.State.ACCEPTED, actor=user,
-                        from_states=[Task.State.NEEDS_REVIEW, Task.State.REJECTED])
+        task_state_move(task_id=task.id, to_state=Task.State.ACCEPTED, actor=user, from_states=ACCEPT_FROM)
     elif outcome == "rejected":
         reason = review.reject_reason or _first_reject_reason(task)
         task_state_move(task_id=task.id, to_state=Task.State.REJECTED, reason=reason, actor=user,
-                        from_states=[Task.State.NEEDS_REVIEW, Task.State.ACCEPTED])
+                        from_states=REJECT_FROM_REVIEW)
     return outcome
 
 
@@ -262,12 +200,9 @@ def oracle_tests(task: Task) -> set[str]:
     return set(latest.fail_to_pass) | set(latest.pass_to_pass) if latest else set()
 
 
-REVALIDATE_FROM = (Task.State.VALID, Task.State.NEEDS_REVIEW, Task.State.ACCEPTED, Task.State.INVALID)
-
-
 def task_test_drop(*, task: Task, user, test: str, note: str = "") -> Validation:
     """Take a wrong test out of the task's oracle and re-validate it in the background without it."""
-    _require_reviewer(user)
+    reviewer_required(user)
     with transaction.atomic():
         locked = Task.objects.select_for_update().get(id=task.id)
         if locked.state not in REVALIDATE_FROM:
@@ -288,7 +223,7 @@ def task_test_drop(*, task: Task, user, test: str, note: str = "") -> Validation
 
 def task_test_restore(*, task: Task, user, test: str) -> Validation:
     """Put a dropped test back and re-validate."""
-    _require_reviewer(user)
+    reviewer_required(user)
     with transaction.atomic():
         locked = Task.objects.select_for_update().get(id=task.id)
         if test not in locked.excluded_tests:
@@ -308,8 +243,6 @@ def task_test_restore(*, task: Task, user, test: str) -> Validation:
 def _revalidate(task: Task, user) -> Validation:
     """A validation of the same kind as the one that made the task valid: of the commit's own tests,
     or of its kept generated tests in the environment they were checked in."""
-    from .services import task_validation_start
-
     latest = (Validation.objects.filter(task=task, state=Validation.State.DONE)
               .order_by("-created_at", "-id").first())
     if latest is not None and latest.generated:
@@ -339,7 +272,7 @@ def _hold_expiry(curation: CurationSettings):
     return timezone.now() + timedelta(minutes=curation.hold_minutes)
 
 
-def review_queue(*, user, tasks) -> "QuerySet":
+def review_queue(*, user, tasks) -> QuerySet:
     """Tasks waiting for review that the user has not reviewed and no one else holds, oldest first."""
     now = timezone.now()
     return (tasks.filter(state=Task.State.NEEDS_REVIEW)

@@ -1,18 +1,33 @@
 """Reads for tasks and their validations."""
 
+import difflib
 from dataclasses import dataclass, field
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.urls import reverse
 from django.utils import timezone
 
+from apps.llm.models import LanguageJob, ModelCall
 from apps.repositories.models import Repository
 from apps.repositories.selectors import repositories_visible
-from worker.engine.generated_tests import FILE_PREFIX as GENERATED_FILE_PREFIX
+from worker.engine.validate.generated_tests import FILE_PREFIX as GENERATED_FILE_PREFIX
 
-from .models import GeneratedTest, IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
+from .models import GeneratedTest, IssueVersion, Review, Task, TaskStateChange, TestRunRecord, Validation
+from .states import VALID_OR_LATER
 
-# A task that passed validation keeps counting as valid while people review it.
-VALID_OR_LATER = (Task.State.VALID, Task.State.NEEDS_REVIEW, Task.State.ACCEPTED, Task.State.REJECTED)
+SORTS = {
+    "-updated": ("-updated_at", "-id"),
+    "updated": ("updated_at", "id"),
+    "-created": ("-created_at", "-id"),
+    "-f2p": ("-fail_to_pass_count", "-id"),
+    "f2p": ("fail_to_pass_count", "id"),
+    "-leak": ("-leak_score", "-id"),
+    "-underspecified": ("-underspecified", "-id"),
+    "-false_negative": ("-false_negative", "-id"),
+    "id": ("instance_id",),
+}
 
 
 def tasks_visible(*, user) -> QuerySet:
@@ -49,8 +64,6 @@ def _latest_validation_prefetch() -> Prefetch:
 def tasks_filtered(*, user, sort: str = "-updated", **filters) -> QuerySet:
     """Visible tasks matching the list's filters (TaskFilterForm's names), in the chosen order.
     Without `state`: see task_state_counts for the counts each state would give."""
-    from .forms import SORTS
-
     tasks = _tasks_matching(tasks_visible(user=user), filters)
     if filters.get("state"):
         tasks = tasks.filter(state=filters["state"])
@@ -58,8 +71,6 @@ def tasks_filtered(*, user, sort: str = "-updated", **filters) -> QuerySet:
 
 
 def _tasks_matching(tasks: QuerySet, filters: dict) -> QuerySet:
-    from django.conf import settings
-
     if filters.get("repository"):
         tasks = tasks.filter(repository_id=filters["repository"])
     if filters.get("q"):
@@ -82,8 +93,6 @@ def _tasks_matching(tasks: QuerySet, filters: dict) -> QuerySet:
     if filters.get("generated"):
         tasks = tasks.filter(has_generated_tests=filters["generated"] == "yes")
     if filters.get("reviewer"):
-        from .models import Review
-
         tasks = tasks.filter(id__in=Review.objects.filter(reviewer_id=filters["reviewer"]).values("task_id"))
     if filters.get("underspecified_min") is not None:
         tasks = tasks.filter(underspecified__gte=filters["underspecified_min"])
@@ -104,8 +113,6 @@ def task_state_counts(*, user, **filters) -> dict[str, int]:
 
 def task_reasons_used() -> list[str]:
     """Reason codes tasks carry, for the list's filter; read at most once a minute (a scan of every task)."""
-    from django.core.cache import cache
-
     return cache.get_or_set("tasks:reasons_used", lambda: sorted(
         Task.objects.exclude(reason="").order_by().values_list("reason", flat=True).distinct()), 60)
 
@@ -148,8 +155,6 @@ _ROW_FIELDS = ("id", "instance_id", "state", "reason", "verdict", "fail_to_pass_
 def tasks_page_rows(tasks) -> list[TaskRow]:
     """One page of the list, with what its rows show (two queries whatever the page's size): the
     page's ids first, so a deep page does not join every row before it."""
-    from django.urls import reverse
-
     ids = list(tasks.values_list("id", flat=True))
     by_id = {values[0]: TaskRow(*values) for values in Task.objects.filter(id__in=ids).values_list(*_ROW_FIELDS)}
     now = timezone.now()
@@ -199,26 +204,6 @@ def repository_validation_funnel(*, repository: Repository) -> list[ValidationSt
         steps.append(ValidationStep(label, remaining, dropped, max(before - remaining - dropped, 0), state))
         before = remaining
     return steps
-
-
-@dataclass(frozen=True)
-class EnvironmentReuse:
-    validations: int  # finished validations that got an environment
-    reused: int  # of those, how many reused one built before
-    environments: int  # distinct environments they ran in
-
-    @property
-    def percent(self) -> float:
-        return 100 * self.reused / self.validations if self.validations else 0.0
-
-
-def environment_reuse(*, validations: QuerySet) -> EnvironmentReuse:
-    """How often validations found an environment to share (the builder tries reuse first)."""
-    # A check of generated tests runs in the environment of the validation before it: not a reuse.
-    with_environment = validations.filter(state=Validation.State.DONE, environment__isnull=False, generated=False)
-    counts = with_environment.aggregate(total=Count("id"), reused=Count("id", filter=Q(environment_reused=True)),
-                                        environments=Count("environment", distinct=True))
-    return EnvironmentReuse(counts["total"], counts["reused"], counts["environments"])
 
 
 # --- the task page ----------------------------------------------------------------------------
@@ -308,38 +293,6 @@ def validation_test_matrix(*, validation: Validation) -> TestMatrix:
     return TestMatrix(columns, groups)
 
 
-# --- environments -----------------------------------------------------------------------------
-
-
-def validations_of_environment(*, environment, user, limit: int = 200) -> QuerySet:
-    visible = repositories_visible(user=user).values("pk")
-    return (Validation.objects.filter(environment=environment, task__repository__in=visible)
-            .select_related("task")
-            .only("id", "state", "verdict", "reason", "created_at", "started_at", "environment_reused",
-                  "task__instance_id", "task__state")
-            .order_by("-created_at", "-id")[:limit])
-
-
-def environments_visible(*, user) -> QuerySet:
-    """Environments built for a visible repository, or used by a validation of one. Admins see them all."""
-    from apps.accounts.roles import ADMIN, user_roles
-    from apps.environments.models import Environment
-
-    if ADMIN in user_roles(user):
-        return Environment.objects.all()
-    visible = repositories_visible(user=user).values("pk")
-    used = Validation.objects.filter(task__repository__in=visible, environment__isnull=False).values("environment_id")
-    return Environment.objects.filter(Q(repository__in=visible) | Q(pk__in=used))
-
-
-def environments_listed(*, user) -> QuerySet:
-    """Visible environments with `validation_count` (validations of visible repositories that used each)."""
-    visible = repositories_visible(user=user).values("pk")
-    return (environments_visible(user=user).select_related("repository")
-            .annotate(validation_count=Count("validations", filter=Q(validations__task__repository__in=visible)))
-            .order_by("-created_at", "-id"))
-
-
 # --- the task's issue -----------------------------------------------------------------------------
 
 
@@ -351,8 +304,6 @@ class IssueVersionRow:
 
 def task_issue_versions(*, task: Task) -> list[IssueVersionRow]:
     """Every version of the task's issue, newest first, each with its diff to the one before."""
-    import difflib
-
     versions = list(IssueVersion.objects.filter(task=task).select_related("model_call", "edited_by")
                     .order_by("number"))
     rows, before = [], None
@@ -366,14 +317,10 @@ def task_issue_versions(*, task: Task) -> list[IssueVersionRow]:
 
 
 def task_model_calls(*, task: Task, limit: int = 50) -> QuerySet:
-    from apps.llm.models import ModelCall
-
     return ModelCall.objects.filter(task=task).order_by("-created_at", "-id")[:limit]
 
 
 def task_language_job(*, task: Task, kind: str):
-    from apps.llm.models import LanguageJob
-
     return LanguageJob.objects.filter(task=task, kind=kind).order_by("-created_at", "-id").first()
 
 

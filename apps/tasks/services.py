@@ -1,4 +1,6 @@
-import re
+"""Validating tasks: queue a validation, run it through the engine in a sandbox, and store its
+environment, runs and verdict; generated tests get their verdicts the same way."""
+
 import sys
 from functools import partial
 from pathlib import Path
@@ -9,59 +11,24 @@ from django.utils import timezone
 
 from apps.environments.models import Environment
 from apps.leases import Lease, LeaseLost
-from apps.rows import rows_insert
-from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes
-from worker.engine.environment import BuiltEnvironment, EnvironmentBuilder, local_runtimes
-from worker.engine.sandbox import LocalSandbox
-from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate, task_validate_generated
+from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
+from worker.engine.env.runtimes import default_images, docker_runtimes, local_runtimes
+from worker.engine.sandbox.docker import DockerSandbox
+from worker.engine.sandbox.local import LocalSandbox
+from worker.engine.validate.pipeline import (
+    CommitToValidate,
+    GeneratedValidationResult,
+    ValidationSettings,
+    task_validate,
+    task_validate_generated,
+)
 
-from .generation import generated_tests_not_run
-from .models import EnvironmentAttempt, Task, TaskStateChange, TestRunRecord, Validation
-
-
-def _id_part(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "repo"
-
-
-def task_instance_id(*, owner: str, name: str, sha: str) -> str:
-    """SWE-bench's `owner__repo-N` shape, with the first 10 hex of the sha as N."""
-    return f"{_id_part(owner)}__{_id_part(name)}-{sha[:10]}"
-
-
-@transaction.atomic
-def tasks_create_for_commits(*, repository, commits) -> None:
-    """Kept commits become tasks in state `mined` at once; commits that already have one are left as they are."""
-    owner, name = repository.owner_and_name
-    ids = {task_instance_id(owner=owner, name=name, sha=c.sha): c.id for c in commits}
-    rows_insert(Task, [dict(instance_id=iid, repository_id=repository.id, commit_id=commit_id)
-                       for iid, commit_id in ids.items()])
-    created = Task.objects.filter(instance_id__in=ids, state_changes__isnull=True).values_list("id", flat=True)
-    rows_insert(TaskStateChange, [dict(task_id=task_id, from_state="", to_state=Task.State.MINED)
-                                  for task_id in created])
-
-
-def tasks_delete_unstarted(*, commit_ids) -> int:
-    """Tasks of commits the filters now drop go away while nothing has been done with them yet."""
-    deleted, _ = Task.objects.filter(commit_id__in=commit_ids, state=Task.State.MINED).delete()
-    return deleted
-
+from .models import EnvironmentAttempt, GeneratedTest, Task, TestRunRecord, Validation
+from .states import VALIDATABLE_STATES, VALIDATING_STATES, task_review_open, task_state_move, task_summary_refresh
 
 # --- validation -----------------------------------------------------------------------------------
 
-VALIDATABLE_STATES = (Task.State.MINED, Task.State.VALID, Task.State.INVALID, Task.State.ENVIRONMENT_FAILED)
 _OUTPUT_KEPT = 200_000  # characters of a run's output stored
-
-
-def task_state_move(*, task_id: int, to_state: str, from_states, reason: str = "", actor=None) -> bool:
-    """Move a task's state forward if it is in one of `from_states`, and record the change."""
-    with transaction.atomic():
-        task = Task.objects.select_for_update().filter(id=task_id, state__in=list(from_states)).first()
-        if task is None:
-            return False
-        TaskStateChange.objects.create(task=task, from_state=task.state, to_state=to_state, reason=reason,
-                                       actor=actor)
-        Task.objects.filter(id=task_id).update(state=to_state, reason=reason, updated_at=timezone.now())
-    return True
 
 
 def task_validation_start(*, task: Task, actor=None, backend: str = "", generated_from: Validation = None,
@@ -69,7 +36,7 @@ def task_validation_start(*, task: Task, actor=None, backend: str = "", generate
     """Queue a validation of the task (in the given sandbox backend, default the setting);
     None if the task is being validated already or not in one of `from_states`. With
     `generated_from`, it checks the task's pending generated tests in that validation's environment."""
-    from worker.tasks import task_validate_task
+    from worker.tasks import task_validate_task  # dispatch: worker.tasks imports this module
 
     _stale_validations_end(task)
     with transaction.atomic():
@@ -123,7 +90,7 @@ def _stale_validations_end(task: Task) -> None:
         generated_tests_not_run(validation)
     if ended and not Validation.objects.filter(task=task, state__in=Validation.ACTIVE_STATES).exists():
         task_state_move(task_id=task.id, to_state=Task.State.MINED,
-                        from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="worker_lost")
+                        from_states=VALIDATING_STATES, reason="worker_lost")
 
 
 def task_validation_run(*, validation_id: int) -> bool:
@@ -154,13 +121,10 @@ def task_validation_run(*, validation_id: int) -> bool:
         except Exception as error:  # noqa: BLE001 - the task must not stay in a running state
             if lease.finish(Validation.State.FAILED, error=_text(f"{type(error).__name__}: {error}")[:4000]):
                 generated_tests_not_run(validation)
-                task_state_move(task_id=task.id, to_state=Task.State.MINED,
-                                from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason="validation_error")
+                task_state_move(task_id=task.id, to_state=Task.State.MINED, from_states=VALIDATING_STATES,
+                                reason="validation_error")
             raise
-    from .review import task_review_open, task_summary_refresh
-
-    task_state_move(task_id=task.id, to_state=result.verdict,
-                    from_states=[Task.State.BUILDING, Task.State.VALIDATING], reason=result.reason)
+    task_state_move(task_id=task.id, to_state=result.verdict, from_states=VALIDATING_STATES, reason=result.reason)
     task_review_open(task_id=task.id)
     task_summary_refresh(task.id)
     return True
@@ -168,9 +132,6 @@ def task_validation_run(*, validation_id: int) -> bool:
 
 def _generated_validate(lease: Lease, validation: Validation, target: CommitToValidate):
     """Check the generated tests queued with this validation; store each one's verdict."""
-    from .generation import generated_tests_store
-    from .models import GeneratedTest
-
     environment = validation.environment
     if environment is None or not Path(environment.path).is_dir():
         raise RuntimeError("the environment the generated tests were to run in is gone")
@@ -235,3 +196,23 @@ def _validation_store(lease: Lease, validation: Validation, result) -> None:
         breaks=[_text(t) for t in oracle.breaks] if oracle else [], seconds=result.seconds)
     if not finished:
         raise LeaseLost()  # rolls back what this worker stored: the one holding it now stores its own
+
+
+# --- generated tests ---------------------------------------------------------------------------
+
+
+def generated_tests_not_run(validation: Validation) -> None:
+    """The validation that was to check these files ended without running them."""
+    GeneratedTest.objects.filter(validation=validation, state=GeneratedTest.State.PENDING).update(
+        state=GeneratedTest.State.DROPPED, reason="not_run")
+
+
+def generated_tests_store(validation: Validation, checked: GeneratedValidationResult) -> None:
+    """Each file's verdict, in the order the files were given."""
+    rows = list(GeneratedTest.objects.filter(validation=validation).order_by("index"))
+    for row, verdict in zip(rows, checked.files):
+        row.path, row.fail_to_pass, row.before, row.after = verdict.path, verdict.fail_to_pass, verdict.before, \
+            verdict.after
+        row.state = GeneratedTest.State.KEPT if verdict.kept else GeneratedTest.State.DROPPED
+        row.reason = verdict.reason
+    GeneratedTest.objects.bulk_update(rows, ["path", "fail_to_pass", "before", "after", "state", "reason"])

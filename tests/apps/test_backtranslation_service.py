@@ -3,13 +3,14 @@ The embedded model answers for real; a recorded call stands in for a model that 
 
 import pytest
 
+from apps.llm.calls import model_call
 from apps.llm.models import ModelCall
-from apps.llm.services import language_job_run, language_job_start, model_call
+from apps.llm.services import language_job_run, language_job_start
 from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt, task_backtranslate, task_current_issue
 from apps.tasks.models import IssueVersion, Task, TestRunRecord, Validation
 from tests.conftest import record_model_answer
-from worker.engine.llm import ModelError
-from worker.engine.prompts import prompt_load
+from worker.engine.llm.clients import ModelError
+from worker.engine.llm.prompts import prompt_load
 
 F2P = "tests/test_calc.py::test_add"
 pytestmark = pytest.mark.django_db

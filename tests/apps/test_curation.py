@@ -24,6 +24,7 @@ from apps.tasks.models import (
     TaskStateChange,
     Validation,
 )
+from apps.tasks.states import task_summary_refresh
 from tests.conftest import commits_and_tasks_make, task_put_in_review
 
 pytestmark = pytest.mark.django_db
@@ -168,7 +169,7 @@ def test_dropping_a_wrong_test_revalidates_without_it(in_review, curator, django
 
 
 def test_the_engine_leaves_excluded_tests_out_of_the_oracle():
-    from worker.engine.validation import Oracle, oracle_without
+    from worker.engine.validate.oracle import Oracle, oracle_without
 
     oracle = Oracle(["a", "b"], ["c", "d"], ["e"], [])
     assert oracle_without(oracle, {"b", "d"}) == Oracle(["a"], ["c"], ["e"], [])
@@ -394,7 +395,7 @@ def test_an_annotator_sees_no_decision_links_in_the_navigation(annotator_client)
 
 def test_validation_results_refresh_the_list_summary(in_review):
     Validation.objects.filter(task=in_review).update(flaky=["tests/test_x.py::test_flaky"])
-    review.task_summary_refresh(in_review.id)
+    task_summary_refresh(in_review.id)
     in_review.refresh_from_db()
     assert (in_review.verdict, in_review.fail_to_pass_count, in_review.flaky_count) == ("valid", 1, 1)
     assert in_review.leak_score == pytest.approx(0.1)

@@ -12,7 +12,7 @@ from apps.tasks.backtranslation import issue_version_edit
 from apps.tasks.models import BulkAction, Review, Task, TaskChange, Validation
 from apps.tasks.services import task_validation_start
 from tests.conftest import mine_now, wait_until
-from worker.engine.sample_repo import sample_repo_write
+from worker.demo.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
 

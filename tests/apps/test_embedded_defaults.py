@@ -7,7 +7,7 @@ import sys
 
 from django.conf import settings
 
-from worker.engine.sample_repo import sample_repo_write
+from worker.demo.sample_repo import sample_repo_write
 
 
 def test_the_demo_mines_the_sample_repository_with_embedded_defaults(tmp_path):

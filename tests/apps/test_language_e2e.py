@@ -8,13 +8,13 @@ import sys
 import pytest
 from django.conf import settings
 
-from apps.repositories.services import repository_register
 from apps.llm.models import ModelCall
-from apps.tasks.generation import TEST_WRITER_TOKENS, generation_prompt
+from apps.repositories.services import repository_register
 from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt
+from apps.tasks.generation import TEST_WRITER_TOKENS, generation_prompt
 from apps.tasks.models import GeneratedTest, IssueVersion, Task, Validation
 from tests.conftest import commands_database_url, mine_now, record_model_answer
-from worker.engine.sample_repo import sample_repo_write
+from worker.demo.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
 

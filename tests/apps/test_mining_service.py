@@ -334,21 +334,21 @@ def test_a_stale_running_job_does_not_block_new_work(small_repository, settings)
 @pytest.mark.django_db
 def test_a_job_taken_over_stops_writing(small_repository):
     from apps.leases import Lease, LeaseLost
-    from apps.repositories.services import _job_progress
+    from apps.repositories.services import mining_job_progress
 
     job = MiningJob.objects.create(repository=small_repository)
     lease = Lease.claim(MiningJob, job.id, waiting_state="queued", running_state="running")
     MiningJob.objects.filter(id=job.id).update(lease_token="someone-else")
     with pytest.raises(LeaseLost):
-        _job_progress(lease, done=1)
+        mining_job_progress(lease, done=1)
 
 
 @pytest.mark.django_db(transaction=True)  # the heartbeat writes through its own connection
 def test_the_heartbeat_keeps_a_long_step_fresh(settings):
     import time
 
-    from apps.repositories.models import Repository
     from apps.leases import Lease
+    from apps.repositories.models import Repository
 
     settings.COMMITGYM_JOB_HEARTBEAT_SECONDS = 0.05
     job = MiningJob.objects.create(repository=Repository.objects.create(name="o/r", url="/nowhere"))

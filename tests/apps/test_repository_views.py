@@ -15,9 +15,9 @@ from apps.repositories.models import Commit, MiningJob, Repository
 from apps.repositories.services import mining_job_run, mining_job_start, repository_register
 from apps.repositories.templatetags.commitgym import redact
 from apps.tasks.models import Task
-from tests.conftest import _user, mine_now
-from worker.engine.commit_filters import TestFileRules
-from worker.engine.git_repo import GitCredentials
+from tests.conftest import mine_now, user_with_role
+from worker.engine.git.repo import GitCredentials
+from worker.engine.mine.filters import TestFileRules
 from worker.engine.reasons import reason_sentence
 
 TOKEN = "s3cr3t-token"
@@ -48,7 +48,7 @@ def text_of(page: str) -> str:
 def outsider_client(db) -> Client:
     """A curator in no special group."""
     client = Client()
-    client.force_login(_user("olga", "curator"))
+    client.force_login(user_with_role("olga", "curator"))
     return client
 
 

@@ -8,9 +8,17 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.environments.models import Environment
-from apps.repositories.models import Commit, Repository
 from apps.llm.models import ModelCall
-from apps.tasks.models import EnvironmentAttempt, GeneratedTest, IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
+from apps.repositories.models import Commit, Repository
+from apps.tasks.models import (
+    EnvironmentAttempt,
+    GeneratedTest,
+    IssueVersion,
+    Task,
+    TaskStateChange,
+    TestRunRecord,
+    Validation,
+)
 from worker.engine.reasons import reason_sentence
 
 HTMX = {"HX-Request": "true"}

@@ -13,9 +13,9 @@ from django.conf import settings
 from apps.environments.models import Environment
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task, TaskStateChange, Validation
-from tests.conftest import mine_now, commands_database_url
+from tests.conftest import commands_database_url, mine_now
 from tests.gitrepo import GitRepo
-from worker.engine.sample_repo import sample_repo_write
+from worker.demo.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
 

@@ -8,10 +8,10 @@ from django.utils import timezone
 
 import apps.tasks.services as services
 from apps.tasks.models import Task, Validation
-from worker.engine.environment import Attempt
-from worker.engine.test_run import TestRun
-from worker.engine.validate import RunRecord, ValidationResult
-from worker.engine.validation import Oracle
+from worker.engine.env.builder import Attempt
+from worker.engine.run.pytest_run import TestRun
+from worker.engine.validate.oracle import Oracle
+from worker.engine.validate.pipeline import RunRecord, ValidationResult
 
 
 def _result(verdict="valid", reason=""):
@@ -118,7 +118,8 @@ def test_without_bubblewrap_validation_runs_only_if_allowed_and_the_page_says_so
     from django.test import Client
     from django.urls import reverse
 
-    from worker.engine.sandbox import LocalSandbox, SandboxUnavailable
+    from worker.engine.sandbox.base import SandboxUnavailable
+    from worker.engine.sandbox.local import LocalSandbox
 
     monkeypatch.setattr(LocalSandbox, "available", staticmethod(lambda: False))
     settings.COMMITGYM_ALLOW_UNSANDBOXED = False

@@ -103,3 +103,13 @@ def screenshot_dir(settings):
     path = Path(settings.BASE_DIR) / "var" / "screenshots"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+MIN_SCREENSHOT_BYTES = 10 * 1024
+
+
+def page_screenshot(page, path) -> None:
+    """A screenshot of the whole page, which must show something."""
+    page.screenshot(path=str(path), full_page=True)
+    size = path.stat().st_size
+    assert size > MIN_SCREENSHOT_BYTES, f"{path} is only {size} bytes: the page looks empty"

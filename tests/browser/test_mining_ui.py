@@ -12,12 +12,12 @@ from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
 from apps.repositories.models import Repository
-from worker.engine.sample_repo import sample_repo_write
+from tests.browser.conftest import page_screenshot
+from worker.demo.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
 
 JOB_TIMEOUT_MS = 60_000
-MIN_SCREENSHOT_BYTES = 10 * 1024
 
 
 def _user(username: str, password: str, role: str) -> User:
@@ -39,12 +39,6 @@ def _log_in(page, base_url: str, username: str, password: str) -> None:
 
 def _funnel_row(page, label: str):
     return page.locator("#funnel tbody tr").filter(has=page.locator("th", has_text=label))
-
-
-def _screenshot(page, path) -> None:
-    page.screenshot(path=str(path), full_page=True)
-    size = path.stat().st_size
-    assert size > MIN_SCREENSHOT_BYTES, f"{path} is only {size} bytes: the page looks empty"
 
 
 def test_curator_mines_the_sample_repository_in_a_browser(
@@ -85,7 +79,7 @@ def test_curator_mines_the_sample_repository_in_a_browser(
     expect(_funnel_row(page, "patch characters").locator("td.num").nth(1)).to_have_text(
         f"−{reasons['patch_too_long']}")
     expect(page.locator("#funnel .bar")).to_have_count(6)
-    _screenshot(page, screenshot_dir / "repository-detail.png")
+    page_screenshot(page, screenshot_dir / "repository-detail.png")
 
     # Only the job cell and the funnel update in place; a page load shows what the job learnt.
     page.reload()
@@ -101,7 +95,7 @@ def test_curator_mines_the_sample_repository_in_a_browser(
     expect(row.locator("td.num").nth(0)).to_have_text(str(len(sample)))
     expect(row.locator("td.num").nth(1)).to_have_text(str(kept_total))
     expect(row.locator(".badge")).to_have_text("Succeeded")
-    _screenshot(page, screenshot_dir / "repository-list.png")
+    page_screenshot(page, screenshot_dir / "repository-list.png")
 
     # --- the commit list, filtered by a drop reason (htmx swaps the results in place) -----------
     row.get_by_role("link", name="local/textkit").click()
@@ -131,7 +125,7 @@ def test_curator_mines_the_sample_repository_in_a_browser(
         added = section.locator(".highlight .gi").first
         expect(added).to_be_visible()
         assert added.evaluate("e => getComputedStyle(e).color") == "rgb(0, 132, 0)"
-    _screenshot(page, screenshot_dir / "commit-detail.png")
+    page_screenshot(page, screenshot_dir / "commit-detail.png")
 
     # --- an annotator reads, but may not register ---------------------------------------------
     annotator = new_page()

@@ -10,8 +10,8 @@ from playwright.sync_api import expect
 
 from apps.repositories.services import repository_register
 from apps.tasks.models import IssueVersion, Review, Task
+from tests.browser.conftest import page_screenshot
 from tests.conftest import mine_now, task_put_in_review
-from tests.browser.test_mining_ui import _screenshot
 
 pytestmark = pytest.mark.e2e
 
@@ -71,7 +71,7 @@ def test_curator_reviews_the_queue_with_keyboard_shortcuts(live_server, git_repo
     rows = page.locator("table.tasks tbody tr")
     expect(rows).to_have_count(4)  # and the root commit's task, which has no parent to validate on
     expect(page.locator("#id_state")).to_contain_text("Needs Review (3)")
-    _screenshot(page, screenshot_dir / "task_list.png")
+    page_screenshot(page, screenshot_dir / "task_list.png")
 
     # The queue hands out the oldest task waiting, and holds it.
     page.locator("#nav-queue").click()
@@ -82,7 +82,7 @@ def test_curator_reviews_the_queue_with_keyboard_shortcuts(live_server, git_repo
     expect(page.locator("#gold-patch")).to_contain_text("return a + b")
     expect(page.locator("#tests")).to_contain_text("tests/test_add.py::test_add")
     expect(page.locator("#tests")).to_contain_text("FAILED")
-    _screenshot(page, screenshot_dir / "review_page.png")
+    page_screenshot(page, screenshot_dir / "review_page.png")
 
     # ? opens the help; Esc closes it.
     page.keyboard.press("?")

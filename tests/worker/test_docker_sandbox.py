@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.worker.test_sandbox_attacks import labelled_containers
-from worker.engine import docker_sandbox
-from worker.engine.docker_sandbox import DEADLINE_LABEL, DockerSandbox, docker_sandbox_cleanup
-from worker.engine.sandbox import Limits, SandboxUnavailable
+from worker.engine.sandbox.base import Limits, SandboxUnavailable
+from worker.engine.sandbox.docker import DEADLINE_LABEL, DockerSandbox, docker_sandbox_cleanup
 
 PYTHON = "/usr/bin/python3"  # the image's interpreter
 QUICK = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=1 << 30, processes=64,
@@ -66,7 +65,7 @@ def test_a_container_outlives_no_dead_worker(workdir):
     """A worker killed mid-run leaves its container behind: the container ends itself a little after its
     deadline, and the cleanup removes it once the deadline has passed."""
     code = ("import sys; from pathlib import Path\n"
-            "from worker.engine import docker_sandbox as d; from worker.engine.sandbox import Limits\n"
+            "from worker.engine.sandbox import docker as d; from worker.engine.sandbox.base import Limits\n"
             "d.INNER_GRACE = 1\n"
             f"d.DockerSandbox().run(['sleep', '600'], workdir=Path({str(workdir)!r}), limits=Limits(wall_seconds=3))\n")
     worker = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2])
@@ -101,4 +100,4 @@ def test_the_build_network_is_a_setting(workdir):
         workdir, "/workspace", "/workspace", workdir, True, QUICK, "1:1", {})
     assert options["network_mode"] == "commitgym-build"
     assert DockerSandbox()._options(workdir, "/w", "/w", workdir, False, QUICK, "1:1", {})["network_mode"] == "none"
-    assert docker_sandbox.DockerSandbox().build_network == "host"
+    assert DockerSandbox().build_network == "host"

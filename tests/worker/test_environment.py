@@ -8,21 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes
-from worker.engine.environment import (
-    ENV,
-    REPO,
-    WORKSPACE,
-    EnvironmentBuilder,
-    EnvironmentFailed,
-    Runtime,
-    declared_python,
-    install_strategies,
-    local_runtimes,
-    python_order,
-    recipe_key,
-)
-from worker.engine.sample_repo import sample_repo_write
+from worker.demo.sample_repo import sample_repo_write
+from worker.engine.env.builder import EnvironmentBuilder, EnvironmentFailed
+from worker.engine.env.recipes import ENV, REPO, WORKSPACE, declared_python, install_strategies, recipe_key
+from worker.engine.env.runtimes import Runtime, default_images, docker_runtimes, local_runtimes, python_order
+from worker.engine.sandbox.docker import DockerSandbox
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
 AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -153,14 +143,14 @@ def test_a_build_that_swaps_its_environment_for_a_link_is_refused(place):
 
 
 def test_a_file_hard_linked_into_the_working_copy_is_copied_when_the_environment_is_kept(place):
-    from worker.engine.environment import _give_back
+    from worker.engine.env.builder import environment_seal
 
     env = place / "linked-env"
     (env / "lib").mkdir(parents=True)
     outside = place / "linked-outside.py"
     outside.write_text("original\n")
     os.link(outside, env / "lib" / "sitecustomize.py")
-    _give_back(env)
+    environment_seal(env)
     outside.write_text("changed from the working copy\n")
     assert (env / "lib" / "sitecustomize.py").read_text() == "original\n"
     assert os.stat(env / "lib" / "sitecustomize.py").st_nlink == 1

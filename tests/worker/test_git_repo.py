@@ -3,9 +3,10 @@
 import os
 import stat
 import time
+
 import pytest
 
-from worker.engine.git_repo import (
+from worker.engine.git.repo import (
     BlobReader,
     GitCredentials,
     GitError,
@@ -14,7 +15,7 @@ from worker.engine.git_repo import (
     mirror_sync,
     url_split_credentials,
 )
-from worker.engine.mining import commits_walk
+from worker.engine.mine.walk import commits_walk
 
 
 def test_wrong_token_fails_as_auth_failed_without_showing_it(refusing_git_server, tmp_path):

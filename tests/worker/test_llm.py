@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from worker.engine.backtranslation import issue_prompt_variables, issue_text, leak_check
-from worker.engine.llm import EmbeddedClient, ModelError, ModelSettings, settings_problem
-from worker.engine.prompts import prompt_load
+from worker.engine.llm.clients import EmbeddedClient, ModelError, ModelSettings, settings_problem
+from worker.engine.llm.issue_writer import issue_prompt_variables, issue_text, leak_check
+from worker.engine.llm.prompts import prompt_load
 
 PATCH = """\
 diff --git a/textkit/slug.py b/textkit/slug.py

@@ -13,7 +13,7 @@ from urllib.request import urlopen
 
 import pytest
 
-from worker.engine.llm import ModelError, ModelSettings, OpenAICompatibleClient, embedded_model_path
+from worker.engine.llm.clients import ModelError, ModelSettings, OpenAICompatibleClient, embedded_model_path
 
 KEY = "sk-test-0123456789"
 QUESTION = [{"role": "user", "content": "Is 2 + 2 equal to 4? Answer YES or NO."}]
@@ -164,7 +164,7 @@ class _AnthropicLike(_JsonHandler):
 
 
 def test_the_anthropic_backend_writes_and_never_scores():
-    from worker.engine.llm import AnthropicClient
+    from worker.engine.llm.clients import AnthropicClient
 
     handler = type("Handler", (_AnthropicLike,), {"seen": []})
     with _serving(handler) as address:

@@ -1,8 +1,8 @@
 import subprocess
 
 from tests.gitrepo import GitRepo
-from worker.engine.commit_filters import TestFileRules
-from worker.engine.patches import commit_patches
+from worker.engine.git.patches import commit_patches
+from worker.engine.mine.filters import TestFileRules
 
 
 def _tree(repo: GitRepo) -> str:

@@ -2,7 +2,7 @@ import difflib
 
 import pytest
 
-from worker.engine.python_change import is_semantic_python_change
+from worker.engine.mine.python_change import is_semantic_python_change
 
 
 def _semantic(old: bytes, new: bytes) -> bool:

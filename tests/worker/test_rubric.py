@@ -1,6 +1,6 @@
 """The rubric's merge, outcome and disagreement rules, on plain data."""
 
-from worker.engine.rubric import Scores, Thresholds, review_outcome, scores_merge
+from worker.engine.curate.rubric import Scores, Thresholds, review_outcome, scores_merge
 
 THRESHOLDS = Thresholds(underspecified_below=2, false_negative_below=2)
 

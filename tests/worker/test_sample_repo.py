@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.sample_repo import SampleCommit, sample_repo_write
+from worker.demo.sample_repo import SampleCommit, sample_repo_write
 
 NOW = datetime(2025, 6, 1, tzinfo=timezone.utc)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -357,7 +357,7 @@ def test_head_is_green(sample, tmp_path):
 
 def test_command_line(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "worker.engine.sample_repo", str(tmp_path / "cli")],
+        [sys.executable, "-m", "worker.demo.sample_repo", str(tmp_path / "cli")],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.sandbox import Limits, LocalSandbox, SandboxUnavailable
+from worker.engine.sandbox.base import Limits, SandboxUnavailable
+from worker.engine.sandbox.local import LocalSandbox
 
 PYTHON = "/usr/bin/python3"  # the system's interpreter: readable by the sandbox user
 QUICK = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=1 << 30, processes=64,
@@ -34,7 +35,7 @@ def test_without_bubblewrap_nothing_runs_unless_the_operator_allows_it(workdir, 
 
 
 def test_files_a_sandbox_could_plant_are_read_safely(open_folder):
-    from worker.engine.sandbox import sandbox_file_read
+    from worker.engine.sandbox.base import sandbox_file_read
 
     (open_folder / "plain").write_bytes(b"x" * 10)
     os.mkfifo(open_folder / "fifo")

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.docker_sandbox import DockerSandbox
-from worker.engine.sandbox import SANDBOX_UIDS, Limits, LocalSandbox
+from worker.engine.sandbox.base import SANDBOX_UIDS, Limits
+from worker.engine.sandbox.docker import DockerSandbox
+from worker.engine.sandbox.local import LocalSandbox
 
 PYTHON = "/usr/bin/python3"  # the system's (local) and the image's (docker) interpreter
 QUICK = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=1 << 30, processes=64,

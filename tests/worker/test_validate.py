@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.docker_sandbox import DockerSandbox, default_images, docker_runtimes
-from worker.engine.environment import EnvironmentBuilder
-from worker.engine.sample_repo import sample_repo_write
-from worker.engine.validate import CommitToValidate, ValidationSettings, task_validate, task_validate_generated
+from worker.demo.sample_repo import sample_repo_write
+from worker.engine.env.builder import EnvironmentBuilder
+from worker.engine.env.runtimes import default_images, docker_runtimes
+from worker.engine.sandbox.docker import DockerSandbox
+from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate, task_validate_generated
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
 FAST = ValidationSettings(runs_per_side=2, per_test_timeout=20, suite_seconds=120)
@@ -133,15 +134,15 @@ class _Rechecks:
 
 
 def test_a_test_the_suite_saw_break_is_a_break_only_if_it_breaks_every_time_again():
-    from worker.engine.validate import _breaks_confirmed
-    from worker.engine.validation import Oracle
+    from worker.engine.validate.oracle import Oracle
+    from worker.engine.validate.pipeline import breaks_confirmed
 
     suite = Oracle([], ["t::ok"], [], ["t::broken", "t::flaky"])
     v = _Rechecks(before=[{"t::broken": "PASSED", "t::flaky": "PASSED"}, {"t::broken": "PASSED", "t::flaky": "FAILED"}],
                   after=[{"t::broken": "FAILED", "t::flaky": "FAILED"}, {"t::broken": "FAILED", "t::flaky": "PASSED"}])
-    confirmed = _breaks_confirmed(v, Path("before"), Path("after"), suite)
+    confirmed = breaks_confirmed(v, Path("before"), Path("after"), suite)
     assert confirmed == Oracle([], ["t::ok"], ["t::flaky"], ["t::broken"])
     assert v.asked == [("before", ("t::broken", "t::flaky"), "breaks", 2), ("after", ("t::broken", "t::flaky"), "breaks", 2)]
     nothing = _Rechecks(before=[], after=[])
-    assert _breaks_confirmed(nothing, Path("b"), Path("a"), Oracle([], ["t::ok"], [], [])).breaks == []
+    assert breaks_confirmed(nothing, Path("b"), Path("a"), Oracle([], ["t::ok"], [], [])).breaks == []
     assert nothing.asked == []

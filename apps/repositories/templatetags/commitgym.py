@@ -1,7 +1,7 @@
 from django import template
 
 from apps.accounts.roles import user_can_review, user_roles
-from worker.engine.git_repo import GitCredentials
+from worker.engine.git.repo import GitCredentials
 from worker.engine.reasons import reason_sentence as _reason_sentence
 
 register = template.Library()

@@ -7,6 +7,7 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
+from apps.environments.selectors import environment_reuse
 from apps.tasks import selectors
 from apps.tasks.models import Task, Validation
 from worker.engine.reasons import reason_sentence
@@ -22,7 +23,7 @@ def validation_funnel(repository):
     return {
         "repository": repository,
         "steps": [(step, 100 * step.remaining / total, 100 * step.dropped / total) for step in steps],
-        "reuse": selectors.environment_reuse(validations=Validation.objects.filter(task__repository=repository)),
+        "reuse": environment_reuse(validations=Validation.objects.filter(task__repository=repository)),
     }
 
 

@@ -11,7 +11,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from worker.engine.docker_sandbox import DEBIAN_PYTHONS
+from worker.engine.env.runtimes import DEBIAN_PYTHONS
 
 PACKAGES = "python3,python3-venv,git,ca-certificates"
 

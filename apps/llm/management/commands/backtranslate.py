@@ -7,7 +7,7 @@ from apps.llm.models import LanguageJob
 from apps.llm.services import language_job_start
 from apps.tasks.backtranslation import task_current_issue
 from apps.tasks.models import Task
-from apps.tasks.selectors import VALID_OR_LATER
+from apps.tasks.states import VALID_OR_LATER
 
 from ._language import LanguageJobCommand
 

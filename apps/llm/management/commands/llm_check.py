@@ -2,8 +2,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.llm.services import model_health
-from worker.engine.llm import ROLES
+from apps.llm.calls import model_health
+from worker.engine.llm.clients import ROLES
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from worker.engine.sample_repo import sample_repo_write
+from worker.demo.sample_repo import sample_repo_write
 
 DEMO_USER = "demo"
 

@@ -1,0 +1,91 @@
+"""Calls to language models, recorded and cached by their inputs; and a health check per role."""
+
+import hashlib
+import json
+import time
+
+from django.conf import settings
+
+from worker.engine.llm.clients import SCORING_ROLES, ModelError, ModelSettings, model_client, settings_problem
+from worker.engine.llm.prompts import Prompt
+
+from .models import ModelCall
+
+REGENERATE_TEMPERATURE = 0.8  # a new version should differ from the cached one
+
+
+def role_settings(role: str) -> ModelSettings:
+    """The role's model settings; ModelError when they cannot work (the start-up check says why too)."""
+    model = ModelSettings(**settings.COMMITGYM_MODELS[role])
+    problem = settings_problem(role, model)
+    if problem:
+        raise ModelError("misconfigured", problem)
+    return model
+
+
+def model_call_cache_key(role: str, model: ModelSettings, prompt: Prompt, messages: list, parameters: dict) -> str:
+    identity = [role, model.backend, model.identity, model.base_url, prompt.name, prompt.version, prompt.digest,
+                messages, parameters]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=None, regenerate: bool = False,
+               max_tokens: int = 600) -> tuple[ModelCall, bool]:
+    """(the call, whether it came from the cache). The same inputs are answered from the record
+    unless `regenerate`, which asks again with some randomness. A failed call is recorded too,
+    then raised as ModelError."""
+    model = role_settings(role)
+    messages = prompt.messages(**variables)
+    parameters = {"max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
+    key = model_call_cache_key(role, model, prompt, messages, parameters)
+    earlier = ModelCall.objects.filter(cache_key=key, outcome=ModelCall.Outcome.OK, regenerated=False)
+    if not regenerate and (cached := earlier.first()):
+        return cached, True
+    if regenerate:
+        parameters = {**parameters, "temperature": REGENERATE_TEMPERATURE,
+                      "seed": ModelCall.objects.filter(cache_key=key).count()}
+    record = ModelCall(role=role, backend=model.backend, model=model.model_name, prompt_name=prompt.name,
+                       prompt_version=prompt.version, prompt_digest=prompt.digest, cache_key=key, messages=messages,
+                       parameters=parameters, task=task, regenerated=regenerate)
+    started = time.monotonic()
+    try:
+        completion = model_client(model).complete(messages, **parameters)
+    except ModelError as error:
+        record.seconds = time.monotonic() - started
+        record.outcome, record.error_code = ModelCall.Outcome.FAILED, error.code
+        record.error_message = model.redact(str(error))[:2000]
+        record.save()
+        raise
+    record.seconds = time.monotonic() - started
+    record.outcome, record.answer = ModelCall.Outcome.OK, completion.text
+    record.tokens_in, record.tokens_out = completion.tokens_in, completion.tokens_out
+    record.finish_reason = completion.finish_reason[:32]
+    record.model = completion.model or record.model
+    record.save()
+    return record, False
+
+
+def model_health(role: str) -> dict:
+    """Whether the role's model answers, how fast, and whether it gives log-probabilities."""
+    model = ModelSettings(**settings.COMMITGYM_MODELS[role])
+    line = {"role": role, "backend": model.backend, "model": model.model_name, "ok": False, "seconds": 0.0,
+            "logprobs": False, "error": ""}
+    problem = settings_problem(role, model)
+    if problem:
+        return {**line, "error": problem}
+    messages = [{"role": "user", "content": "Answer with one word: is 2 + 2 equal to 4? YES or NO."}]
+    started = time.monotonic()
+    try:
+        client = model_client(model)
+        client.complete(messages, max_tokens=8)
+        line.update(ok=True, seconds=round(time.monotonic() - started, 3))
+        scores = client.first_token_logprobs(messages, ["YES", "NO"])
+        line["logprobs"] = any(score > float("-inf") for score in scores.values())
+    except ModelError as error:
+        if line["ok"] and error.code == "not_supported" and role not in SCORING_ROLES:
+            return line  # a writing role needs no log-probabilities
+        line.update(seconds=round(time.monotonic() - started, 3), error=model.redact(f"{error.code}: {error}"))
+    except Exception as error:  # noqa: BLE001 - a check reports what broke instead of failing
+        line.update(seconds=round(time.monotonic() - started, 3),
+                    error=model.redact(f"{type(error).__name__}: {error}")[:500])
+    return line

@@ -1,0 +1,30 @@
+"""What the pages of tasks and of curation share: the task a person may see, the task list's
+filters, and the saved views and bulk actions shown beside the list."""
+
+from django.db.models import Q
+from django.http import Http404
+
+from .. import selectors
+from ..forms import TaskFilterForm, reviewers_choices
+from ..models import BulkAction, SavedView, Task
+
+
+def visible_task(request, instance_id: str) -> Task:
+    try:
+        return selectors.task_for_page(user=request.user, instance_id=instance_id)
+    except Task.DoesNotExist:
+        raise Http404("No such task.") from None
+
+
+def task_filter_form(query, *, user, state_counts: dict | None = None) -> TaskFilterForm:
+    """The list's filters read from a query (the list's address, a saved view's, a bulk action's)."""
+    return TaskFilterForm(query, repositories=selectors.repositories_named(user=user), state_counts=state_counts or {},
+                          reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
+
+
+def saved_views_for(user):
+    return SavedView.objects.filter(Q(user=user) | Q(shared=True)).select_related("user").order_by("name", "id")
+
+
+def bulk_actions_recent(user, limit: int = 5):
+    return BulkAction.objects.filter(user=user).defer("task_ids", "changed").order_by("-created_at", "-id")[:limit]

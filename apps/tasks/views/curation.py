@@ -1,0 +1,340 @@
+"""Pages of curation: the review page, the queue, bulk actions, saved views and the dashboard.
+
+Every view checks permissions itself: reading needs only a login and a visible repository;
+deciding (accept, reject, reopen, drop a test, bulk actions) needs a curator or an admin.
+"""
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.cache import cache
+from django.db import IntegrityError
+from django.http import Http404, QueryDict
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from apps.accounts.roles import user_can_review
+from apps.web import page_render, require_reviewer
+from worker.engine.git.patches import commit_patches
+from worker.engine.git.repo import GitError
+
+from .. import review, selectors
+from ..bulk import FROM_STATES, UNDOABLE, bulk_action_mine, bulk_action_start, bulk_action_targets, bulk_action_undo
+from ..dashboard import dashboard_figures
+from ..diffs import patch_files
+from ..forms import ReviewScoresForm
+from ..models import BulkAction, CurationSettings, Review, SavedView, Task, TaskChange, Validation, current_issue
+from ..review import active_reject_reasons
+from ..states import reviews_merged
+from .common import task_filter_form, visible_task
+
+CONTEXT_LINES = {"3": 3, "25": 25, "all": 1_000_000}
+
+
+def _posted(request, name: str, limit: int = 10_000) -> str:
+    """A text field of the POST as PostgreSQL stores it (no NUL), at most `limit` characters."""
+    return request.POST.get(name, "").replace("\x00", "")[:limit]
+
+
+# --- the review page --------------------------------------------------------------------------
+
+
+def _gold_patch(task: Task, context: str, split: bool) -> dict:
+    """The commit's patch for reading, rendered once an hour at most: a commit never changes."""
+    key = f"gold:{task.repository_id}:{task.commit.sha}:{context}:{int(split)}"
+    rendered = cache.get(key)
+    if rendered is None:
+        rendered = _gold_patch_render(task, context, split)
+        if "problem" not in rendered:
+            cache.set(key, rendered, 3600)
+    return rendered
+
+
+def _gold_patch_render(task: Task, context: str, split: bool) -> dict:
+    repository, commit = task.repository, task.commit
+    if not repository.mirror_dir.is_dir():
+        return {"problem": "The repository's mirror is not on disk (the next mining job makes it)."}
+    try:
+        patches = commit_patches(repository.mirror_dir, commit.sha, commit.parent_sha, repository.test_file_rules(),
+                                 context_lines=CONTEXT_LINES[context])
+    except (GitError, OSError):
+        return {"problem": "git could not read this commit from the mirror."}
+    source, tests = patch_files(patches.source_patch, split=split), patch_files(patches.test_patch, split=split)
+    if source is None or tests is None:
+        return {"problem": "The patch could not be parsed."}
+    return {"source": source, "tests": tests}
+
+
+def _history(task: Task) -> list[dict]:
+    """State changes and other changes, oldest first."""
+    rows = [{"at": c.at, "actor": c.actor, "what": f"{c.from_state or 'created'} → {c.to_state}",
+             "detail": c.reason, "kind": "state"} for c in selectors.task_state_changes(task=task)]
+    rows += [{"at": c.at, "actor": c.actor, "what": c.get_kind_display(), "detail": c.note, "kind": c.kind,
+              "before": c.before, "after": c.after}
+             for c in TaskChange.objects.filter(task=task).select_related("actor")]
+    return sorted(rows, key=lambda row: row["at"])
+
+
+def _oracle_validation(task: Task):
+    """The validation whose tests the reviewer judges: the latest finished one, with its runs."""
+    return (Validation.objects.filter(task=task, state=Validation.State.DONE).order_by("-created_at", "-id")
+            .select_related("environment").defer("environment__lock").prefetch_related("runs").first())
+
+
+def _review_context(request, task: Task, form=None, curation: CurationSettings | None = None) -> dict:
+    curation = curation or CurationSettings.current()
+    validation = _oracle_validation(task)
+    versions = list(task.issue_versions.select_related("edited_by").order_by("number"))
+    reviews = list(Review.objects.filter(task=task, current=True).select_related("reviewer").order_by("created_at"))
+    mine = next((r for r in reviews if r.reviewer_id == request.user.id), None)
+    diff_mode = "split" if request.GET.get("diff") == "split" else "unified"
+    context_lines = request.GET.get("lines") if request.GET.get("lines") in CONTEXT_LINES else "3"
+    in_queue = request.GET.get("queue") == "1"
+    return {
+        "task": task, "repository": task.repository, "commit": task.commit,
+        "issue": current_issue(versions), "based_on": max((v.number for v in versions), default=0),
+        "validation": validation,
+        "matrix": selectors.validation_test_matrix(validation=validation) if validation else None,
+        "generated_tests": (task.generated_tests.filter(validation=validation, state="kept").order_by("index")
+                            if validation and validation.generated else []),
+        "gold": _gold_patch(task, context_lines, diff_mode == "split"),
+        "diff_mode": diff_mode, "context_lines": context_lines,
+        "context_choices": [("3", "3 lines"), ("25", "25 lines"), ("all", "whole files")],
+        "reviews": reviews, "my_review": mine, "merged": reviews_merged(reviews),
+        "curation": curation,
+        "form": form or ReviewScoresForm(initial=_form_initial(mine)),
+        "history": _history(task),
+        "can_review": user_can_review(request.user),
+        "leak_threshold": settings.COMMITGYM_LEAK_THRESHOLD,
+        "in_queue": in_queue,
+        "previous": _previous_reviewed(request.user, task),
+    }
+
+
+def _form_initial(mine: Review | None) -> dict:
+    if mine is None:
+        return {}
+    return {"underspecified": mine.underspecified, "false_negative": mine.false_negative,
+            "difficulty": mine.difficulty, "other_problems": mine.other_problems,
+            "reject_reason": mine.reject_reason, "note": mine.note}
+
+
+def _previous_reviewed(user, task: Task):
+    """The task this person reviewed last before this one (k in the queue)."""
+    return (selectors.tasks_visible(user=user).filter(reviews__reviewer=user).exclude(id=task.id)
+            .order_by("-reviews__created_at").only("instance_id").first())
+
+
+def review_page(request, instance_id: str):
+    task = visible_task(request, instance_id)
+    curation = CurationSettings.current()
+    # Only the queue holds tasks: reading one from the list, or going back with k, takes nothing.
+    held_by_other = review.task_hold_take(task=task, user=request.user, curation=curation) \
+        if request.GET.get("queue") == "1" else review.task_hold_other(task=task, user=request.user)
+    context = _review_context(request, task, curation=curation)
+    context["held_by_other"] = held_by_other
+    response = page_render(request, "tasks/review.html", context, partial="review")
+    if request.htmx:
+        response["HX-Push-Url"] = request.get_full_path()
+    return response
+
+
+def _back_to_review(request, task: Task):
+    query = "?queue=1" if request.POST.get("queue") == "1" else ""
+    return redirect(reverse("tasks:review", args=[task.instance_id]) + query)
+
+
+@require_POST
+def review_submit(request, instance_id: str):
+    """Accept or reject with the rubric (settling a disagreement when asked)."""
+    task = visible_task(request, instance_id)
+    require_reviewer(request)
+    form = ReviewScoresForm(request.POST)
+    if not form.is_valid():
+        return _review_refused(request, task, form, "Score every question of the rubric before deciding.")
+    data = form.cleaned_data
+    try:
+        outcome = review.task_review_submit(task=task, user=request.user, form=review.ReviewForm(**data))
+    except review.ReviewRefused as refused:
+        return _review_refused(request, task, form, str(refused))
+    _outcome_message(request, task, outcome)
+    if request.POST.get("queue") == "1":
+        return redirect(reverse("tasks:queue") + f"?skip={task.id}")
+    return redirect("tasks:review", instance_id=task.instance_id)
+
+
+def _review_refused(request, task: Task, form, message: str):
+    """The page again with what the person entered kept, and why it was refused."""
+    context = _review_context(request, task, form=form)
+    context["refusal"] = message
+    context["in_queue"] = request.POST.get("queue") == "1"
+    return page_render(request, "tasks/review.html", context, partial="review", status=400)
+
+
+def _outcome_message(request, task: Task, outcome: str) -> None:
+    curation = CurationSettings.current()
+    text = {
+        "accepted": f"{task.instance_id} accepted.",
+        "rejected": f"{task.instance_id} rejected.",
+        "pending": f"Your review of {task.instance_id} is saved; it needs {curation.required_reviews} reviews "
+                   f"before it is accepted.",
+        "failing": f"Your review of {task.instance_id} is saved, but the merged scores keep it out: a curator "
+                   f"settles it.",
+    }[outcome]
+    messages.success(request, text)
+
+
+@require_POST
+def task_reopen(request, instance_id: str):
+    task = visible_task(request, instance_id)
+    require_reviewer(request)
+    try:
+        review.task_reopen(task=task, user=request.user)
+        messages.success(request, f"{task.instance_id} is back in review; its reviews no longer count.")
+    except review.ReviewRefused as refused:
+        messages.error(request, str(refused))
+    return _back_to_review(request, task)
+
+
+@require_POST
+def test_drop(request, instance_id: str):
+    """Fix the oracle: take a wrong test out, or put a dropped one back, and re-validate."""
+    task = visible_task(request, instance_id)
+    require_reviewer(request)
+    test = _posted(request, "test")
+    try:
+        if request.POST.get("restore") == "1":
+            review.task_test_restore(task=task, user=request.user, test=test)
+            messages.success(request, f"{test} is back; {task.instance_id} is being validated again.")
+        else:
+            review.task_test_drop(task=task, user=request.user, test=test, note=_posted(request, "note"))
+            messages.success(request, f"{test} dropped; {task.instance_id} is being validated again without it.")
+    except review.ReviewRefused as refused:
+        messages.error(request, str(refused))
+    return _back_to_review(request, task)
+
+
+# --- the queue --------------------------------------------------------------------------------
+
+
+def _queue_tasks(request):
+    tasks = selectors.tasks_visible(user=request.user)
+    if request.GET.get("repository", "").isdecimal():
+        tasks = tasks.filter(repository_id=int(request.GET["repository"]))
+    return tasks
+
+
+def queue_next(request):
+    """The reviewer's next task, held for them; `skip` leaves the current one (its hold released)."""
+    require_reviewer(request)
+    skip = int(request.GET["skip"]) if request.GET.get("skip", "").isdecimal() else None
+    if skip:
+        review.task_hold_release(task_id=skip, user=request.user)
+    task = review.review_queue_next(user=request.user, tasks=_queue_tasks(request), skip=skip)
+    if task is None:
+        waiting = _queue_tasks(request).filter(state=Task.State.NEEDS_REVIEW)
+        context = {"waiting": waiting.count(),
+                   "held": waiting.filter(hold__isnull=False).exclude(hold__user=request.user).count(),
+                   "reviewed": waiting.filter(reviews__reviewer=request.user, reviews__current=True).count()}
+        return page_render(request, "tasks/queue_empty.html", context)
+    return redirect(reverse("tasks:review", args=[task.instance_id]) + "?queue=1")
+
+
+# --- saved views ------------------------------------------------------------------------------
+
+
+@require_POST
+def saved_view_create(request):
+    name = _posted(request, "name", 100).strip()
+    query = _posted(request, "query", 2000)
+    if not name:
+        messages.error(request, "Give the view a name.")
+    else:
+        try:
+            SavedView.objects.update_or_create(user=request.user, name=name,
+                                               defaults={"query": query, "shared": request.POST.get("shared") == "1"})
+            messages.success(request, f"View “{name}” saved.")
+        except IntegrityError:
+            messages.error(request, f"A view named “{name}” exists already.")
+    return redirect(reverse("tasks:all") + (f"?{query}" if query else ""))
+
+
+@require_POST
+def saved_view_delete(request, pk: int):
+    view = get_object_or_404(SavedView, pk=pk, user=request.user)
+    view.delete()
+    messages.success(request, f"View “{view.name}” deleted.")
+    return redirect("tasks:all")
+
+
+# --- bulk actions -----------------------------------------------------------------------------
+
+
+def _filters_of(query: str, user) -> dict:
+    filters = task_filter_form(QueryDict(query), user=user).filters()
+    filters.pop("sort", None)
+    return filters
+
+
+@require_POST
+def bulk_confirm(request):
+    """Say how many tasks the action will touch; a second POST with that number runs it."""
+    require_reviewer(request)
+    action = request.POST.get("action", "")
+    if action not in BulkAction.Action.values:
+        messages.error(request, "Pick an action.")
+        return redirect(reverse("tasks:all") + "?" + request.POST.get("query", ""))
+    query = _posted(request, "query", 2000)
+    filters = _filters_of(query, request.user)
+    if request.POST.get("expected"):
+        try:
+            bulk = bulk_action_start(user=request.user, action=action, filters=filters, query=query,
+                                     expected=int(request.POST["expected"]),
+                                     reject_reason=_posted(request, "reject_reason", 64),
+                                     note=_posted(request, "note"))
+        except review.ReviewRefused as refused:
+            messages.error(request, str(refused))
+        except ValueError:
+            messages.error(request, "The confirmation lost its count of tasks: check the list and confirm again.")
+        else:
+            messages.success(request, f"Bulk {action} of {bulk.task_count:,} tasks queued.")
+            return redirect("tasks:bulk", pk=bulk.pk)
+    targets = bulk_action_targets(user=request.user, action=action, filters=filters)
+    matching = selectors.tasks_filtered(user=request.user, **filters).count()
+    context = {"action": action, "query": query, "count": len(targets), "matching": matching,
+               "left": matching - len(targets),
+               "from_states": FROM_STATES[action], "reasons": active_reject_reasons(),
+               "reject_reason": _posted(request, "reject_reason", 64), "note": _posted(request, "note"),
+               "undoable": action in UNDOABLE}
+    return page_render(request, "tasks/bulk_confirm.html", context)
+
+
+def bulk_detail(request, pk: int):
+    bulk = get_object_or_404(BulkAction.objects.select_related("user"), pk=pk)
+    if not bulk_action_mine(bulk=bulk, user=request.user):
+        raise Http404("No such bulk action.")
+    context = {"bulk": bulk, "active": bulk.state in {"queued", "running", "undoing"},
+               "undoable": bulk.action in UNDOABLE and bulk.state in {"done", "failed"},
+               "can_review": user_can_review(request.user)}
+    return page_render(request, "tasks/bulk_detail.html", context, partial="status")
+
+
+@require_POST
+def bulk_undo(request, pk: int):
+    bulk = get_object_or_404(BulkAction, pk=pk)
+    if not bulk_action_mine(bulk=bulk, user=request.user):
+        raise Http404("No such bulk action.")
+    require_reviewer(request)
+    try:
+        bulk_action_undo(bulk=bulk, user=request.user)
+        messages.success(request, f"Undoing bulk action {bulk.pk}.")
+    except review.ReviewRefused as refused:
+        messages.error(request, str(refused))
+    return redirect("tasks:bulk", pk=bulk.pk)
+
+
+# --- the dashboard ----------------------------------------------------------------------------
+
+
+def dashboard(request):
+    return page_render(request, "tasks/dashboard.html", dashboard_figures(user=request.user))

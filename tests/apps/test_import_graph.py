@@ -1,0 +1,136 @@
+"""The import graph of apps/ and worker/ has no circle, and imports hide inside functions only where
+they must: a service dispatching a Celery task (worker/tasks.py imports the services back), the
+Celery tasks themselves, and an AppConfig's ready() (models exist only once every app is loaded)."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("apps", "worker")
+DISPATCH = "worker.tasks"
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted name -> file, for every module of apps/ and worker/ (migrations are Django's)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for _ in range(node.level - 1):
+        package = package.rsplit(".", 1)[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path]):
+    """(imported module of ours, line, inside a function?, the function's name) for each import."""
+    tree = ast.parse(path.read_text())
+    functions = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                functions.setdefault(id(inner), node.name)
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, path, node)
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                yield target, node.lineno, id(node) in functions, functions.get(id(node), "")
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph = {module: set() for module in modules}
+    for module, path in modules.items():
+        for target, *_ in _imports(module, path, modules):
+            graph[module].add(target)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_import_circle_but_the_celery_dispatch():
+    graph = _graph()
+    assert len(graph) > 60 and "apps.tasks.states" in graph["apps.tasks.services"]  # the graph was read
+    # worker/tasks.py imports the services that dispatch its tasks: the one loop allowed.
+    graph[DISPATCH] = set()
+    assert _circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_imports_inside_functions_only_where_they_must_be():
+    modules = _modules()
+    misplaced = []
+    for module, path in modules.items():
+        lines = path.read_text().splitlines()
+        for target, line, in_function, function in _imports(module, path, modules):
+            if not in_function:
+                continue
+            dispatch = target == DISPATCH and "#" in lines[line - 1]  # each says why
+            if dispatch or module == DISPATCH or (path.name == "apps.py" and function == "ready"):
+                continue
+            misplaced.append(f"{path.relative_to(ROOT)}:{line} imports {target} inside {function}()")
+    assert misplaced == []
+
+
+def test_no_private_name_is_imported_from_another_module():
+    offenders = []
+    for folder in ("apps", "worker", "bench", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in
+                                                         {"apps", "worker", "tests", "bench"}):
+                    offenders += [f"{path.relative_to(ROOT)}: {alias.name}" for alias in node.names
+                                  if alias.name.startswith("_")]
+    assert offenders == []

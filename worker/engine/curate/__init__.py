@@ -1,0 +1,1 @@
+"""Curation: the review rubric and how reviews merge."""

@@ -1,0 +1,1 @@
+"""Environments as of a commit: the Pythons a sandbox has (runtimes), install recipes, the builder."""

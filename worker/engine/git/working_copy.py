@@ -1,0 +1,57 @@
+"""Working copies: the repository at a commit, laid out as `<workdir>/repo`, and patches applied to it.
+
+The files come from our own mirror (`git archive`, unpacked with tarfile's "data"
+filter, so no member lands outside the folder); patches, which may be anyone's, are
+applied inside the sandbox.
+"""
+
+import subprocess
+import tarfile
+from pathlib import Path
+
+from worker.engine.git.repo import GIT_CONFIG, GitError, git_environment, git_run, require_sha
+from worker.engine.sandbox.base import Limits, RunResult
+
+PATCH_FILE = ".commitgym.patch"  # beside the repository, never inside it
+
+
+def working_copy_write(mirror_dir: Path, sha: str, workdir: Path) -> Path:
+    """`<workdir>/repo` with the tree of `sha`; returns that folder."""
+    repo = workdir / "repo"
+    repo.mkdir(parents=True)
+    _export_everything(mirror_dir)
+    with git_environment() as env:
+        archive = subprocess.Popen(["git", *GIT_CONFIG, "archive", "--format=tar", require_sha(sha)],
+                                   cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
+                tar.extractall(repo, filter="data")
+        except tarfile.FilterError as refused:
+            archive.kill()
+            raise GitError("unsafe_tree", f"the commit's tree cannot be checked out safely: {refused}") from None
+        finally:
+            archive.wait()
+    if archive.returncode != 0:
+        raise GitError("git_failed", archive.stderr.read().decode("utf-8", "replace").strip())
+    return repo
+
+
+def _export_everything(mirror_dir: Path) -> None:
+    """A repository's `export-ignore` attributes (often on tests/) must not thin our copies."""
+    attributes = mirror_dir / git_run(["rev-parse", "--git-path", "info/attributes"], cwd=mirror_dir).strip()
+    line = "* -export-ignore -export-subst\n"
+    if not attributes.exists() or line not in attributes.read_text():
+        attributes.parent.mkdir(exist_ok=True)
+        with attributes.open("a") as file:
+            file.write(line)
+
+
+def patch_apply(sandbox, workdir: Path, patch: str, *, limits: Limits = Limits(wall_seconds=120)
+                ) -> RunResult:
+    """Apply a unified diff to `<workdir>/repo` inside the sandbox (local or docker). An empty
+    patch applies trivially."""
+    if not patch.strip():
+        return RunResult(status="ok", exit_code=0, output=b"", output_truncated=False, seconds=0.0)
+    (workdir / PATCH_FILE).write_text(patch)
+    return sandbox.run(["git", "apply", "--binary", "--whitespace=nowarn", f"../{PATCH_FILE}"],
+                       workdir=workdir, cwd=str(workdir / "repo"), limits=limits)

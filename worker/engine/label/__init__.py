@@ -1,0 +1,1 @@
+"""Agreement between people who judge the same thing (reviewers of tasks; annotators of patches)."""

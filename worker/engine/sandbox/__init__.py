@@ -1,0 +1,1 @@
+"""Where untrusted code runs: the Sandbox protocol (base), bubblewrap (local) and containers (docker)."""

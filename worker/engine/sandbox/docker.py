@@ -1,0 +1,250 @@
+"""Run untrusted code in a Docker container: the `docker` sandbox backend.
+
+Same interface and statuses as `LocalSandbox` (the `Sandbox` protocol of base.py): `run(argv, workdir=...)`
+returns a `RunResult`. The engine's cgroups bound memory (`mem_limit`, no swap), processes
+(`pids_limit`) and, optionally, CPUs; rlimits bound CPU time and the size of any file written.
+The process runs as an unprivileged user with no capabilities, on a read-only root with a private
+/tmp, sees its working copy (read-write) and the paths it is given (read-only), and has no network
+unless asked (then the build network: the host's here, a bridge where one is allowed).
+
+Its output goes to a file outside the container, so the file-size limit stops a flood exactly as
+in the local sandbox (and the engine stores no log). At the wall-clock deadline the container is
+killed; it is removed in every case. Should the worker itself die, the container still ends itself
+(a `timeout` inside it, a little after the deadline) and `docker_sandbox_cleanup()` removes what is
+left: every container is labelled `commitgym=1` with its deadline.
+"""
+
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from worker.engine.sandbox.base import (
+    Limits,
+    ReadOnlyMount,
+    RunResult,
+    SandboxUnavailable,
+    clean_environment,
+    hand_over,
+    head_and_tail,
+    run_as_user,
+    status_from_exit,
+)
+
+DEFAULT_IMAGE = "commitgym-base:bookworm"
+LABEL = "commitgym"
+DEADLINE_LABEL = "commitgym.deadline"  # epoch seconds after which the container may be removed by anyone
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+OUTPUT_DIR = "/run/commitgym-output"  # where the container writes its output file
+INNER_GRACE = 10  # seconds past the deadline at which the container ends itself
+_SIGXCPU_EXIT, _SIGXFSZ_EXIT, _SIGKILL_EXIT = 128 + 24, 128 + 25, 128 + 9
+
+
+def docker_client(timeout: float = 60):
+    import docker
+
+    return docker.from_env(timeout=timeout)
+
+
+@dataclass
+class DockerSandbox:
+    """A container per run; see the module's docstring."""
+
+    read_only: Sequence[ReadOnlyMount] = field(default_factory=tuple)
+    image: str = DEFAULT_IMAGE
+    # The network while installing (network=True): "host" here (no private ranges may be reached),
+    # a bridge network's name in production. Tests always run with "none".
+    build_network: str = "host"
+    # The host's CA bundle (with any TLS-inspecting proxy's CA), mounted read-only over the image's.
+    ca_bundle: Optional[Path] = HOST_CA_BUNDLE
+    cpus: Optional[float] = None  # CPUs the container may use at once (None: all)
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            return bool(docker_client(timeout=5).ping())
+        except Exception:
+            return False
+
+    @property
+    def isolated(self) -> bool:
+        return True
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: Path,
+        network: bool = False,
+        limits: Limits = Limits(),
+        env: Optional[dict] = None,
+        mount_at: Optional[str] = None,
+        cwd: Optional[str] = None,
+    ) -> RunResult:
+        """`Sandbox.run` (base.py) in a container of its own."""
+        import docker
+        import requests
+
+        try:
+            client = docker_client(timeout=max(60.0, limits.wall_seconds + 30))
+            client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            raise SandboxUnavailable(f"the sandbox image {self.image} is missing (deploy/dev/docker.sh or "
+                                     f"manage.py build_base_images builds it)") from None
+        except docker.errors.DockerException as error:
+            raise SandboxUnavailable(f"no Docker engine answers here ({error}); deploy/dev/docker.sh starts one") \
+                from None
+        workdir = workdir.resolve()
+        inside = mount_at or str(workdir)
+        output_dir = Path(tempfile.mkdtemp(prefix="commitgym-docker-output-"))
+        container = None
+        try:
+            with run_as_user() as uid:
+                user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
+                hand_over(workdir, uid)
+                hand_over(output_dir, uid)
+                output_file = output_dir / "output"
+                container = client.containers.create(
+                    self.image, self._command(argv, limits), **self._options(
+                        workdir, inside, cwd or inside, output_dir, network, limits, user,
+                        self._environment(inside, env)))
+                started = time.monotonic()
+                container.start()
+                timed_out = False
+                try:
+                    exit_code = container.wait(timeout=limits.wall_seconds)["StatusCode"]
+                except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                    timed_out = True
+                    _kill(container)
+                    exit_code = None
+                seconds = time.monotonic() - started
+                out_of_memory = bool((container.attrs if _reload(container) else {}).get("State", {})
+                                     .get("OOMKilled"))
+                written = output_file.stat().st_size if output_file.exists() else 0
+                with open(output_file, "rb") if output_file.exists() else tempfile.TemporaryFile() as output:
+                    kept = head_and_tail(output, written, limits.output_bytes)
+        finally:
+            if container is not None:
+                _remove(container)
+            shutil.rmtree(output_dir, ignore_errors=True)
+        if timed_out or exit_code == _SIGKILL_EXIT and seconds >= limits.wall_seconds:
+            status, exit_code = "timeout", None  # ours, or the container's own timeout
+        elif out_of_memory:
+            status = "out_of_memory"
+        elif exit_code == _SIGXFSZ_EXIT or (written >= limits.file_bytes and exit_code != 0):
+            status = "output_limit"
+        elif exit_code == _SIGXCPU_EXIT:
+            status = "timeout"
+        else:
+            status = status_from_exit(exit_code, kept, isolated=True)
+        return RunResult(status=status, exit_code=exit_code, output=kept,
+                         output_truncated=written > limits.output_bytes, seconds=seconds)
+
+    def _command(self, argv: Sequence[str], limits: Limits) -> list[str]:
+        """The output to a file (so the file-size limit applies to it), and the container's own deadline."""
+        inner = math.ceil(limits.wall_seconds) + INNER_GRACE
+        return ["timeout", "-s", "KILL", str(inner),
+                "/bin/sh", "-c", f'exec "$0" "$@" >{OUTPUT_DIR}/output 2>&1', *argv]
+
+    def _environment(self, inside: str, extra: Optional[dict]) -> dict:
+        env = clean_environment(inside, None)
+        if self.ca_bundle is not None and Path(self.ca_bundle).exists():
+            env.update(SSL_CERT_FILE=str(HOST_CA_BUNDLE), PIP_CERT=str(HOST_CA_BUNDLE),
+                       REQUESTS_CA_BUNDLE=str(HOST_CA_BUNDLE))
+        env.update(extra or {})
+        return env
+
+    def _mounts(self, workdir: Path, inside: str, output_dir: Path) -> list:
+        from docker.types import Mount
+
+        mounts = [Mount(inside, str(workdir), type="bind"), Mount(OUTPUT_DIR, str(output_dir), type="bind")]
+        if self.ca_bundle is not None and Path(self.ca_bundle).exists():
+            mounts.append(Mount(str(HOST_CA_BUNDLE), str(Path(self.ca_bundle).resolve()), type="bind",
+                                read_only=True))
+        for entry in self.read_only:
+            source, target = entry if isinstance(entry, tuple) else (entry, str(entry))
+            mounts.append(Mount(str(target), str(Path(source).resolve()), type="bind", read_only=True))
+        return mounts
+
+    def _options(self, workdir: Path, inside: str, cwd: str, output_dir: Path, network: bool, limits: Limits,
+                 user: str, environment: dict) -> dict:
+        from docker.types import LogConfig, Ulimit
+
+        deadline = time.time() + limits.wall_seconds + INNER_GRACE + 60
+        options = dict(
+            user=user,
+            working_dir=cwd,
+            environment=environment,
+            mounts=self._mounts(workdir, inside, output_dir),
+            network_mode=self.build_network if network else "none",
+            mem_limit=limits.memory_bytes,
+            memswap_limit=limits.memory_bytes,  # no swap
+            pids_limit=limits.processes,
+            ulimits=[Ulimit(name="fsize", soft=limits.file_bytes, hard=limits.file_bytes),
+                     Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds + 5),
+                     Ulimit(name="core", soft=0, hard=0)],
+            read_only=True,
+            tmpfs={"/tmp": "rw,exec,nosuid,nodev,mode=1777"},  # in memory: counted against mem_limit
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            init=True,  # a real PID 1 reaps orphans; the command is not PID 1, so rlimit signals reach it
+            log_config=LogConfig(type="none"),
+            labels={LABEL: "1", DEADLINE_LABEL: str(int(deadline))},
+            stdin_open=False,
+            tty=False,
+        )
+        if self.cpus:
+            options["nano_cpus"] = int(self.cpus * 1e9)
+        return options
+
+
+def _reload(container) -> bool:
+    try:
+        container.reload()
+        return True
+    except Exception:
+        return False
+
+
+def _kill(container) -> None:
+    try:
+        container.kill()
+    except Exception:  # it ended on its own meanwhile
+        pass
+    try:
+        container.wait(timeout=30)
+    except Exception:
+        pass
+
+
+def _remove(container) -> None:
+    try:
+        container.remove(force=True)
+    except Exception:
+        pass  # already gone; docker_sandbox_cleanup() catches anything else
+
+
+def docker_sandbox_cleanup(now: Optional[float] = None) -> list[str]:
+    """Remove every sandbox container past its deadline (left by a worker that died); the ids removed.
+    Call it when a worker starts and now and then: containers of live runs are not touched."""
+    import docker
+
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        containers = docker_client(timeout=30).containers.list(all=True, filters={"label": f"{LABEL}=1"})
+    except docker.errors.DockerException:
+        return removed
+    for container in containers:
+        try:
+            deadline = float(container.labels.get(DEADLINE_LABEL, "0"))
+        except ValueError:
+            deadline = 0
+        if deadline <= now:
+            _remove(container)
+            removed.append(container.id)
+    return removed

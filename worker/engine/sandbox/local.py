@@ -1,0 +1,153 @@
+"""The `local` sandbox backend (see base.py for the interface and what both backends share).
+
+It uses bubblewrap: the process sees the system's /usr and /etc
+read-only, its working copy and the paths it is given, a private /tmp, /proc
+and /dev, no other process and no network unless asked; it runs as an
+unprivileged user (root ignores the process limit), with rlimits on address
+space, CPU time, file size and processes, and its whole namespace is killed at
+the deadline.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from worker.engine.sandbox.base import (
+    Limits,
+    ReadOnlyMount,
+    RunResult,
+    SandboxUnavailable,
+    clean_environment,
+    hand_over,
+    head_and_tail,
+    run_as_user,
+    status_from_exit,
+)
+
+
+@dataclass
+class LocalSandbox:
+    """bubblewrap + rlimits + an unprivileged user; see the module's docstring."""
+
+    read_only: Sequence[ReadOnlyMount] = field(default_factory=tuple)
+    # Without bubblewrap, untrusted code does not run unless the operator says so here.
+    allow_unsandboxed: bool = False
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("bwrap") is not None
+
+    @property
+    def isolated(self) -> bool:
+        return self.available()
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: Path,
+        network: bool = False,
+        limits: Limits = Limits(),
+        env: Optional[dict] = None,
+        mount_at: Optional[str] = None,
+        cwd: Optional[str] = None,
+    ) -> RunResult:
+        """`Sandbox.run` (base.py) under bubblewrap, as an unprivileged user of its own."""
+        if not self.isolated and not self.allow_unsandboxed:
+            raise SandboxUnavailable(
+                "bubblewrap (bwrap) is not installed, so untrusted code cannot be isolated here. "
+                "Install it (Debian: apt-get install bubblewrap) or allow unsandboxed runs explicitly.")
+        workdir = workdir.resolve()
+        _require_reachable([workdir, *(source for source, _ in self._read_only())])
+        with run_as_user() as uid, tempfile.TemporaryFile() as output:
+            hand_over(workdir, uid)
+            inside = mount_at or str(workdir)
+            command = [*self._limits_prefix(limits, uid),
+                       *self._isolation_prefix(workdir, inside, cwd or inside, network, limits), *argv]
+            started = time.monotonic()
+            process = subprocess.Popen(
+                command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                env=clean_environment(inside, env), start_new_session=True,
+            )
+            timed_out = False
+            try:
+                process.wait(timeout=limits.wall_seconds)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(process)
+            seconds = time.monotonic() - started
+            written = output.seek(0, os.SEEK_END)
+            kept = head_and_tail(output, written, limits.output_bytes)
+        if timed_out:
+            status = "timeout"
+        elif written >= limits.file_bytes and process.returncode != 0:
+            status = "output_limit"
+        else:
+            status = status_from_exit(process.returncode, kept, self.isolated)
+        return RunResult(status=status, exit_code=None if timed_out else process.returncode, output=kept,
+                         output_truncated=written > limits.output_bytes, seconds=seconds)
+
+    def _limits_prefix(self, limits: Limits, uid: Optional[int]) -> list[str]:
+        prefix = [
+            "prlimit", f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 5}",
+            f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", "--",
+        ]
+        if uid is not None:
+            prefix += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+        return prefix
+
+    def _read_only(self) -> list[tuple[Path, str]]:
+        pairs = []
+        for entry in self.read_only:
+            source, target = entry if isinstance(entry, tuple) else (entry, str(entry))
+            if Path(source).is_symlink():  # it may have been planted by code that ran in a sandbox
+                raise PermissionError(f"{source} is a symbolic link: refusing to mount it")
+            pairs.append((Path(source).resolve(), str(target)))
+        return pairs
+
+    def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, network: bool, limits: Limits) -> list[str]:
+        if not self.isolated:
+            return []
+        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
+        if network:
+            args.append("--share-net")
+        args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / top
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), str(host)]
+        tmp_size = str(limits.tmp_bytes)
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp_size, "--tmpfs", "/tmp",
+                 "--size", tmp_size, "--tmpfs", "/dev/shm", "--bind", str(workdir), inside]
+        for source, target in self._read_only():  # after the working copy: they may sit inside it
+            args += ["--ro-bind", str(source), target]
+        return [*args, "--chdir", cwd, "--"]
+
+
+def _require_reachable(paths: list[Path]) -> None:
+    """The sandbox user must be able to walk to each path it is given."""
+    if os.geteuid() != 0:
+        return
+    for path in paths:
+        for folder in reversed(Path(path).resolve().parents):
+            if not os.stat(folder).st_mode & 0o001:
+                raise PermissionError(f"{folder} is closed to other users, so the sandbox cannot reach {path}")
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """Killing bubblewrap ends the namespace and every process in it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+

@@ -1,0 +1,1 @@
+"""A commit's oracle (Fail-to-Pass, Pass-to-Pass, flaky) and verdict, and generated tests."""

@@ -1,0 +1,258 @@
+"""Validate one mined commit: build (or reuse) its environment, find its Fail-to-Pass
+oracle, and check that it grades consistently through the path candidates take.
+
+Plain data in, plain data out; every run is kept in the result for the record.
+"""
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Literal, Optional
+
+from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed
+from worker.engine.env.recipes import ENV, WORKSPACE, install_recipe, recipe_key
+from worker.engine.git.patches import commit_patches
+from worker.engine.git.working_copy import patch_apply, working_copy_write
+from worker.engine.mine.filters import TestFileRules
+from worker.engine.run.pytest_run import TestRun, pytest_run
+from worker.engine.sandbox.base import Limits
+from worker.engine.validate.generated_tests import GeneratedFileVerdict, generated_file_verdicts, generated_file_write
+from worker.engine.validate.oracle import (
+    Oracle,
+    Verdict,
+    oracle_from_runs,
+    oracle_without,
+    resolves,
+    runs_filled,
+    task_verdict,
+)
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    runs_per_side: int = 3  # runs of the commit's test files before and after
+    break_rechecks: int = 5  # runs a side of the tests the suite saw break (a flaky one fools fewer)
+    per_test_timeout: float = 60
+    suite_seconds: float = 600  # the rest of the suite runs once per side within this budget
+    limits: Limits = Limits(wall_seconds=1800, cpu_seconds=1800)
+
+
+@dataclass(frozen=True)
+class CommitToValidate:
+    mirror_dir: Path
+    sha: str
+    parent_sha: str
+    committed_at: datetime
+    rules: TestFileRules = TestFileRules()
+    excluded_tests: frozenset[str] = frozenset()  # dropped from the oracle by reviewers as wrong
+
+
+# Which copy of the repository a run tested: "before" (parent + test patch), "after" (the commit),
+# "gold" (parent + both patches, graded as a candidate), "empty" (parent + test patch, graded).
+Side = Literal["before", "after", "gold", "empty"]
+# Which tests it ran: "selected" (the commit's test files), "suite" (everything), "breaks" (what
+# the suite saw break, again), "graded" (the files of the F2P and P2P tests).
+Scope = Literal["selected", "suite", "breaks", "graded"]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    side: Side
+    scope: Scope
+    index: int
+    run: TestRun
+
+
+@dataclass
+class ValidationResult:
+    verdict: Verdict
+    reason: str
+    oracle: Optional[Oracle] = None
+    environment: Optional[BuiltEnvironment] = None
+    environment_reused: bool = False
+    attempts: list[Attempt] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _test_files(paths: list[str]) -> list[str]:
+    return sorted(path for path in paths if path.endswith(".py") and Path(path).name != "conftest.py")
+
+
+class _Validation:
+    def __init__(self, commit: CommitToValidate, builder: EnvironmentBuilder, work_root: Path,
+                 settings: ValidationSettings):
+        self.commit, self.builder, self.settings = commit, builder, settings
+        self.work = work_root / f"validate-{commit.sha[:12]}-{time.monotonic_ns()}"
+        self.result = ValidationResult(verdict="invalid", reason="")
+        self.environment: Optional[BuiltEnvironment] = None
+
+    def copy(self, name: str, sha: str, *patches: str) -> Path:
+        workdir = self.work / name
+        working_copy_write(self.commit.mirror_dir, sha, workdir)
+        for patch in patches:
+            applied = patch_apply(self.builder.sandbox(), workdir, patch)
+            if not applied.ok:
+                output = applied.output[-500:].decode("utf-8", "replace").strip()
+                raise RuntimeError(f"a patch of the commit does not apply to its parent: {output}")
+        return workdir
+
+    def environment_for(self, workdir: Path, reusable: list[BuiltEnvironment]) -> bool:
+        for candidate in reusable:
+            if not self.builder.runs(candidate):
+                continue  # its Python is no longer among this builder's runtimes
+            check = self.builder.reuse_check(candidate, workdir)
+            self.result.attempts.append(check)
+            if check.status == "ok":
+                self.environment, self.result.environment_reused = candidate, True
+                return True
+        try:
+            self.environment = self.builder.build(workdir, as_of=self.commit.committed_at)
+        except EnvironmentFailed as failed:
+            self.result.attempts += failed.attempts
+            return False
+        self.result.attempts += self.environment.attempts
+        return True
+
+    def runs(self, workdir: Path, side: Side, selection: list[str], scope: Scope = "selected",
+             count: Optional[int] = None) -> list[dict[str, str]]:
+        """The selected tests (the commit's test files, say), several times, ready for the oracle."""
+        runs = [self.run(workdir, side, scope, i, selection) for i in range(count or self.settings.runs_per_side)]
+        return runs_filled([run.outcomes for run in runs], [run.complete for run in runs])
+
+    def run(self, workdir: Path, side: Side, scope: Scope, index: int, selection: list[str],
+            wall_seconds: Optional[float] = None) -> TestRun:
+        limits = self.settings.limits
+        if wall_seconds:
+            limits = Limits(**{**limits.__dict__, "wall_seconds": wall_seconds})
+        sandbox = self.builder.sandbox([(self.environment.path, ENV)], image=self.environment.image)
+        run = pytest_run(sandbox=sandbox, workdir=workdir, repo_dir=workdir / "repo", python=f"{ENV}/bin/python",
+                         selection=selection, per_test_timeout=self.settings.per_test_timeout, limits=limits,
+                         mount_at=WORKSPACE)
+        self.result.runs.append(RunRecord(side=side, scope=scope, index=index, run=run))
+        return run
+
+
+def task_validate(commit: CommitToValidate, *, builder: EnvironmentBuilder, work_root: Path,
+                  settings: ValidationSettings = ValidationSettings(),
+                  reusable: list[BuiltEnvironment] = ()) -> ValidationResult:
+    """The verdict on one commit, with everything that led to it."""
+    started = time.monotonic()
+    validation = _Validation(commit, builder, work_root, settings)
+    try:
+        _validate(validation, list(reusable))
+    finally:
+        shutil.rmtree(validation.work, ignore_errors=True)
+    validation.result.seconds = time.monotonic() - started
+    return validation.result
+
+
+def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
+    commit, settings, result = v.commit, v.settings, v.result
+    patches = commit_patches(commit.mirror_dir, commit.sha, commit.parent_sha, commit.rules)
+    # Installing runs the repository's code: it gets a copy of its own, thrown away after.
+    build = v.copy("build", commit.sha)
+    recipe = recipe_key(install_recipe(build / "repo"))
+    if not v.environment_for(build, [env for env in reusable if env.recipe_key == recipe]):
+        result.verdict, result.reason = "environment_failed", "install_failed"
+        return
+    shutil.rmtree(build, ignore_errors=True)
+    result.environment = v.environment
+    after = v.copy("after", commit.sha)
+    selection = [path for path in _test_files(patches.test_files) if (after / "repo" / path).is_file()]
+    if not commit.parent_sha:
+        result.reason = "no_fail_to_pass"
+        return
+    before = v.copy("before", commit.parent_sha, patches.test_patch)
+    # Without test files of its own the commit still gets its suite run: the P2P tests that generated
+    # tests will need, and whether it breaks anything.
+    oracle = Oracle([], [], [], [])
+    if selection:
+        oracle = oracle_from_runs(*[v.runs(copy, side, selection)
+                                    for copy, side in ((before, "before"), (after, "after"))])
+    suite_before = v.run(before, "before", "suite", 0, [], wall_seconds=settings.suite_seconds)
+    suite_after = v.run(after, "after", "suite", 0, [], wall_seconds=settings.suite_seconds)
+    if suite_before.complete and suite_after.complete:
+        suite = oracle_from_runs([suite_before.outcomes], [suite_after.outcomes])
+        oracle = _with_suite(oracle, breaks_confirmed(v, before, after, suite))
+    result.oracle = oracle = oracle_without(oracle, commit.excluded_tests)
+    if not oracle.fail_to_pass:
+        result.reason = "no_fail_to_pass"
+        return
+    graded = sorted({test.split("::")[0] for test in [*oracle.fail_to_pass, *oracle.pass_to_pass]})
+    gold = v.run(v.copy("gold", commit.parent_sha, patches.source_patch, patches.test_patch), "gold", "graded", 0,
+                 graded)
+    empty = v.run(v.copy("empty", commit.parent_sha, patches.test_patch), "empty", "graded", 0, graded)
+    grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": oracle.pass_to_pass}
+    result.verdict, result.reason = task_verdict(
+        oracle, gold_resolves=resolves(gold.outcomes, **grade), empty_resolves=resolves(empty.outcomes, **grade))
+
+
+def breaks_confirmed(v: _Validation, before: Path, after: Path, suite: Oracle) -> Oracle:
+    """One run of the suite cannot tell a broken test from a flaky one: the tests it saw break run
+    again, several times a side; those that do not break every time are flaky."""
+    if not suite.breaks:
+        return suite
+    count = v.settings.break_rechecks
+    again = oracle_from_runs(v.runs(before, "before", suite.breaks, scope="breaks", count=count),
+                             v.runs(after, "after", suite.breaks, scope="breaks", count=count))
+    return Oracle(suite.fail_to_pass, suite.pass_to_pass, sorted(set(suite.flaky) | set(again.flaky)),
+                  again.breaks)
+
+
+def _with_suite(selected: Oracle, suite: Oracle) -> Oracle:
+    """The commit's own test files decide F2P (several runs); the suite adds the tests elsewhere
+    that pass on both sides, or that the fix breaks (confirmed by runs of their own)."""
+    flaky = set(selected.flaky) | set(suite.flaky)
+    return Oracle(
+        fail_to_pass=selected.fail_to_pass,
+        pass_to_pass=sorted((set(selected.pass_to_pass) | set(suite.pass_to_pass)) - flaky),
+        flaky=sorted(flaky),
+        breaks=sorted((set(selected.breaks) | set(suite.breaks)) - flaky - set(selected.fail_to_pass)),
+    )
+
+
+@dataclass
+class GeneratedValidationResult:
+    result: ValidationResult
+    files: list[GeneratedFileVerdict] = field(default_factory=list)
+
+
+def task_validate_generated(commit: CommitToValidate, contents: list[str], *, builder: EnvironmentBuilder,
+                            environment: BuiltEnvironment, work_root: Path,
+                            settings: ValidationSettings = ValidationSettings(),
+                            pass_to_pass: list[str] = ()) -> GeneratedValidationResult:
+    """Check generated test files in the environment an earlier validation built: each runs several
+    times on the parent (before) and on the commit (after); files with Fail-to-Pass tests are kept.
+    The task grades through the same path as any other (the before side is the empty patch, the
+    after side the gold patch), with the P2P tests found before."""
+    started = time.monotonic()
+    validation = _Validation(commit, builder, work_root, settings)
+    validation.environment = validation.result.environment = environment
+    if not builder.runs(environment):
+        raise RuntimeError(f"the environment {environment.key} needs Python {environment.python_version}"
+                           f"{' in ' + environment.image if environment.image else ''}, which this sandbox lacks")
+    try:
+        # The same sides as any validation: the parent with the commit's test files, and the commit.
+        patches = commit_patches(commit.mirror_dir, commit.sha, commit.parent_sha, commit.rules)
+        before = validation.copy("before", commit.parent_sha, patches.test_patch)
+        after = validation.copy("after", commit.sha)
+        paths = [generated_file_write(before / "repo", i, text) for i, text in enumerate(contents, 1)]
+        if [generated_file_write(after / "repo", i, text) for i, text in enumerate(contents, 1)] != paths:
+            raise RuntimeError("the generated files got different names before and after")
+        before_runs, after_runs = validation.runs(before, "before", paths), validation.runs(after, "after", paths)
+        oracle = oracle_from_runs(before_runs, after_runs)
+        # A generated test that fails after the fix is a wrong test, dropped below, not a broken suite
+        # (the earlier validation ran the suite).
+        oracle = Oracle(oracle.fail_to_pass, sorted(set(pass_to_pass) - set(oracle.flaky)), oracle.flaky, [])
+        validation.result.oracle = oracle = oracle_without(oracle, commit.excluded_tests)
+        grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": []}
+        validation.result.verdict, validation.result.reason = task_verdict(
+            oracle, gold_resolves=resolves(after_runs[-1], **grade), empty_resolves=resolves(before_runs[-1], **grade))
+        files = generated_file_verdicts(paths, oracle, before_runs, after_runs)
+    finally:
+        shutil.rmtree(validation.work, ignore_errors=True)
+    validation.result.seconds = time.monotonic() - started
+    return GeneratedValidationResult(validation.result, files)
