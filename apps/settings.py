@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "apps.tasks",
     "apps.environments",
     "apps.llm",
+    "apps.jobs",
 ]
 
 MIDDLEWARE = [
@@ -152,6 +153,10 @@ COMMITGYM_SUITE_SECONDS = _env_int("COMMITGYM_SUITE_SECONDS", 600)
 # A running job whose worker has not reported for this long may be taken over.
 COMMITGYM_JOB_STALE_SECONDS = _env_int("COMMITGYM_JOB_STALE_SECONDS", 300)
 COMMITGYM_JOB_HEARTBEAT_SECONDS = _env_int("COMMITGYM_JOB_HEARTBEAT_SECONDS", 30)
+# A job queued this long whose message the broker no longer holds is sent again; the sweep that
+# checks runs this often (Celery beat).
+COMMITGYM_JOB_REQUEUE_SECONDS = _env_int("COMMITGYM_JOB_REQUEUE_SECONDS", 120)
+COMMITGYM_JOB_SWEEP_SECONDS = _env_int("COMMITGYM_JOB_SWEEP_SECONDS", 60)
 # Local folders people other than admins may register (the command line may register any).
 COMMITGYM_LOCAL_ROOTS = [p for p in os.environ.get("COMMITGYM_LOCAL_ROOTS", "").split(os.pathsep) if p]
 
@@ -191,11 +196,16 @@ CELERY_TASK_DEFAULT_QUEUE = "mining"
 CELERY_TASK_ROUTES = {
     "worker.tasks.mining_job_run_task": {"queue": "mining"},
     "worker.tasks.task_validate_task": {"queue": "tests"},
-    "worker.tasks.language_job_run_task": {"queue": "llm"},
     "worker.tasks.bulk_action_run_task": {"queue": "curation"},
+    # Jobs of the jobs table go to their kind's queue (apps.jobs.registry); the sweep is light.
+    "worker.tasks.jobs_sweep_task": {"queue": "mining"},
+}
+CELERY_BEAT_SCHEDULE = {
+    "jobs-sweep": {"task": "worker.tasks.jobs_sweep_task", "schedule": float(COMMITGYM_JOB_SWEEP_SECONDS)},
 }
 # What a worker serving every kind of work listens to (the demo's worker, the tests').
-COMMITGYM_WORKER_QUEUES = ",".join(sorted({route["queue"] for route in CELERY_TASK_ROUTES.values()}))
+COMMITGYM_QUEUES = ("curation", "llm", "mining", "tests")
+COMMITGYM_WORKER_QUEUES = ",".join(COMMITGYM_QUEUES)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -12,4 +12,5 @@ urlpatterns = [
     path("", include("apps.tasks.urls")),
     path("environments/", include("apps.environments.urls")),
     path("models/", include("apps.llm.urls")),
+    path("jobs/", include("apps.jobs.urls")),
 ]

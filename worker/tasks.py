@@ -28,14 +28,22 @@ def task_validate_task(self, validation_id: int) -> None:
         raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
 
 
-@app.task(bind=True, name="worker.tasks.language_job_run_task", max_retries=None)
-def language_job_run_task(self, job_id: int) -> None:
+@app.task(bind=True, name="worker.tasks.job_run_task", max_retries=None)
+def job_run_task(self, job_id: int) -> None:
+    """A job of the jobs table, of any kind (apps.jobs.registry)."""
     from django.conf import settings
 
-    from apps.llm.services import language_job_run
+    from apps.jobs.services import job_run
 
-    if not language_job_run(job_id=job_id):  # held by another worker: see mining
+    if not job_run(job_id=job_id, worker=self.request.hostname or ""):  # held by another worker: see mining
         raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
+
+
+@app.task(name="worker.tasks.jobs_sweep_task")
+def jobs_sweep_task() -> dict:
+    from apps.jobs.services import jobs_sweep
+
+    return jobs_sweep()
 
 
 @app.task(name="worker.tasks.bulk_action_run_task")

@@ -1,4 +1,3 @@
-from django.conf import settings
 from django.db import models
 
 
@@ -40,34 +39,29 @@ class ModelCall(models.Model):
 
 
 class LanguageJob(models.Model):
-    """A model-backed job on one task (writing its issue, say), run by a worker on the `llm` queue."""
+    """What a model-backed job on one task (writing its issue, generating its tests) was asked and
+    what it gave; the job's life (queued, running, ended, by whom) is its `job`'s."""
 
     class Kind(models.TextChoices):
         BACKTRANSLATE = "backtranslate"
         GENERATE_TESTS = "generate_tests"
 
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-
-    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
-
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="language_job")
     kind = models.CharField(max_length=32, choices=Kind.choices)
     task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="language_jobs")
     regenerate = models.BooleanField(default=False)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     outcome = models.CharField(max_length=16, blank=True, help_text="written, cached, skipped or failed")
     detail = models.TextField(blank=True, help_text="Why it was skipped or failed.")
     model = models.CharField(max_length=255, blank=True)
-    seconds = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    lease_token = models.CharField(max_length=32, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+    @property
+    def state(self) -> str:
+        return self.job.state
+
+    @property
+    def is_active(self) -> bool:
+        return self.job.is_active

@@ -321,7 +321,7 @@ def task_model_calls(*, task: Task, limit: int = 50) -> QuerySet:
 
 
 def task_language_job(*, task: Task, kind: str):
-    return LanguageJob.objects.filter(task=task, kind=kind).order_by("-created_at", "-id").first()
+    return LanguageJob.objects.filter(task=task, kind=kind).select_related("job").order_by("-created_at", "-id").first()
 
 
 def task_generated_tests(*, task: Task) -> QuerySet:

@@ -3,9 +3,10 @@ The embedded model answers for real; a recorded call stands in for a model that 
 
 import pytest
 
+from apps.jobs.services import job_run
 from apps.llm.calls import model_call
 from apps.llm.models import ModelCall
-from apps.llm.services import language_job_run, language_job_start
+from apps.llm.services import language_job_start
 from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt, task_backtranslate, task_current_issue
 from apps.tasks.models import IssueVersion, Task, TestRunRecord, Validation
 from tests.conftest import record_model_answer
@@ -82,10 +83,11 @@ def test_a_model_that_fails_is_recorded_and_stores_no_version(valid_task, settin
     assert failed.outcome == "failed" and failed.error_code == "unreachable" and "sk-hidden" not in failed.error_message
     assert not IssueVersion.objects.exists()
     job = language_job_start(task=valid_task, kind="backtranslate")
-    assert language_job_run(job_id=job.id)
+    assert job_run(job_id=job.job_id)
     job.refresh_from_db()
-    assert (job.state, job.outcome) == ("done", "failed") and job.detail.startswith("unreachable")
-    assert language_job_run(job_id=job.id)  # a second delivery does nothing
+    assert (job.state, job.outcome) == ("failed", "failed") and job.detail.startswith("unreachable")
+    assert job.job.error_code == "model_failed" and "sk-hidden" not in job.job.error_message
+    assert job_run(job_id=job.job_id)  # a second delivery does nothing
     assert ModelCall.objects.count() == 2
 
 

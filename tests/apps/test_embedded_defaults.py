@@ -26,3 +26,25 @@ def test_the_demo_mines_the_sample_repository_with_embedded_defaults(tmp_path):
     assert stored == {commit.sha: commit.expected_drop_reason or "" for commit in commits}
     kept = [commit for commit in commits if commit.expected_drop_reason is None]
     assert len(tasks) == len(kept) and all(row == ("mined", 1) for row in tasks)
+
+
+def test_mine_on_a_fresh_embedded_install_starts_a_worker_for_as_long_as_it_waits(tmp_path):
+    """No worker runs and none was started by hand: `mine --json` starts one, prints its line, exits 0."""
+    import json
+
+    var = tmp_path / "var"
+    commits = sample_repo_write(tmp_path / "sample")
+    env = {name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env["COMMITGYM_VAR_DIR"] = str(var)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=settings.BASE_DIR, env=env,
+                   check=True, timeout=300)
+    done = subprocess.run([sys.executable, "manage.py", "mine", str(tmp_path / "sample"), "--json"],
+                          cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stdout)
+    assert (line["commits_seen"], line["new_commits"]) == (len(commits), len(commits))
+    assert "starting one on 'mining'" in done.stderr
+    # The worker it started ends with it.
+    left = subprocess.run(["pgrep", "-f", "worker -Q mining --concurrency 1 --without-gossip --without-mingle"],
+                          capture_output=True, text=True)
+    assert left.stdout == ""

@@ -5,6 +5,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from apps.jobs.models import Job
 from apps.llm.models import LanguageJob, ModelCall
 from apps.tasks.models import IssueVersion, Task
 
@@ -54,7 +55,7 @@ def test_a_leaking_current_version_is_flagged(curator_client, valid_task):
 
 def test_writing_the_issue_is_for_curators_and_valid_tasks(curator_client, annotator_client, valid_task,
                                                            monkeypatch):
-    monkeypatch.setattr("worker.tasks.language_job_run_task.delay", lambda job_id: None)
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id: None)
     url = reverse("tasks:backtranslate", args=[valid_task.instance_id])
     assert annotator_client.post(url).status_code == 403
     assert curator_client.post(url).status_code == 302
@@ -62,7 +63,8 @@ def test_writing_the_issue_is_for_curators_and_valid_tasks(curator_client, annot
     assert (job.kind, job.state, job.regenerate) == ("backtranslate", "queued", False)
     page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
     assert 'hx-get="%s"' % reverse("tasks:issue", args=[valid_task.instance_id]) in page
-    LanguageJob.objects.filter(id=job.id).update(state="done", outcome="written")
+    Job.objects.filter(id=job.job_id).update(state="succeeded")
+    LanguageJob.objects.filter(id=job.id).update(outcome="written")
     Task.objects.filter(id=valid_task.id).update(state="mined")
     refused = curator_client.post(url, follow=True).content.decode()
     assert "issues are written for valid tasks" in refused and LanguageJob.objects.count() == 1
@@ -94,7 +96,7 @@ def test_generated_tests_are_listed_with_their_outcomes_and_marked(curator_clien
     matrix = re.search(r'<table class="table test-matrix">.*?</table>', page, re.S).group(0)
     assert 'test_x</code> <span class="badge badge-generated"' in matrix
 
-    monkeypatch.setattr("worker.tasks.language_job_run_task.delay", lambda job_id: None)
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id: None)
     Task.objects.filter(id=valid_task.id).update(state="invalid", reason="no_fail_to_pass")
     Validation.objects.create(task=valid_task, state="done", verdict="invalid", reason="no_fail_to_pass",
                               environment=_environment(valid_task))

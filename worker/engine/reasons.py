@@ -21,9 +21,15 @@ MINING_JOB_FAILURES = {
     "empty_repository": "The repository has no commits.",
     "git_failed": "git failed while reading the repository.",
     "timeout": "git took longer than the time limit.",
-    "worker_error": "The mining job stopped on an unexpected error.",
+    "worker_error": "The job stopped on an unexpected error.",
     "unsafe_tree": "The commit's tree holds a link pointing outside the repository; it is not checked out.",
     "credentials_unreadable": "The stored credentials cannot be decrypted: the SECRET_KEY changed. Enter them again.",
+}
+
+# Why a background job of any kind ended without doing its work.
+JOB_FAILURES = {
+    "time_limit": "The job ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT).",
+    "model_failed": "The language model gave no answer (unreachable, refused, or misconfigured).",
 }
 
 # Why validation found a task invalid, in the order the checks run.
@@ -59,7 +65,7 @@ REJECT_REASONS = {
     "other": "Another problem, said in the note.",
 }
 
-REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **VALIDATION_REASONS, **GENERATED_TEST_REASONS, **REJECT_REASONS}
+REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **JOB_FAILURES, **VALIDATION_REASONS, **GENERATED_TEST_REASONS, **REJECT_REASONS}
 
 
 def reason_sentence(code: str) -> str:

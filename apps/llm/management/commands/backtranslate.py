@@ -3,6 +3,7 @@ import time
 
 from django.core.management.base import CommandError
 
+from apps.jobs.models import Job
 from apps.llm.models import LanguageJob
 from apps.llm.services import language_job_start
 from apps.tasks.backtranslation import task_current_issue
@@ -24,7 +25,8 @@ class Command(LanguageJobCommand):
             self.stderr.write(f"{found.name} has no valid task yet (validate it first)")
         failed, deadline = 0, time.monotonic() + timeout
         while pending:
-            for job in LanguageJob.objects.filter(id__in=pending).exclude(state__in=LanguageJob.ACTIVE_STATES):
+            for job in LanguageJob.objects.filter(id__in=pending).select_related("job").exclude(
+                    job__state__in=Job.ACTIVE_STATES):
                 task = pending.pop(job.id)
                 failed += job.outcome == "failed"
                 self._report(task, job, as_json)
@@ -37,7 +39,7 @@ class Command(LanguageJobCommand):
     def _report(self, task: Task, job: LanguageJob, as_json: bool) -> None:
         current = task_current_issue(task=task)
         line = {"task_id": task.instance_id, "outcome": job.outcome, "model": job.model,
-                "leak_score": current.leak_score if current else None, "seconds": round(job.seconds or 0, 3)}
+                "leak_score": current.leak_score if current else None, "seconds": round(job.job.seconds or 0, 3)}
         if as_json:
             self.stdout.write(json.dumps(line))
             if job.detail:

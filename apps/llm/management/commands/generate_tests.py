@@ -3,6 +3,7 @@ import time
 
 from django.core.management.base import CommandError
 
+from apps.jobs.models import Job
 from apps.llm.models import LanguageJob
 from apps.llm.services import language_job_start
 from apps.tasks.generation import generation_source
@@ -27,7 +28,8 @@ class Command(LanguageJobCommand):
         started = {job_id: time.monotonic() for job_id in jobs}
         failed, deadline = 0, time.monotonic() + timeout
         while jobs:
-            for job in LanguageJob.objects.filter(id__in=jobs).exclude(state__in=LanguageJob.ACTIVE_STATES):
+            for job in LanguageJob.objects.filter(id__in=jobs).select_related("job").exclude(
+                    job__state__in=Job.ACTIVE_STATES):
                 checking = self._checking(job)
                 if checking is not None and checking.state in Validation.ACTIVE_STATES:
                     continue  # the files are being run: report when that ends

@@ -29,8 +29,9 @@ class Command(BaseCommand):
         self.stderr.write(f"Starting a background worker (log: {worker_log})")
         with open(worker_log, "ab") as log:
             worker = subprocess.Popen(
+                # -B: the periodic sweep of lost jobs runs inside this worker (deployments run beat apart).
                 [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", settings.COMMITGYM_WORKER_QUEUES,
-                 "--concurrency", "1", "--loglevel", "INFO"],
+                 "--concurrency", "1", "--loglevel", "INFO", "-B", "--schedule", str(settings.VAR_DIR / "beat-schedule")],
                 stdout=log, stderr=subprocess.STDOUT,
             )
         try:

@@ -3,6 +3,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.jobs.on_demand import WorkerOnDemand
 from apps.repositories.models import MiningJob
 from apps.repositories.selectors import repository_mining_summary
 from apps.repositories.services import mining_job_start, repository_find, repository_register
@@ -40,18 +41,15 @@ class Command(BaseCommand):
 
     def _wait(self, job: MiningJob, timeout: float) -> MiningJob:
         started = time.monotonic()
-        warned = False
-        while True:
-            job.refresh_from_db()
-            if not job.is_active:
-                return job
-            waited = time.monotonic() - started
-            if waited > timeout:
-                raise CommandError(f"mining job {job.id} did not finish within {timeout:.0f} s (state {job.state})")
-            if job.state == MiningJob.State.QUEUED and waited > 10 and not warned:
-                self.stderr.write("The job is still queued: is a worker running for the 'mining' queue?")
-                warned = True
-            time.sleep(0.2)
+        with WorkerOnDemand(queues="mining", stderr=self.stderr) as worker:
+            while True:
+                job.refresh_from_db()
+                if not job.is_active:
+                    return job
+                if time.monotonic() - started > timeout:
+                    raise CommandError(f"mining job {job.id} did not finish within {timeout:.0f} s (state {job.state})")
+                worker.waiting(queued=job.state == MiningJob.State.QUEUED)
+                time.sleep(0.2)
 
 
 def _json_line(data) -> str:

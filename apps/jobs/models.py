@@ -1,0 +1,70 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from worker.engine.reasons import reason_sentence
+
+
+class Job(models.Model):
+    """One background job of any kind: what it works on, who asked, and where it is in its life.
+    Each kind keeps its results in tables of its own, linked to its job."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+    ENDED_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    kind = models.CharField(max_length=64, help_text="A registered kind (apps.jobs.registry).")
+    subject_type = models.CharField(max_length=64, blank=True, help_text="The model it works on, app_label.model.")
+    subject_id = models.PositiveBigIntegerField(null=True, blank=True)
+    subject_label = models.CharField(max_length=255, blank=True, help_text="What it works on, for people.")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="jobs")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    cancel_requested = models.BooleanField(default=False)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    worker = models.CharField(max_length=255, blank=True, help_text="The worker that holds (or last held) it.")
+    lease_token = models.CharField(max_length=32, blank=True, help_text="Which worker holds the running job.")
+    message_id = models.CharField(max_length=64, blank=True, help_text="The Celery message last sent for it.")
+    dispatches = models.PositiveIntegerField(default=0, help_text="Messages sent for it (more after a loss).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(null=True, blank=True, help_text="From the worker's claim to the end.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "created_at"]), models.Index(fields=["kind", "-created_at"]),
+                   models.Index(fields=["subject_type", "subject_id"])]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "subject_type", "subject_id"],
+                                    condition=Q(state__in=["queued", "running"]),
+                                    name="one_active_job_per_kind_and_subject"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} job {self.pk} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def error_sentence(self) -> str:
+        return reason_sentence(self.error_code) if self.error_code else ""
+
+    @property
+    def progress_percent(self) -> float | None:
+        if not self.progress_total:
+            return None
+        return min(100.0, 100 * self.progress_done / self.progress_total)

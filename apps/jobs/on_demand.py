@@ -1,0 +1,67 @@
+"""A worker for as long as a command waits, on the embedded default.
+
+With SQLite and the filesystem broker nothing else need run: a pipeline command whose job no
+worker has taken within a few seconds starts one, for as long as it waits, and says so on
+standard error. With a real broker it only warns: there, workers are the operator's to run."""
+
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+
+GRACE_SECONDS = 3.0  # a worker that is running takes a job well within this
+WARN_SECONDS = 10.0
+
+
+def embedded() -> bool:
+    return (settings.CELERY_BROKER_URL.startswith("filesystem://")
+            and settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"))
+
+
+class WorkerOnDemand:
+    """Call `waiting(queued=...)` on each poll of a command's wait; `stop()` (or leave the `with`)
+    when it is done."""
+
+    def __init__(self, *, queues: str, stderr):
+        self.queues, self.stderr = queues, stderr
+        self.started_at = time.monotonic()
+        self.process = None
+        self.warned = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def waiting(self, *, queued: bool) -> None:
+        waited = time.monotonic() - self.started_at
+        if not queued or self.process is not None:
+            return
+        if embedded() and waited > GRACE_SECONDS:
+            self._start()
+        elif not embedded() and waited > WARN_SECONDS and not self.warned:
+            self.stderr.write(f"The job is still queued: is a worker running for the {self.queues!r} queue?")
+            self.warned = True
+
+    def _start(self) -> None:
+        log = settings.VAR_DIR / "command-worker.log"
+        self.stderr.write(f"No worker took the job within {GRACE_SECONDS:.0f} s: starting one on {self.queues!r} for "
+                          f"as long as this command waits (log: {log}).")
+        with open(log, "ab") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", self.queues,
+                 "--concurrency", "1", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+                stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None

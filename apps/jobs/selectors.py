@@ -1,0 +1,92 @@
+"""Reads for the jobs page: which jobs a person may see, filtered, with their time estimates; and
+which workers are alive (Celery's inspect, with a short timeout, kept a few seconds)."""
+
+import threading
+from dataclasses import dataclass
+from typing import Optional
+
+from celery import current_app
+from django.core.cache import cache
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from apps.accounts.roles import ADMIN, user_roles
+from apps.repositories.selectors import repositories_visible
+from apps.tasks.models import Task
+
+from .models import Job
+
+INSPECT_SECONDS = 1.0
+WORKERS_CACHE_SECONDS = 5
+
+
+def jobs_visible(*, user) -> QuerySet:
+    """Admins see every job; others the jobs they asked for and those on what they may see (a
+    repository, or a task of one)."""
+    jobs = Job.objects.select_related("requested_by")
+    if ADMIN in user_roles(user):
+        return jobs
+    repositories = repositories_visible(user=user).values("pk")
+    return jobs.filter(Q(requested_by=user) | Q(subject_type="repositories.repository", subject_id__in=repositories)
+                       | Q(subject_type="tasks.task",
+                           subject_id__in=Task.objects.filter(repository__in=repositories).values("pk")))
+
+
+def jobs_filtered(*, user, kind: str = "", state: str = "", subject: str = "") -> QuerySet:
+    """Newest first; `subject` is a subject's app_label.model:id, or words of its label."""
+    jobs = jobs_visible(user=user)
+    if kind:
+        jobs = jobs.filter(kind=kind)
+    if state:
+        jobs = jobs.filter(state=state)
+    if subject:
+        subject_type, _, subject_id = subject.rpartition(":")
+        if subject_type and subject_id.isdecimal():
+            jobs = jobs.filter(subject_type=subject_type, subject_id=int(subject_id))
+        else:
+            jobs = jobs.filter(subject_label__icontains=subject)
+    return jobs.order_by("-created_at", "-id")
+
+
+def job_seconds_left(job: Job) -> Optional[float]:
+    """A running job's time to go, from its pace so far; None when it cannot be told."""
+    if job.state != Job.State.RUNNING or not job.started_at or not job.progress_total or not job.progress_done:
+        return None
+    elapsed = (timezone.now() - job.started_at).total_seconds()
+    return max(0.0, elapsed / job.progress_done * (job.progress_total - job.progress_done))
+
+
+@dataclass(frozen=True)
+class WorkerSeen:
+    name: str
+    queues: tuple[str, ...]
+    running: int  # jobs it is running now
+
+
+def workers_alive() -> Optional[list[WorkerSeen]]:
+    """The workers that answered Celery's inspect within a second, and the queues each consumes;
+    None when the broker cannot be asked (the embedded filesystem transport has no broadcast)."""
+    seen = cache.get("jobs:workers")
+    if seen is None:
+        seen = _inspect()
+        cache.set("jobs:workers", seen, WORKERS_CACHE_SECONDS)
+    return seen
+
+
+def _inspect() -> Optional[list[WorkerSeen]]:
+    if current_app.conf.broker_url.startswith("filesystem://"):
+        return None
+    answers: dict = {}
+
+    def ask() -> None:
+        inspect = current_app.control.inspect(timeout=INSPECT_SECONDS)
+        answers["queues"] = inspect.active_queues() or {}
+        answers["active"] = inspect.active() or {}
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(INSPECT_SECONDS * 3)  # never longer, whatever the broker does
+    if "active" not in answers:
+        return []
+    return [WorkerSeen(name, tuple(sorted(q["name"] for q in queues)), len(answers["active"].get(name, [])))
+            for name, queues in sorted(answers["queues"].items())]

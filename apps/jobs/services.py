@@ -1,0 +1,257 @@
+"""The one life of every background job: start, dispatch, claim with a lease, heartbeat, progress,
+finish, fail, cancel, retry, and the sweep that finds lost messages, dead workers and working
+copies nobody owns. A kind only does its work (registry.JobKind.run) and stores its results."""
+
+import logging
+import shutil
+import socket
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Optional
+
+from celery import current_app
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.leases import Lease, LeaseLost
+
+from .broker import broker_has_message
+from .models import Job
+from .registry import job_kind
+
+log = logging.getLogger(__name__)
+# A job's working copies live in <COMMITGYM_WORK_DIR>/job-<id>-<its lease>: a worker that lost the
+# job and one that took it over never share a folder.
+WORK_PREFIX = "job-"
+WORK_DIR_GRACE_SECONDS = 60
+
+
+class JobCancelled(Exception):
+    """Someone asked the job to stop; raised at its next progress report."""
+
+
+class JobFailed(Exception):
+    """The work cannot be done; `code` is a reason code, the message says why to a person."""
+
+    def __init__(self, code: str, message: str = ""):
+        super().__init__(message or code)
+        self.code, self.message = code, message
+
+
+class JobRefused(Exception):
+    """An action on a job that its kind or its state does not allow; the message says why."""
+
+
+class JobProgress:
+    """Given to a kind's `run`: how it reports progress and learns it should stop."""
+
+    def __init__(self, lease: Lease, job: Job):
+        self.lease, self.job = lease, job
+
+    def report(self, done: int, total: Optional[int] = None) -> None:
+        """Record progress; JobCancelled when a cancel was asked, LeaseLost when another worker took
+        the job over (stop writing: that worker stores its own results)."""
+        self.lease.update(progress_done=done, **({"progress_total": total} if total is not None else {}))
+        if self.cancel_requested():
+            raise JobCancelled()
+
+    def cancel_requested(self) -> bool:
+        return job_kind(self.job.kind).cancellable and self.lease.rows().filter(cancel_requested=True).exists()
+
+    def holding(self) -> bool:
+        """Whether this worker still holds the job (its results may be stored)."""
+        return self.lease.rows().exists()
+
+    def work_dir(self) -> Path:
+        """A folder of this job's own for working copies; removed when the job ends, and by the sweep
+        if its worker dies."""
+        path = job_work_dir(self.job.id, self.lease.token)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def work_root() -> Path:
+    root = Path(settings.COMMITGYM_WORK_DIR)
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o711)  # sandbox users walk through it to their own working copies only
+    return root
+
+
+def job_work_dir(job_id: int, token: str) -> Path:
+    return work_root() / f"{WORK_PREFIX}{job_id}-{token[:12]}"
+
+
+# --- starting -----------------------------------------------------------------------------------
+
+
+def _subject_fields(subject) -> dict:
+    if subject is None:
+        return {"subject_type": "", "subject_id": None, "subject_label": ""}
+    return {"subject_type": subject._meta.label_lower, "subject_id": subject.pk, "subject_label": str(subject)[:255]}
+
+
+def job_start(*, kind: str, subject=None, user=None) -> tuple[Job, bool]:
+    """Queue a job of `kind` on `subject`: (the job, True), or (the one already queued or running
+    on it, False). Call it inside the transaction that stores the kind's own row for the job: the
+    message goes out when that transaction commits."""
+    job_kind(kind)  # a kind nobody registered is refused before anything is stored
+    fields = _subject_fields(subject)
+    for stale in Lease.stale_rows(Job, running_state=Job.State.RUNNING, kind=kind, **fields_of_subject(fields)):
+        job_end_lost(stale)
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(kind=kind, requested_by=user if getattr(user, "pk", None) else None, **fields)
+    except IntegrityError:
+        active = Job.objects.filter(kind=kind, state__in=Job.ACTIVE_STATES, **fields_of_subject(fields)).first()
+        if active is None:  # it ended between the two queries
+            return job_start(kind=kind, subject=subject, user=user)
+        return active, False
+    transaction.on_commit(lambda: job_dispatch(job.id))
+    return job, True
+
+
+def fields_of_subject(fields: dict) -> dict:
+    return {"subject_type": fields["subject_type"], "subject_id": fields["subject_id"]}
+
+
+def job_dispatch(job_id: int) -> None:
+    """Send the job's message to its kind's queue (again, after a loss: running it twice is safe)."""
+    job = Job.objects.get(id=job_id)
+    kind = job_kind(job.kind)
+    message = current_app.send_task(kind.task, args=[job.id], queue=kind.queue)
+    Job.objects.filter(id=job.id).update(message_id=message.id, dispatched_at=timezone.now(),
+                                         dispatches=F("dispatches") + 1)
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+def job_run(*, job_id: int, worker: str = "") -> bool:
+    """Run a queued job to its end. Safe to call twice: a job that ended is left as it is. False
+    when another worker holds it and may still be running it (try again once its lease could be
+    stale: then this worker takes it over)."""
+    lease = Lease.claim(Job, job_id, waiting_state=Job.State.QUEUED, running_state=Job.State.RUNNING)
+    if lease is None:
+        return not Lease.held_elsewhere(Job, job_id, running_state=Job.State.RUNNING)
+    lease.update(worker=(worker or socket.gethostname())[:255])
+    job = Job.objects.get(id=job_id)
+    started = time.monotonic()
+    ended: Optional[dict] = None
+    with lease:
+        try:
+            # A kind this worker does not know (its app is not installed here) fails the job, in words.
+            job_kind(job.kind).runner()(job, JobProgress(lease, job))
+            ended = {"state": Job.State.SUCCEEDED}
+        except LeaseLost:
+            return True  # another worker took it over; it ends the job
+        except JobCancelled:
+            ended = {"state": Job.State.CANCELLED}
+        except JobFailed as failed:
+            ended = {"state": Job.State.FAILED, "error_code": failed.code, "error_message": failed.message[:4000]}
+        except SoftTimeLimitExceeded:
+            ended = {"state": Job.State.FAILED, "error_code": "time_limit",
+                     "error_message": "The job ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT)."}
+        except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
+            log.exception("%s job %s failed", job.kind, job_id)
+            ended = {"state": Job.State.FAILED, "error_code": "worker_error",
+                     "error_message": f"{type(error).__name__}: {error}"[:4000]}
+        finally:
+            shutil.rmtree(job_work_dir(job_id, lease.token), ignore_errors=True)
+        state = ended.pop("state")
+        if lease.finish(state, seconds=time.monotonic() - started, **ended) and state != Job.State.SUCCEEDED:
+            _failure_hook(job)
+    return True
+
+
+def _failure_hook(job: Job) -> None:
+    try:
+        hook = job_kind(job.kind).failure_hook()
+    except LookupError:
+        return
+    if hook is not None:
+        hook(Job.objects.get(id=job.id))
+
+
+def job_end_lost(job: Job) -> bool:
+    """End a running job whose worker stopped reporting, as failed; False if it moved meanwhile."""
+    ended = Job.objects.filter(id=job.id, state=Job.State.RUNNING, heartbeat_at__lt=Lease.stale_cutoff()).update(
+        state=Job.State.FAILED, error_code="worker_lost", finished_at=timezone.now(),
+        error_message="The worker running this job stopped reporting.")
+    if ended:
+        shutil.rmtree(job_work_dir(job.id, job.lease_token), ignore_errors=True)
+        _failure_hook(job)
+    return bool(ended)
+
+
+# --- people's actions ---------------------------------------------------------------------------
+
+
+def job_cancel(*, job: Job, user=None) -> None:
+    """A queued job stops at once; a running one at its next progress report, keeping what it stored."""
+    if not job_kind(job.kind).cancellable:
+        raise JobRefused(f"A {job_kind(job.kind).label.lower()} job cannot be cancelled.")
+    if Job.objects.filter(id=job.id, state=Job.State.QUEUED).update(
+            state=Job.State.CANCELLED, cancel_requested=True, finished_at=timezone.now()):
+        _failure_hook(job)
+        return
+    if not Job.objects.filter(id=job.id, state=Job.State.RUNNING).update(cancel_requested=True):
+        raise JobRefused(f"Job {job.id} has ended already.")
+
+
+def job_retry(*, job: Job, user=None) -> Job:
+    """A new job doing what a failed or cancelled one was for (its kind says how)."""
+    kind = job_kind(job.kind)
+    if not kind.retry:
+        raise JobRefused(f"A {kind.label.lower()} job cannot be retried.")
+    if job.state not in (Job.State.FAILED, Job.State.CANCELLED):
+        raise JobRefused(f"Job {job.id} is {job.state}: only failed or cancelled jobs are retried.")
+    return kind.retrier()(job, user)
+
+
+# --- the sweep ----------------------------------------------------------------------------------
+
+
+def jobs_sweep() -> dict[str, int]:
+    """Re-send queued jobs whose message the broker lost, hand running jobs whose worker died to a
+    live one, and remove working copies no running job owns. Safe to run anywhere, any number of
+    times at once: every job runs once whatever is sent."""
+    now = timezone.now()
+    waited = now - timedelta(seconds=settings.COMMITGYM_JOB_REQUEUE_SECONDS)
+    resent = 0
+    queued = Job.objects.filter(state=Job.State.QUEUED).filter(
+        Q(dispatched_at__lt=waited) | Q(dispatched_at__isnull=True, created_at__lt=waited))
+    for job in queued:
+        if broker_has_message(job.message_id, job_kind(job.kind).queue) is False:
+            job_dispatch(job.id)
+            resent += 1
+    taken_over = 0
+    for job in Lease.stale_rows(Job, running_state=Job.State.RUNNING).filter(
+            Q(dispatched_at__lt=Lease.stale_cutoff()) | Q(dispatched_at__isnull=True)):
+        job_dispatch(job.id)  # the worker that gets it claims the stale lease: it takes the job over
+        taken_over += 1
+    return {"resent": resent, "taken_over": taken_over, "work_dirs_removed": work_dirs_sweep()}
+
+
+def work_dirs_sweep() -> int:
+    """Remove the working copies no running job's lease owns (their worker was killed mid-run, or
+    lost the job to another)."""
+    root = Path(settings.COMMITGYM_WORK_DIR)
+    if not root.is_dir():
+        return 0
+    # A job just claimed may be making its folder now.
+    settled = time.time() - min(WORK_DIR_GRACE_SECONDS, settings.COMMITGYM_JOB_STALE_SECONDS)
+    removed = 0
+    for path in root.iterdir():
+        job_id, _, token = path.name.removeprefix(WORK_PREFIX).partition("-")
+        if not path.name.startswith(WORK_PREFIX) or not job_id.isdecimal() or not token or path.is_symlink() \
+                or path.lstat().st_mtime > settled:
+            continue
+        owner = Job.objects.filter(id=int(job_id), state=Job.State.RUNNING).values_list("lease_token", flat=True)
+        if token not in {held[:12] for held in owner}:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed

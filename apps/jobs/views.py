@@ -1,0 +1,76 @@
+"""The jobs page: every background job, newest first, filterable; cancel and retry where the kind
+allows; which workers are alive. It polls while anything runs."""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from apps.accounts.roles import user_can_mine
+from apps.web import page_render, redirect_back, require_miner
+
+from . import selectors
+from .models import Job
+from .registry import job_kind, job_kinds
+from .services import JobRefused, job_cancel, job_retry
+
+JOBS_PER_PAGE = 50
+
+
+def _rows(page) -> list[dict]:
+    rows = []
+    for job in page.object_list:
+        try:
+            kind = job_kind(job.kind)
+        except LookupError:
+            kind = None  # its app is not installed here any more: shown, not acted on
+        rows.append({"job": job, "kind": kind, "label": kind.label if kind else job.kind,
+                     "link": kind.link(job) if kind and kind.link else "",
+                     "seconds_left": selectors.job_seconds_left(job),
+                     "can_cancel": bool(kind and kind.cancellable and job.is_active),
+                     "can_retry": bool(kind and kind.retry and job.state in (Job.State.FAILED, Job.State.CANCELLED))})
+    return rows
+
+
+def job_list(request):
+    filters = {name: request.GET.get(name, "").strip()[:200] for name in ("kind", "state", "subject")}
+    jobs = selectors.jobs_filtered(user=request.user, **filters)
+    page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = _rows(page)
+    context = {"page": page, "rows": rows, "filters": filters, "kinds": job_kinds(), "states": Job.State.choices,
+               "polling": any(row["job"].is_active for row in rows), "can_act": user_can_mine(request.user),
+               "query": request.GET.urlencode()}
+    return page_render(request, "jobs/job_list.html", context, partial="jobs")
+
+
+def job_workers(request):
+    """The workers panel, fetched on its own so that asking the workers never holds up the page."""
+    return render(request, "jobs/job_list.html#workers", {"workers": selectors.workers_alive()})
+
+
+def _job(request, pk: int) -> Job:
+    return get_object_or_404(selectors.jobs_visible(user=request.user), pk=pk)
+
+
+@require_POST
+def job_cancel_view(request, pk: int):
+    job = _job(request, pk)
+    require_miner(request)
+    try:
+        job_cancel(job=job, user=request.user)
+        messages.success(request, f"Job {job.pk} is being cancelled.")
+    except JobRefused as refused:
+        messages.error(request, str(refused))
+    return redirect_back(request, redirect("jobs:list"))
+
+
+@require_POST
+def job_retry_view(request, pk: int):
+    job = _job(request, pk)
+    require_miner(request)
+    try:
+        again = job_retry(job=job, user=request.user)
+        messages.success(request, f"Job {job.pk} is queued again as job {again.pk}.")
+    except JobRefused as refused:
+        messages.error(request, str(refused))
+    return redirect_back(request, redirect("jobs:list"))

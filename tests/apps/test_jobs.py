@@ -1,0 +1,301 @@
+"""One life for every background job, driven through a kind of the tests' own (tests/jobkind)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.jobs import services
+from apps.jobs.models import Job
+from apps.jobs.registry import JobKind, job_kind, job_kind_register
+from apps.jobs.services import JobRefused, job_cancel, job_retry, job_run, job_start, jobs_sweep, work_dirs_sweep
+from tests.conftest import commands_database_url, wait_until
+from tests.jobkind.models import Chore, ChoreRun
+from tests.jobkind.work import chore_start
+
+
+@pytest.fixture
+def no_dispatch(monkeypatch):
+    """Jobs stay queued: what was sent is recorded instead."""
+    sent = []
+    monkeypatch.setattr(services, "job_dispatch", lambda job_id: sent.append(job_id))
+    return sent
+
+
+# --- the lifecycle, in this process -------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_kind_is_one_registration_and_an_unknown_kind_is_refused():
+    assert job_kind("chore").queue == "chores" and job_kind("backtranslate").queue == "llm"
+    with pytest.raises(LookupError, match="no job kind named 'nothing'"):
+        job_start(kind="nothing")
+    assert not Job.objects.exists()
+    with pytest.raises(ValueError, match="registered already"):
+        job_kind_register(JobKind(name="chore", label="Another", queue="mining", run="x.y"))
+
+
+@pytest.mark.django_db
+def test_a_job_of_a_kind_this_worker_does_not_know_fails_in_words():
+    job = Job.objects.create(kind="gone")  # its app was removed since it was queued
+    assert job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == "failed" and "no job kind named 'gone'" in job.error_message
+
+
+@pytest.mark.django_db
+def test_a_job_runs_once_and_reports_its_progress(no_dispatch):
+    chore = Chore.objects.create(name="sweep", steps=3)
+    job = chore_start(chore=chore)
+    again = chore_start(chore=chore)  # one active job per kind and subject
+    assert again.id == job.id and Job.objects.count() == 1
+    assert (job.state, job.subject_type, job.subject_id, job.subject_label) == (
+        "queued", "jobkind.chore", chore.id, "chore sweep")
+    assert job_run(job_id=job.id) and job_run(job_id=job.id)  # a second delivery changes nothing
+    job.refresh_from_db()
+    run = ChoreRun.objects.get(job=job)
+    assert (job.state, job.progress_done, job.progress_total, run.started, run.finished) == ("succeeded", 3, 3, 1, 1)
+    assert job.worker and job.seconds is not None and job.finished_at
+    assert not os.path.exists(run.work_dir)  # its working copy went with it
+
+
+@pytest.mark.django_db
+def test_a_failed_job_says_why_calls_its_kinds_hook_once_and_can_be_retried(no_dispatch):
+    chore = Chore.objects.create(name="broken", steps=3, fail_at=1)
+    job = chore_start(chore=chore)
+    job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert (job.state, job.error_code, job.error_message) == ("failed", "worker_error", "the chore failed at step 1")
+    assert job.error_sentence == "The job stopped on an unexpected error."
+    assert ChoreRun.objects.get(job=job).failed_hook == 1
+    again = job_retry(job=job)
+    assert again.id != job.id and again.state == "queued" and again.subject_id == chore.id
+    with pytest.raises(JobRefused, match="only failed or cancelled jobs are retried"):
+        job_retry(job=again)
+
+
+@pytest.mark.django_db
+def test_cancelling_stops_a_queued_job_at_once_and_a_running_one_at_its_next_report(no_dispatch):
+    chore = Chore.objects.create(name="long", steps=3)
+    queued = chore_start(chore=chore)
+    job_cancel(job=queued)
+    queued.refresh_from_db()
+    assert queued.state == "cancelled" and ChoreRun.objects.get(job=queued).failed_hook == 1
+    with pytest.raises(JobRefused, match="has ended already"):
+        job_cancel(job=queued)
+    running = chore_start(chore=chore)
+    Job.objects.filter(id=running.id).update(cancel_requested=True)
+    job_run(job_id=running.id)
+    running.refresh_from_db()
+    assert running.state == "cancelled" and ChoreRun.objects.get(job=running).finished == 0
+    language = Job.objects.create(kind="backtranslate")
+    with pytest.raises(JobRefused, match="cannot be cancelled"):
+        job_cancel(job=language)
+
+
+@pytest.mark.django_db
+def test_the_sweep_resends_what_the_broker_lost_and_hands_dead_workers_jobs_on(no_dispatch, settings, monkeypatch):
+    settings.COMMITGYM_JOB_REQUEUE_SECONDS = 60
+    held = set()
+    monkeypatch.setattr(services, "broker_has_message", lambda message_id, queue: message_id in held)
+    long_ago = timezone.now() - timezone.timedelta(hours=1)
+    lost = chore_start(chore=Chore.objects.create(name="lost"))
+    waiting = chore_start(chore=Chore.objects.create(name="waiting"))
+    fresh = chore_start(chore=Chore.objects.create(name="fresh"))
+    Job.objects.filter(id__in=[lost.id, waiting.id]).update(dispatched_at=long_ago, message_id="m-lost")
+    Job.objects.filter(id=waiting.id).update(message_id="m-held")
+    held.add("m-held")
+    dead = chore_start(chore=Chore.objects.create(name="dead"))
+    Job.objects.filter(id=dead.id).update(state="running", heartbeat_at=long_ago, dispatched_at=long_ago)
+    no_dispatch.clear()
+    assert jobs_sweep() == {"resent": 1, "taken_over": 1, "work_dirs_removed": 0}
+    assert sorted(no_dispatch) == sorted([lost.id, dead.id]) and fresh.id not in no_dispatch
+
+
+@pytest.mark.django_db
+def test_working_copies_no_running_job_owns_are_removed(settings, tmp_path):
+    settings.COMMITGYM_WORK_DIR = tmp_path / "work"
+    running = Job.objects.create(kind="chore", state="running", lease_token="a" * 32)
+    ended = Job.objects.create(kind="chore", state="failed", lease_token="b" * 32)
+    names = [f"job-{running.id}-{'a' * 12}", f"job-{running.id}-{'c' * 12}",  # its lease; a lease it lost
+             f"job-{ended.id}-{'b' * 12}", f"job-999999-{'d' * 12}", "validate-abc", "job-x"]
+    for name in names:
+        (settings.COMMITGYM_WORK_DIR / name).mkdir(parents=True)
+        os.utime(settings.COMMITGYM_WORK_DIR / name, (time.time() - 3600, time.time() - 3600))
+    (settings.COMMITGYM_WORK_DIR / f"job-{ended.id}-{'e' * 12}").mkdir()  # just made: a job being claimed now
+    assert work_dirs_sweep() == 3
+    assert sorted(path.name for path in settings.COMMITGYM_WORK_DIR.iterdir()) == sorted(
+        [f"job-{running.id}-{'a' * 12}", "validate-abc", "job-x", f"job-{ended.id}-{'e' * 12}"])
+
+
+# --- the jobs page ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_jobs_page_shows_every_job_and_polls_only_while_one_runs(curator_client, annotator_client, curator,
+                                                                    no_dispatch):
+    chore = Chore.objects.create(name="page", steps=4)
+    job = chore_start(chore=chore, user=curator)
+    Job.objects.filter(id=job.id).update(state="running", progress_done=1, progress_total=4,
+                                         started_at=timezone.now() - timezone.timedelta(seconds=10), worker="w1")
+    page = curator_client.get(reverse("jobs:list")).content.decode()
+    assert f'id="job-{job.id}"' in page and "chore page" in page and "1 / 4" in page and "about 30 s left" in page
+    assert 'hx-trigger="every 2s"' in page and ">Cancel<" in page and "w1" in page
+    assert f'id="job-{job.id}"' not in curator_client.get(reverse("jobs:list") + "?kind=backtranslate").content.decode()
+    assert f'id="job-{job.id}"' in curator_client.get(
+        reverse("jobs:list") + f"?subject=jobkind.chore:{chore.id}").content.decode()
+    assert annotator_client.post(reverse("jobs:cancel", args=[job.id])).status_code in (403, 404)
+    curator_client.post(reverse("jobs:cancel", args=[job.id]))
+    assert Job.objects.get(id=job.id).cancel_requested
+    Job.objects.filter(id=job.id).update(state="failed", error_code="worker_lost")
+    page = curator_client.get(reverse("jobs:list")).content.decode()
+    assert 'hx-trigger="every 2s"' not in page and "stopped reporting" in page and ">Retry<" in page
+    curator_client.post(reverse("jobs:retry", args=[job.id]))
+    assert Job.objects.filter(kind="chore", state="queued").count() == 1
+    workers = curator_client.get(reverse("jobs:workers")).content.decode()
+    assert 'id="workers"' in workers
+
+
+# --- through Redis and real worker processes ----------------------------------------------------
+
+
+def _worker(tmp_path, name: str, env_extra: dict) -> subprocess.Popen:
+    log = tmp_path / f"{name}.log"
+    env = {**os.environ, "DATABASE_URL": commands_database_url(), **env_extra}
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "chores", "-n", f"{name}@%h",
+             "--concurrency", "1", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
+            env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_until(lambda: "ready." in log.read_text() or process.poll() is not None, timeout=60,
+               what=f"worker {name} to start")
+    assert process.poll() is None, log.read_text()
+    return process
+
+
+def _kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=30)
+
+
+def test_the_broker_is_asked_whether_it_still_holds_a_message(settings):
+    import redis
+    from celery import current_app
+
+    from apps.jobs.broker import broker_has_message
+
+    queue = "nobody-consumes-this"
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    client.delete(queue)
+    message = current_app.send_task("worker.tasks.job_run_task", args=[0], queue=queue)
+    try:
+        assert broker_has_message(message.id, queue) is True
+        assert broker_has_message("some-other-message", queue) is False
+        assert broker_has_message("", queue) is False
+    finally:
+        client.delete(queue)
+    assert broker_has_message(message.id, queue) is False
+
+
+def test_the_filesystem_broker_holds_a_message_until_a_worker_fetches_it(settings, tmp_path):
+    import json
+
+    from apps.jobs.broker import broker_has_message
+
+    settings.CELERY_BROKER_URL = "filesystem://"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(tmp_path)}
+    (tmp_path / "1_x.mining.msg").write_text(json.dumps({"headers": {"id": "m-1"}, "body": ""}))
+    (tmp_path / "2_y.tests.msg").write_text(json.dumps({"headers": {"id": "m-2"}, "body": ""}))
+    (tmp_path / "3_z.mining.msg").write_text("not json")
+    assert broker_has_message("m-1", "mining") is True
+    assert broker_has_message("m-2", "mining") is False  # another queue's
+    (tmp_path / "1_x.mining.msg").unlink()  # fetched by a worker
+    assert broker_has_message("m-1", "mining") is False
+    settings.CELERY_BROKER_URL = "amqp://somewhere"
+    assert broker_has_message("m-1", "mining") is None
+
+
+@pytest.mark.e2e
+def test_jobs_lost_to_the_broker_or_to_a_dead_worker_finish_exactly_once(transactional_db, settings, tmp_path,
+                                                                         monkeypatch):
+    import redis
+
+    settings.COMMITGYM_WORK_DIR = tmp_path / "work"
+    settings.COMMITGYM_JOB_REQUEUE_SECONDS = 0
+    settings.COMMITGYM_JOB_STALE_SECONDS = 3
+    env = {"COMMITGYM_JOB_STALE_SECONDS": "3", "COMMITGYM_JOB_HEARTBEAT_SECONDS": "1",
+           "COMMITGYM_WORK_DIR": str(settings.COMMITGYM_WORK_DIR)}
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("chores")
+    first = _worker(tmp_path, "first", env)
+    second = None
+    try:
+        # A message lost while the job waits: the sweep sees the broker no longer holds it and sends it again.
+        with monkeypatch.context() as patch:
+            patch.setattr(services, "job_dispatch", lambda job_id: None)
+            lost = chore_start(chore=Chore.objects.create(name="lost", steps=2))
+        Job.objects.filter(id=lost.id).update(message_id="deleted-by-a-flush", dispatched_at=timezone.now())
+        assert jobs_sweep()["resent"] == 1
+        wait_until(lambda: Job.objects.get(id=lost.id).state == "succeeded", timeout=60, what="the lost job to end")
+        assert jobs_sweep()["resent"] == 0  # nothing queued is lost any more
+        run = ChoreRun.objects.get(job=lost)
+        assert (run.started, run.finished) == (1, 1)
+
+        # A worker killed mid-run: the job is handed to another, which finishes it once.
+        slow = chore_start(chore=Chore.objects.create(name="slow", steps=4, step_seconds=1.5))
+        wait_until(lambda: Job.objects.get(id=slow.id).progress_done >= 1, timeout=60, what="the slow job to start")
+        _kill(first)
+        folder = ChoreRun.objects.get(job=slow).work_dir
+        assert os.path.isdir(folder)  # left behind by the dead worker
+        second = _worker(tmp_path, "second", env)
+        wait_until(lambda: jobs_sweep()["taken_over"] == 1, timeout=30, what="the dead worker's job to be handed on")
+        wait_until(lambda: Job.objects.get(id=slow.id).state == "succeeded", timeout=90, what="the slow job to end")
+        run = ChoreRun.objects.get(job=slow)
+        assert (run.started, run.finished, run.failed_hook) == (2, 1, 0)
+        assert ChoreRun.objects.filter(chore=run.chore).count() == 1 and Job.objects.filter(kind="chore").count() == 2
+        assert Job.objects.get(id=slow.id).worker.startswith("second@")
+        assert not os.path.exists(ChoreRun.objects.get(job=slow).work_dir)  # the second worker's, removed as it ended
+        assert os.path.isdir(folder) and jobs_sweep()["work_dirs_removed"] == 1  # the dead worker's, by the sweep
+        assert not os.path.exists(folder)
+    finally:
+        _kill(first)
+        if second is not None:
+            _kill(second)
+
+
+# --- the rows that were there before ------------------------------------------------------------
+
+
+def test_existing_language_jobs_move_into_the_jobs_table(transactional_db, small_repository, curator):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from apps.llm.models import LanguageJob
+    from tests.conftest import commits_and_tasks_make
+
+    before, after = [("llm", "0003_model_call_finish_reason")], [("llm", "0005_language_job_lifecycle_fields_removed")]
+    task = commits_and_tasks_make(small_repository, 1)[0]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps.get_model("llm", "LanguageJob")
+    done = old.objects.create(kind="backtranslate", task_id=task.id, state="done", outcome="written", seconds=1.5,
+                              requested_by_id=curator.id, model="m")
+    failed = old.objects.create(kind="generate_tests", task_id=task.id, state="failed", outcome="failed",
+                                detail="unreachable: no server")
+    executor = MigrationExecutor(connection)
+    executor.migrate(after)
+    rows = {row.id: row for row in LanguageJob.objects.select_related("job")}
+    assert (rows[done.id].job.state, rows[done.id].job.seconds, rows[done.id].job.requested_by_id) == (
+        "succeeded", 1.5, curator.id)
+    assert (rows[done.id].job.kind, rows[done.id].job.subject_type, rows[done.id].job.subject_id) == (
+        "backtranslate", "tasks.task", task.id)
+    assert (rows[failed.id].state, rows[failed.id].job.error_code, rows[failed.id].outcome) == (
+        "failed", "model_failed", "failed")
