@@ -157,6 +157,8 @@ COMMITGYM_JOB_HEARTBEAT_SECONDS = _env_int("COMMITGYM_JOB_HEARTBEAT_SECONDS", 30
 # checks runs this often (Celery beat).
 COMMITGYM_JOB_REQUEUE_SECONDS = _env_int("COMMITGYM_JOB_REQUEUE_SECONDS", 120)
 COMMITGYM_JOB_SWEEP_SECONDS = _env_int("COMMITGYM_JOB_SWEEP_SECONDS", 60)
+# A job whose workers died this many times (out of memory, past the hard limit) is failed, not resent.
+COMMITGYM_JOB_MAX_DISPATCHES = _env_int("COMMITGYM_JOB_MAX_DISPATCHES", 5)
 # Local folders people other than admins may register (the command line may register any).
 COMMITGYM_LOCAL_ROOTS = [p for p in os.environ.get("COMMITGYM_LOCAL_ROOTS", "").split(os.pathsep) if p]
 
@@ -201,7 +203,9 @@ CELERY_TASK_ROUTES = {
     "worker.tasks.jobs_sweep_task": {"queue": "mining"},
 }
 CELERY_BEAT_SCHEDULE = {
-    "jobs-sweep": {"task": "worker.tasks.jobs_sweep_task", "schedule": float(COMMITGYM_JOB_SWEEP_SECONDS)},
+    # A sweep that waited past the next one is dropped, not piled up behind long jobs.
+    "jobs-sweep": {"task": "worker.tasks.jobs_sweep_task", "schedule": float(COMMITGYM_JOB_SWEEP_SECONDS),
+                   "options": {"expires": float(COMMITGYM_JOB_SWEEP_SECONDS)}},
 }
 # What a worker serving every kind of work listens to (the demo's worker, the tests').
 COMMITGYM_QUEUES = ("curation", "llm", "mining", "tests")

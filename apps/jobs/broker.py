@@ -1,6 +1,7 @@
-"""Whether the broker still holds a job's message, queued or handed to a worker and not yet
+"""Which messages the broker still holds for a queue, queued or handed to a worker and not yet
 acknowledged. Told for the two brokers the product runs on (Redis; the embedded filesystem
-transport); for any other the answer is "cannot tell" and the sweep leaves the job alone."""
+transport); for any other the answer is "cannot tell" (None) and the sweep leaves its jobs alone.
+Read once per queue per sweep: the cost grows with the queue, not with the queue times the jobs."""
 
 import json
 from pathlib import Path
@@ -8,17 +9,24 @@ from typing import Optional
 
 from django.conf import settings
 
+REDIS_PRIORITY_SEPARATOR = "\x06\x16"  # kombu's, between a queue's name and a priority step
+
+
+def broker_message_ids(queue: str) -> Optional[set[str]]:
+    """The ids of the messages the broker holds for `queue`, or None when it cannot be asked."""
+    url = settings.CELERY_BROKER_URL
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
+    if url.startswith(("redis://", "rediss://")):
+        return _redis_ids(url, queue, options)
+    if url.startswith("filesystem://"):
+        return _folder_ids(Path(options["data_folder_in"]), queue)
+    return None
+
 
 def broker_has_message(message_id: str, queue: str) -> Optional[bool]:
     """True or False, or None when this broker cannot be asked."""
-    if not message_id:
-        return False
-    url = settings.CELERY_BROKER_URL
-    if url.startswith(("redis://", "rediss://")):
-        return _redis_has(url, message_id, queue)
-    if url.startswith("filesystem://"):
-        return _folder_has(Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]), message_id, queue)
-    return None
+    held = broker_message_ids(queue)
+    return None if held is None else bool(message_id) and message_id in held
 
 
 def _message_id(payload) -> str:
@@ -29,33 +37,37 @@ def _message_id(payload) -> str:
         return ""
 
 
-def _redis_has(url: str, message_id: str, queue: str) -> bool:
+def _redis_ids(url: str, queue: str, options: dict) -> set[str]:
     import redis
 
+    prefix = options.get("global_keyprefix", "")
     client = redis.Redis.from_url(url, socket_timeout=5)
-    # A queue's messages of priority 0 sit in a list named after it, other priorities beside it.
-    names = [queue, *(key for key in client.scan_iter(match=f"{queue}\x06\x16*", count=1000))]
-    for name in names:
-        if any(_message_id(payload) == message_id for payload in client.lrange(name, 0, -1)):
-            return True
-    # Handed to a worker and not acknowledged yet: kept until the worker acknowledges or dies.
-    for entry in client.hvals("unacked"):
+    # A queue's messages of priority 0 sit in a list named after it, those of other priorities in
+    # lists beside it, named with kombu's separator and the priority step.
+    steps = [step for step in options.get("priority_steps", (0, 3, 6, 9)) if step]
+    names = [f"{prefix}{queue}", *(f"{prefix}{queue}{REDIS_PRIORITY_SEPARATOR}{step}" for step in steps)]
+    ids = {_message_id(payload) for name in names for payload in client.lrange(name, 0, -1)}
+    # Handed to a worker and not acknowledged yet: kept until that worker acknowledges, or its
+    # message comes back after the visibility timeout.
+    for entry in client.hvals(f"{prefix}{options.get('unacked_key', 'unacked')}"):
         try:
-            payload = json.loads(entry)[0]
-        except (ValueError, IndexError, TypeError):
+            payload, _exchange, routing_key = json.loads(entry)
+        except (ValueError, TypeError):
             continue
-        if _message_id(payload) == message_id:
-            return True
-    return False
+        if routing_key == queue:
+            ids.add(_message_id(payload))
+    ids.discard("")
+    return ids
 
 
-def _folder_has(folder: Path, message_id: str, queue: str) -> bool:
+def _folder_ids(folder: Path, queue: str) -> set[str]:
     """The filesystem transport keeps each queued message as a file until a worker fetches it (then
     the file is gone, even if that worker dies before running it)."""
+    ids = set()
     for path in folder.glob(f"*.{queue}.msg"):
         try:
-            if _message_id(path.read_bytes()) == message_id:
-                return True
+            ids.add(_message_id(path.read_bytes()))
         except OSError:
             continue  # fetched meanwhile
-    return False
+    ids.discard("")
+    return ids

@@ -4,6 +4,9 @@ With SQLite and the filesystem broker nothing else need run: a pipeline command 
 worker has taken within a few seconds starts one, for as long as it waits, and says so on
 standard error. With a real broker it only warns: there, workers are the operator's to run."""
 
+import ctypes
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -53,15 +56,33 @@ class WorkerOnDemand:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", self.queues,
                  "--concurrency", "1", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
-                stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_end_with_parent)
 
     def stop(self) -> None:
+        """End the worker and every process it started (its pool's children included)."""
         if self.process is None:
             return
-        self.process.terminate()
+        _signal_group(self.process, signal.SIGTERM)
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            _signal_group(self.process, signal.SIGKILL)
             self.process.wait()
         self.process = None
+
+
+def _signal_group(process: subprocess.Popen, signal_number: int) -> None:
+    try:
+        os.killpg(process.pid, signal_number)
+    except ProcessLookupError:
+        pass
+
+
+def _end_with_parent() -> None:
+    """In the worker, before it starts: if the command dies without stopping it (killed, a closed
+    terminal), the kernel ends the worker too (Linux's parent-death signal)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except OSError:
+        pass

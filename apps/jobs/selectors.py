@@ -18,18 +18,24 @@ from .models import Job
 
 INSPECT_SECONDS = 1.0
 WORKERS_CACHE_SECONDS = 5
+_INSPECTING = threading.Lock()  # one inspect at a time per process
+
+
+# Subjects whose visibility follows a repository's; a job on anything else is seen by who asked.
+REPOSITORY_SUBJECTS = ("repositories.repository", "tasks.task")
 
 
 def jobs_visible(*, user) -> QuerySet:
-    """Admins see every job; others the jobs they asked for and those on what they may see (a
-    repository, or a task of one)."""
+    """Admins see every job; others the jobs on what they may see (a repository, or a task of one),
+    and the other jobs they asked for themselves."""
     jobs = Job.objects.select_related("requested_by")
     if ADMIN in user_roles(user):
         return jobs
     repositories = repositories_visible(user=user).values("pk")
-    return jobs.filter(Q(requested_by=user) | Q(subject_type="repositories.repository", subject_id__in=repositories)
+    return jobs.filter(Q(subject_type="repositories.repository", subject_id__in=repositories)
                        | Q(subject_type="tasks.task",
-                           subject_id__in=Task.objects.filter(repository__in=repositories).values("pk")))
+                           subject_id__in=Task.objects.filter(repository__in=repositories).values("pk"))
+                       | (~Q(subject_type__in=REPOSITORY_SUBJECTS) & Q(requested_by=user)))
 
 
 def jobs_filtered(*, user, kind: str = "", state: str = "", subject: str = "") -> QuerySet:
@@ -60,16 +66,21 @@ def job_seconds_left(job: Job) -> Optional[float]:
 class WorkerSeen:
     name: str
     queues: tuple[str, ...]
-    running: int  # jobs it is running now
 
 
 def workers_alive() -> Optional[list[WorkerSeen]]:
     """The workers that answered Celery's inspect within a second, and the queues each consumes;
     None when the broker cannot be asked (the embedded filesystem transport has no broadcast)."""
-    seen = cache.get("jobs:workers")
-    if seen is None:
+    seen = cache.get("jobs:workers", "unknown")
+    if seen != "unknown":
+        return seen
+    if not _INSPECTING.acquire(blocking=False):
+        return []  # another request of this process is asking right now: it fills the cache
+    try:
         seen = _inspect()
         cache.set("jobs:workers", seen, WORKERS_CACHE_SECONDS)
+    finally:
+        _INSPECTING.release()
     return seen
 
 
@@ -79,14 +90,10 @@ def _inspect() -> Optional[list[WorkerSeen]]:
     answers: dict = {}
 
     def ask() -> None:
-        inspect = current_app.control.inspect(timeout=INSPECT_SECONDS)
-        answers["queues"] = inspect.active_queues() or {}
-        answers["active"] = inspect.active() or {}
+        answers["queues"] = current_app.control.inspect(timeout=INSPECT_SECONDS).active_queues() or {}
 
     thread = threading.Thread(target=ask, daemon=True)
     thread.start()
-    thread.join(INSPECT_SECONDS * 3)  # never longer, whatever the broker does
-    if "active" not in answers:
-        return []
-    return [WorkerSeen(name, tuple(sorted(q["name"] for q in queues)), len(answers["active"].get(name, [])))
-            for name, queues in sorted(answers["queues"].items())]
+    thread.join(INSPECT_SECONDS * 2)  # never longer, whatever the broker does
+    return [WorkerSeen(name, tuple(sorted(q["name"] for q in queues)))
+            for name, queues in sorted(answers.get("queues", {}).items())]

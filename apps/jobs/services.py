@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from apps.leases import Lease, LeaseLost
 
-from .broker import broker_has_message
+from .broker import broker_message_ids
 from .models import Job
 from .registry import job_kind
 
@@ -69,8 +69,9 @@ class JobProgress:
     def work_dir(self) -> Path:
         """A folder of this job's own for working copies; removed when the job ends, and by the sweep
         if its worker dies."""
+        work_root()
         path = job_work_dir(self.job.id, self.lease.token)
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(exist_ok=True)
         return path
 
 
@@ -82,7 +83,7 @@ def work_root() -> Path:
 
 
 def job_work_dir(job_id: int, token: str) -> Path:
-    return work_root() / f"{WORK_PREFIX}{job_id}-{token[:12]}"
+    return Path(settings.COMMITGYM_WORK_DIR) / f"{WORK_PREFIX}{job_id}-{token[:12]}"
 
 
 # --- starting -----------------------------------------------------------------------------------
@@ -162,8 +163,9 @@ def job_run(*, job_id: int, worker: str = "") -> bool:
         finally:
             shutil.rmtree(job_work_dir(job_id, lease.token), ignore_errors=True)
         state = ended.pop("state")
-        if lease.finish(state, seconds=time.monotonic() - started, **ended) and state != Job.State.SUCCEEDED:
-            _failure_hook(job)
+        with transaction.atomic():  # the end and the kind's clean-up, together or not at all
+            if lease.finish(state, seconds=time.monotonic() - started, **ended) and state != Job.State.SUCCEEDED:
+                _failure_hook(job)
     return True
 
 
@@ -178,12 +180,18 @@ def _failure_hook(job: Job) -> None:
 
 def job_end_lost(job: Job) -> bool:
     """End a running job whose worker stopped reporting, as failed; False if it moved meanwhile."""
-    ended = Job.objects.filter(id=job.id, state=Job.State.RUNNING, heartbeat_at__lt=Lease.stale_cutoff()).update(
-        state=Job.State.FAILED, error_code="worker_lost", finished_at=timezone.now(),
-        error_message="The worker running this job stopped reporting.")
+    return _job_end_stale(job, state=Job.State.FAILED, error_code="worker_lost",
+                          error_message="The worker running this job stopped reporting.")
+
+
+def _job_end_stale(job: Job, **fields) -> bool:
+    with transaction.atomic():
+        ended = Job.objects.filter(id=job.id, state=Job.State.RUNNING, heartbeat_at__lt=Lease.stale_cutoff()).update(
+            finished_at=timezone.now(), **fields)
+        if ended:
+            _failure_hook(job)
     if ended:
         shutil.rmtree(job_work_dir(job.id, job.lease_token), ignore_errors=True)
-        _failure_hook(job)
     return bool(ended)
 
 
@@ -194,10 +202,11 @@ def job_cancel(*, job: Job, user=None) -> None:
     """A queued job stops at once; a running one at its next progress report, keeping what it stored."""
     if not job_kind(job.kind).cancellable:
         raise JobRefused(f"A {job_kind(job.kind).label.lower()} job cannot be cancelled.")
-    if Job.objects.filter(id=job.id, state=Job.State.QUEUED).update(
-            state=Job.State.CANCELLED, cancel_requested=True, finished_at=timezone.now()):
-        _failure_hook(job)
-        return
+    with transaction.atomic():
+        if Job.objects.filter(id=job.id, state=Job.State.QUEUED).update(
+                state=Job.State.CANCELLED, cancel_requested=True, finished_at=timezone.now()):
+            _failure_hook(job)
+            return
     if not Job.objects.filter(id=job.id, state=Job.State.RUNNING).update(cancel_requested=True):
         raise JobRefused(f"Job {job.id} has ended already.")
 
@@ -217,23 +226,44 @@ def job_retry(*, job: Job, user=None) -> Job:
 
 def jobs_sweep() -> dict[str, int]:
     """Re-send queued jobs whose message the broker lost, hand running jobs whose worker died to a
-    live one, and remove working copies no running job owns. Safe to run anywhere, any number of
-    times at once: every job runs once whatever is sent."""
-    now = timezone.now()
-    waited = now - timedelta(seconds=settings.COMMITGYM_JOB_REQUEUE_SECONDS)
-    resent = 0
+    live one (ending those handed on too often, or asked to stop), and remove working copies no
+    running job owns. Safe to run anywhere, any number of times at once: every job runs once
+    whatever is sent."""
+    counts = {"resent": 0, "taken_over": 0, "ended": 0}
+    waited = timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_REQUEUE_SECONDS)
+    held: dict[str, Optional[set[str]]] = {}  # the broker's message ids, read once per queue
     queued = Job.objects.filter(state=Job.State.QUEUED).filter(
         Q(dispatched_at__lt=waited) | Q(dispatched_at__isnull=True, created_at__lt=waited))
-    for job in queued:
-        if broker_has_message(job.message_id, job_kind(job.kind).queue) is False:
+    for job in queued.iterator():
+        queue = _queue_of(job)
+        if queue is None:
+            continue  # a kind this process does not know: the worker that runs it fails it in words
+        if queue not in held:
+            held[queue] = broker_message_ids(queue)
+        if held[queue] is not None and job.message_id not in held[queue]:
             job_dispatch(job.id)
-            resent += 1
-    taken_over = 0
-    for job in Lease.stale_rows(Job, running_state=Job.State.RUNNING).filter(
-            Q(dispatched_at__lt=Lease.stale_cutoff()) | Q(dispatched_at__isnull=True)):
-        job_dispatch(job.id)  # the worker that gets it claims the stale lease: it takes the job over
-        taken_over += 1
-    return {"resent": resent, "taken_over": taken_over, "work_dirs_removed": work_dirs_sweep()}
+            counts["resent"] += 1
+    stale = Lease.stale_rows(Job, running_state=Job.State.RUNNING).filter(
+        Q(dispatched_at__lt=Lease.stale_cutoff()) | Q(dispatched_at__isnull=True))
+    for job in stale.iterator():
+        if job.cancel_requested:
+            counts["ended"] += _job_end_stale(job, state=Job.State.CANCELLED)
+        elif job.dispatches > settings.COMMITGYM_JOB_MAX_DISPATCHES:
+            counts["ended"] += _job_end_stale(
+                job, state=Job.State.FAILED, error_code="worker_lost",
+                error_message=f"Its workers stopped reporting {job.dispatches} times: it is not tried again.")
+        elif _queue_of(job) is not None:
+            job_dispatch(job.id)  # the worker that gets it claims the stale lease: it takes the job over
+            counts["taken_over"] += 1
+    counts["work_dirs_removed"] = work_dirs_sweep()
+    return counts
+
+
+def _queue_of(job: Job) -> Optional[str]:
+    try:
+        return job_kind(job.kind).queue
+    except LookupError:
+        return None
 
 
 def work_dirs_sweep() -> int:
@@ -247,9 +277,13 @@ def work_dirs_sweep() -> int:
     removed = 0
     for path in root.iterdir():
         job_id, _, token = path.name.removeprefix(WORK_PREFIX).partition("-")
-        if not path.name.startswith(WORK_PREFIX) or not job_id.isdecimal() or not token or path.is_symlink() \
-                or path.lstat().st_mtime > settled:
+        if not path.name.startswith(WORK_PREFIX) or not job_id.isdecimal() or not token:
             continue
+        try:
+            if path.is_symlink() or path.lstat().st_mtime > settled:
+                continue
+        except OSError:
+            continue  # its job removed it meanwhile
         owner = Job.objects.filter(id=int(job_id), state=Job.State.RUNNING).values_list("lease_token", flat=True)
         if token not in {held[:12] for held in owner}:
             shutil.rmtree(path, ignore_errors=True)

@@ -40,20 +40,22 @@ def language_job_work(job, progress) -> None:
     try:
         outcome, detail, model_name = work(task=language_job.task, regenerate=language_job.regenerate)
     except ModelError as error:
-        _store(language_job, outcome="failed", detail=f"{error.code}: {error}", model=model.model_name)
-        raise JobFailed("model_failed", model.redact(f"{error.code}: {error}")) from None
+        message = model.redact(f"{error.code}: {error}")
+        _store(progress, language_job, outcome="failed", detail=message, model=model.model_name)
+        raise JobFailed("model_failed", message) from None
     except Exception as error:
         log.exception("language job %s failed", job.id)
         message = model.redact(f"{type(error).__name__}: {error}")[:2000]
-        _store(language_job, outcome="failed", detail=message, model=model.model_name)
+        _store(progress, language_job, outcome="failed", detail=message, model=model.model_name)
         raise JobFailed("worker_error", message) from None
+    _store(progress, language_job, outcome=outcome, detail=detail, model=model_name)
+
+
+def _store(progress, language_job: LanguageJob, **fields) -> None:
+    """What the job gave, while this worker still holds it (one that took the job over stores its own)."""
     if progress.holding():
-        _store(language_job, outcome=outcome, detail=detail, model=model_name)
-
-
-def _store(language_job: LanguageJob, **fields) -> None:
-    fields["detail"] = fields["detail"][:2000]
-    LanguageJob.objects.filter(id=language_job.id).update(**fields)
+        fields["detail"] = fields["detail"][:2000]
+        LanguageJob.objects.filter(id=language_job.id).update(**fields)
 
 
 def language_job_retry(job, user) -> LanguageJob:

@@ -102,7 +102,7 @@ def test_cancelling_stops_a_queued_job_at_once_and_a_running_one_at_its_next_rep
 def test_the_sweep_resends_what_the_broker_lost_and_hands_dead_workers_jobs_on(no_dispatch, settings, monkeypatch):
     settings.COMMITGYM_JOB_REQUEUE_SECONDS = 60
     held = set()
-    monkeypatch.setattr(services, "broker_has_message", lambda message_id, queue: message_id in held)
+    monkeypatch.setattr(services, "broker_message_ids", lambda queue: held)
     long_ago = timezone.now() - timezone.timedelta(hours=1)
     lost = chore_start(chore=Chore.objects.create(name="lost"))
     waiting = chore_start(chore=Chore.objects.create(name="waiting"))
@@ -111,10 +111,21 @@ def test_the_sweep_resends_what_the_broker_lost_and_hands_dead_workers_jobs_on(n
     Job.objects.filter(id=waiting.id).update(message_id="m-held")
     held.add("m-held")
     dead = chore_start(chore=Chore.objects.create(name="dead"))
-    Job.objects.filter(id=dead.id).update(state="running", heartbeat_at=long_ago, dispatched_at=long_ago)
+    stopping = chore_start(chore=Chore.objects.create(name="stopping"))
+    doomed = chore_start(chore=Chore.objects.create(name="doomed"))
+    Job.objects.filter(id__in=[dead.id, stopping.id, doomed.id]).update(
+        state="running", heartbeat_at=long_ago, dispatched_at=long_ago)
+    Job.objects.filter(id=stopping.id).update(cancel_requested=True)
+    Job.objects.filter(id=doomed.id).update(dispatches=settings.COMMITGYM_JOB_MAX_DISPATCHES + 1)
+    gone = Job.objects.create(kind="gone")  # a kind nobody here knows: left for the worker that runs it
+    Job.objects.filter(id=gone.id).update(created_at=long_ago)
     no_dispatch.clear()
-    assert jobs_sweep() == {"resent": 1, "taken_over": 1, "work_dirs_removed": 0}
+    assert jobs_sweep() == {"resent": 1, "taken_over": 1, "ended": 2, "work_dirs_removed": 0}
     assert sorted(no_dispatch) == sorted([lost.id, dead.id]) and fresh.id not in no_dispatch
+    stopping.refresh_from_db()
+    doomed.refresh_from_db()
+    assert stopping.state == "cancelled" and (doomed.state, doomed.error_code) == ("failed", "worker_lost")
+    assert [ChoreRun.objects.get(job=job).failed_hook for job in (stopping, doomed)] == [1, 1]
 
 
 @pytest.mark.django_db
@@ -288,8 +299,11 @@ def test_existing_language_jobs_move_into_the_jobs_table(transactional_db, small
     old = executor.loader.project_state(before).apps.get_model("llm", "LanguageJob")
     done = old.objects.create(kind="backtranslate", task_id=task.id, state="done", outcome="written", seconds=1.5,
                               requested_by_id=curator.id, model="m")
-    failed = old.objects.create(kind="generate_tests", task_id=task.id, state="failed", outcome="failed",
-                                detail="unreachable: no server")
+    model_down = old.objects.create(kind="generate_tests", task_id=task.id, state="done", outcome="failed",
+                                    detail="unreachable: no server")
+    lost = old.objects.create(kind="generate_tests", task_id=task.id, state="failed", outcome="failed",
+                              detail="The worker running this job stopped reporting.")
+    waiting = [old.objects.create(kind="backtranslate", task_id=task.id, state="queued") for _ in range(2)]
     executor = MigrationExecutor(connection)
     executor.migrate(after)
     rows = {row.id: row for row in LanguageJob.objects.select_related("job")}
@@ -297,5 +311,31 @@ def test_existing_language_jobs_move_into_the_jobs_table(transactional_db, small
         "succeeded", 1.5, curator.id)
     assert (rows[done.id].job.kind, rows[done.id].job.subject_type, rows[done.id].job.subject_id) == (
         "backtranslate", "tasks.task", task.id)
-    assert (rows[failed.id].state, rows[failed.id].job.error_code, rows[failed.id].outcome) == (
+    assert (rows[model_down.id].state, rows[model_down.id].job.error_code, rows[model_down.id].outcome) == (
         "failed", "model_failed", "failed")
+    assert (rows[lost.id].state, rows[lost.id].job.error_code) == ("failed", "worker_lost")
+    # Two queued on one task (an old race): the newer stays queued for the sweep to send, the other ends.
+    assert [rows[row.id].state for row in waiting] == ["failed", "queued"]
+
+
+@pytest.mark.django_db
+def test_a_person_sees_jobs_on_what_they_may_see_and_the_other_jobs_they_asked_for(small_repository, curator,
+                                                                                  annotator):
+    from django.contrib.auth.models import Group
+
+    from apps.jobs.selectors import jobs_visible
+    from apps.tasks.models import Task
+
+    task = Task.objects.filter(repository=small_repository).first()
+    on_task = Job.objects.create(kind="backtranslate", subject_type="tasks.task", subject_id=task.id,
+                                 requested_by=curator)
+    on_repository = Job.objects.create(kind="chore", subject_type="repositories.repository",
+                                       subject_id=small_repository.id)
+    chore_of_curator = Job.objects.create(kind="chore", subject_type="jobkind.chore", subject_id=1,
+                                          requested_by=curator)
+    assert set(jobs_visible(user=curator)) == {on_task, on_repository, chore_of_curator}
+    assert set(jobs_visible(user=annotator)) == {on_task, on_repository}
+    small_repository.allowed_groups.add(Group.objects.create(name="team-only"))
+    # The repository is closed to them now: its jobs too, even one they asked for.
+    assert set(jobs_visible(user=curator)) == {chore_of_curator}
+    assert set(jobs_visible(user=annotator)) == set()

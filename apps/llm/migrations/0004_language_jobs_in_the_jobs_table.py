@@ -1,5 +1,6 @@
 """Language jobs live in the jobs table: each row gets a Job carrying its life (state, lease,
-times, who asked); "done" is spelled "succeeded" there."""
+times, who asked); "done" is spelled "succeeded" there. A job that was "done" with a failed
+outcome was a model that did not answer: it is a failed job now, as new ones are."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -7,15 +8,31 @@ from django.db import migrations, models
 STATES = {"queued": "queued", "running": "running", "done": "succeeded", "failed": "failed"}
 
 
+def _end(row) -> tuple[str, str, str]:
+    """(state, error code, error message) of the row's job."""
+    if row.state == "done" and row.outcome == "failed":
+        return "failed", "model_failed", row.detail
+    if row.state == "failed":
+        lost = "stopped reporting" in row.detail
+        return "failed", "worker_lost" if lost else "worker_error", row.detail
+    return STATES.get(row.state, "failed"), "", ""
+
+
 def jobs_create(apps, schema_editor):
     Job = apps.get_model("jobs", "Job")
     LanguageJob = apps.get_model("llm", "LanguageJob")
-    for row in LanguageJob.objects.select_related("task").iterator():
+    active = set()  # one active job per kind and task: an older duplicate (a race) ends as lost
+    for row in LanguageJob.objects.select_related("task").order_by("-created_at", "-id").iterator():
+        state, error_code, error_message = _end(row)
+        if state in ("queued", "running"):
+            if (row.kind, row.task_id) in active:
+                state, error_code, error_message = "failed", "worker_lost", "Another job on the task ran instead."
+            active.add((row.kind, row.task_id))
         job = Job.objects.create(
             kind=row.kind, subject_type="tasks.task", subject_id=row.task_id, subject_label=row.task.instance_id,
-            requested_by_id=row.requested_by_id, state=STATES.get(row.state, "failed"), lease_token=row.lease_token,
-            error_code="model_failed" if row.state == "failed" else "", error_message=row.detail if row.state == "failed" else "",
-            started_at=row.started_at, heartbeat_at=row.heartbeat_at, finished_at=row.finished_at, seconds=row.seconds)
+            requested_by_id=row.requested_by_id, state=state, lease_token=row.lease_token, error_code=error_code,
+            error_message=error_message, started_at=row.started_at, heartbeat_at=row.heartbeat_at,
+            finished_at=row.finished_at, seconds=row.seconds)
         Job.objects.filter(id=job.id).update(created_at=row.created_at)
         LanguageJob.objects.filter(id=row.id).update(job=job)
 

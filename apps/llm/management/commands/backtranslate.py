@@ -4,6 +4,7 @@ import time
 from django.core.management.base import CommandError
 
 from apps.jobs.models import Job
+from apps.jobs.on_demand import WorkerOnDemand
 from apps.llm.models import LanguageJob
 from apps.llm.services import language_job_start
 from apps.tasks.backtranslation import task_current_issue
@@ -24,21 +25,23 @@ class Command(LanguageJobCommand):
         if not pending:
             self.stderr.write(f"{found.name} has no valid task yet (validate it first)")
         failed, deadline = 0, time.monotonic() + timeout
-        while pending:
-            for job in LanguageJob.objects.filter(id__in=pending).select_related("job").exclude(
-                    job__state__in=Job.ACTIVE_STATES):
-                task = pending.pop(job.id)
-                failed += job.outcome == "failed"
-                self._report(task, job, as_json)
-            if pending and time.monotonic() > deadline:
-                raise CommandError(f"{len(pending)} tasks did not finish within {timeout:.0f} s")
-            time.sleep(0.5)
+        with WorkerOnDemand(queues="llm", stderr=self.stderr) as worker:
+            while pending:
+                for job in LanguageJob.objects.filter(id__in=pending).select_related("job").exclude(
+                        job__state__in=Job.ACTIVE_STATES):
+                    task = pending.pop(job.id)
+                    failed += job.outcome == "failed" or job.state != Job.State.SUCCEEDED
+                    self._report(task, job, as_json)
+                if pending and time.monotonic() > deadline:
+                    raise CommandError(f"{len(pending)} tasks did not finish within {timeout:.0f} s")
+                worker.waiting(queued=Job.objects.filter(language_job__id__in=pending, state=Job.State.QUEUED).exists())
+                time.sleep(0.5)
         if failed:
             raise CommandError(f"{failed} tasks got no issue (see the reasons above)")
 
     def _report(self, task: Task, job: LanguageJob, as_json: bool) -> None:
         current = task_current_issue(task=task)
-        line = {"task_id": task.instance_id, "outcome": job.outcome, "model": job.model,
+        line = {"task_id": task.instance_id, "outcome": job.outcome or "failed", "model": job.model,
                 "leak_score": current.leak_score if current else None, "seconds": round(job.job.seconds or 0, 3)}
         if as_json:
             self.stdout.write(json.dumps(line))

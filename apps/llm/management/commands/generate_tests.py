@@ -4,6 +4,7 @@ import time
 from django.core.management.base import CommandError
 
 from apps.jobs.models import Job
+from apps.jobs.on_demand import WorkerOnDemand
 from apps.llm.models import LanguageJob
 from apps.llm.services import language_job_start
 from apps.tasks.generation import generation_source
@@ -27,18 +28,24 @@ class Command(LanguageJobCommand):
                 for task in tasks}
         started = {job_id: time.monotonic() for job_id in jobs}
         failed, deadline = 0, time.monotonic() + timeout
-        while jobs:
-            for job in LanguageJob.objects.filter(id__in=jobs).select_related("job").exclude(
-                    job__state__in=Job.ACTIVE_STATES):
-                checking = self._checking(job)
-                if checking is not None and checking.state in Validation.ACTIVE_STATES:
-                    continue  # the files are being run: report when that ends
-                task = jobs.pop(job.id)
-                failed += job.outcome == "failed" or (checking is not None and checking.state == "failed")
-                self._report(task, job, checking, time.monotonic() - started[job.id], as_json)
-            if jobs and time.monotonic() > deadline:
-                raise CommandError(f"{len(jobs)} tasks did not finish within {timeout:.0f} s")
-            time.sleep(0.5)
+        # The test writer's jobs, then the validations that check their files.
+        with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
+            while jobs:
+                for job in LanguageJob.objects.filter(id__in=jobs).select_related("job").exclude(
+                        job__state__in=Job.ACTIVE_STATES):
+                    checking = self._checking(job)
+                    if checking is not None and checking.state in Validation.ACTIVE_STATES:
+                        continue  # the files are being run: report when that ends
+                    task = jobs.pop(job.id)
+                    failed += (job.outcome == "failed" or job.state != Job.State.SUCCEEDED
+                               or (checking is not None and checking.state == "failed"))
+                    self._report(task, job, checking, time.monotonic() - started[job.id], as_json)
+                if jobs and time.monotonic() > deadline:
+                    raise CommandError(f"{len(jobs)} tasks did not finish within {timeout:.0f} s")
+                worker.waiting(queued=Job.objects.filter(language_job__id__in=jobs, state=Job.State.QUEUED).exists()
+                               or Validation.objects.filter(task__in=jobs.values(), state=Validation.State.QUEUED)
+                               .exists())
+                time.sleep(0.5)
         if failed:
             raise CommandError(f"{failed} tasks got no tests checked (see the reasons above)")
 
@@ -54,7 +61,7 @@ class Command(LanguageJobCommand):
         rows = GeneratedTest.objects.filter(validation=checking) if checking else GeneratedTest.objects.none()
         kept = rows.filter(state=GeneratedTest.State.KEPT).count()
         dropped = rows.filter(state=GeneratedTest.State.DROPPED).count()
-        line = {"task_id": task.instance_id, "outcome": job.outcome, "model": job.model, "kept": kept,
+        line = {"task_id": task.instance_id, "outcome": job.outcome or "failed", "model": job.model, "kept": kept,
                 "dropped": dropped, "seconds": round(seconds, 3)}
         detail = job.detail or (checking.error if checking is not None else "")
         if as_json:
