@@ -198,7 +198,6 @@ CELERY_TASK_DEFAULT_QUEUE = "mining"
 CELERY_TASK_ROUTES = {
     "worker.tasks.mining_job_run_task": {"queue": "mining"},
     "worker.tasks.task_validate_task": {"queue": "tests"},
-    "worker.tasks.bulk_action_run_task": {"queue": "curation"},
     # Jobs of the jobs table go to their kind's queue (apps.jobs.registry); the sweep is light.
     "worker.tasks.jobs_sweep_task": {"queue": "mining"},
 }

@@ -44,10 +44,3 @@ def jobs_sweep_task() -> dict:
     from apps.jobs.services import jobs_sweep
 
     return jobs_sweep()
-
-
-@app.task(name="worker.tasks.bulk_action_run_task")
-def bulk_action_run_task(bulk_id: int) -> None:
-    from apps.tasks.bulk import bulk_action_run
-
-    bulk_action_run(bulk_id=bulk_id)

@@ -1,4 +1,9 @@
 from django.apps import AppConfig
+from django.urls import reverse
+
+
+def _bulk_page(job) -> str:
+    return reverse("tasks:bulk", args=[job.subject_id]) if job.subject_id else ""
 
 
 class TasksConfig(AppConfig):
@@ -7,6 +12,8 @@ class TasksConfig(AppConfig):
 
     def ready(self):
         from django.db.models.signals import post_delete, post_save
+
+        from apps.jobs.registry import JobKind, job_kind_register
 
         # Models can be imported only once Django has loaded every app.
         from .models import CurationSettings, RejectReason
@@ -22,3 +29,10 @@ class TasksConfig(AppConfig):
         for signal in (post_save, post_delete):
             signal.connect(forget(CurationSettings.CACHE_KEY), sender=CurationSettings, weak=False)
             signal.connect(forget(REJECT_REASONS_CACHE_KEY), sender=RejectReason, weak=False)
+
+        job_kind_register(JobKind(name="bulk_action", label="Bulk action", queue="curation",
+                                  run="apps.tasks.bulk.bulk_action_work", subject="tasks.bulkaction", cancellable=True,
+                                  link=_bulk_page))
+        job_kind_register(JobKind(name="bulk_undo", label="Bulk undo", queue="curation",
+                                  run="apps.tasks.bulk.bulk_undo_work", subject="tasks.bulkaction",
+                                  retry="apps.tasks.bulk.bulk_undo_retry", link=_bulk_page))

@@ -1,14 +1,16 @@
-"""Bulk actions: one action on every task a list query matches, run as a background job, undoable.
+"""Bulk actions: one action on every task a list query matches, run as a background job, undoable
+(the undo a job of its own).
 
 The tasks are fixed when the person confirms (the count they saw); the job moves each one only
 if it is still in a state the action applies to, so running it twice changes nothing more.
 """
 
 from django.db import transaction
-from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
+from apps.jobs.models import Job
+from apps.jobs.services import job_start
 
 from .models import BulkAction, Review, Task, TaskChange, TaskStateChange
 from .review import ReviewRefused, reject_reason_offered, reviewer_required
@@ -35,8 +37,6 @@ def bulk_action_targets(*, user, action: str, filters: dict):
 def bulk_action_start(*, user, action: str, filters: dict, query: str, expected: int, reject_reason: str = "",
                       note: str = "") -> BulkAction:
     """Queue the action on the tasks the query matches now, if that is the number the person saw."""
-    from worker.tasks import bulk_action_run_task  # dispatch: worker.tasks imports this module
-
     reviewer_required(user)
     if action == BulkAction.Action.REJECT and not reject_reason_offered(reject_reason):
         raise ReviewRefused("Pick a reason for rejecting the tasks.")
@@ -50,7 +50,8 @@ def bulk_action_start(*, user, action: str, filters: dict, query: str, expected:
         bulk = BulkAction.objects.create(user=user, action=action, query=query, task_ids=ids, task_count=len(ids),
                                          reject_reason=reject_reason if action == BulkAction.Action.REJECT else "",
                                          note=note)
-        transaction.on_commit(lambda: bulk_action_run_task.delay(bulk.id))
+        bulk.job, _ = job_start(kind="bulk_action", subject=bulk, user=user)
+        bulk.save(update_fields=["job"])
     return bulk
 
 
@@ -60,51 +61,56 @@ def bulk_action_mine(*, bulk: BulkAction, user) -> bool:
 
 
 def bulk_action_undo(*, bulk: BulkAction, user) -> None:
-    """Queue moving back every task the action moved that nobody changed since. An action that
-    failed part way can be undone too: what it moved is recorded as it goes."""
-    from worker.tasks import bulk_action_run_task  # dispatch: worker.tasks imports this module
-
+    """Queue moving back every task the action moved that nobody changed since, as a job of its
+    own. An action that failed part way can be undone too: what it moved is recorded as it goes."""
     reviewer_required(user)
     if not bulk_action_mine(bulk=bulk, user=user):
         raise ReviewRefused("Only the person who ran a bulk action, or an admin, can undo it.")
     if bulk.action not in UNDOABLE:
         raise ReviewRefused(f"A bulk {bulk.action} cannot be undone.")
-    if not BulkAction.objects.filter(pk=bulk.pk, state__in=[BulkAction.State.DONE, BulkAction.State.FAILED]).update(
-            state=BulkAction.State.UNDOING, undone_by=user, finished_at=Coalesce("finished_at", Now())):
-        raise ReviewRefused(f"Bulk action {bulk.pk} is {BulkAction.objects.get(pk=bulk.pk).state}: only a "
-                            f"finished action can be undone.")
-    transaction.on_commit(lambda: bulk_action_run_task.delay(bulk.pk))
+    with transaction.atomic():
+        locked = BulkAction.objects.select_for_update(of=("self",)).select_related("job", "undo_job").get(pk=bulk.pk)
+        if locked.job.state not in Job.ENDED_STATES or locked.state not in ("succeeded", "failed", "cancelled",
+                                                                            "undo_failed"):
+            raise ReviewRefused(f"Bulk action {bulk.pk} is {locked.state}: only a finished action can be undone.")
+        undo, _ = job_start(kind="bulk_undo", subject=locked, user=user)
+        BulkAction.objects.filter(pk=bulk.pk).update(undo_job=undo, undone_by=user)
 
 
-def bulk_action_run(*, bulk_id: int) -> None:
-    """Run a queued action, or an undo that was asked for. Safe to run twice, and a redelivery after
-    a worker died part way goes on from where it stopped (tasks already moved are not in the states
-    the action moves from any more)."""
-    running = [BulkAction.State.QUEUED, BulkAction.State.RUNNING]
-    if BulkAction.objects.filter(pk=bulk_id, state__in=running).update(state=BulkAction.State.RUNNING):
-        bulk = BulkAction.objects.select_related("user").get(pk=bulk_id)
-        try:
-            _forward(bulk)
-        except Exception as error:  # noqa: BLE001 - the row must not stay running
-            BulkAction.objects.filter(pk=bulk_id).update(state=BulkAction.State.FAILED, error=str(error)[:2000],
-                                                         finished_at=timezone.now())
-            raise
-        BulkAction.objects.filter(pk=bulk_id).update(state=BulkAction.State.DONE, finished_at=timezone.now(),
-                                                     skipped=len(bulk.task_ids) - len(bulk.changed))
-    elif BulkAction.objects.filter(pk=bulk_id, state=BulkAction.State.UNDOING).exists():
-        bulk = BulkAction.objects.select_related("undone_by").get(pk=bulk_id)
-        _backward(bulk)
-        BulkAction.objects.filter(pk=bulk_id).update(state=BulkAction.State.UNDONE, undone_at=timezone.now())
+def bulk_action_work(job, progress) -> None:
+    """The registered `run` of a bulk action. A redelivery after a worker died goes on from where
+    it stopped (tasks already moved are not in the states the action moves from any more)."""
+    bulk = BulkAction.objects.select_related("user").get(job=job)
+    _forward(bulk, progress)
+    if progress.holding():
+        BulkAction.objects.filter(pk=bulk.pk).update(skipped=len(bulk.task_ids) - len(bulk.changed))
 
 
-def _forward(bulk: BulkAction) -> None:
+def bulk_undo_work(job, progress) -> None:
+    """The registered `run` of an undo."""
+    bulk = BulkAction.objects.select_related("undone_by", "job").get(undo_job=job)
+    _backward(bulk, progress)
+    if progress.holding():
+        BulkAction.objects.filter(pk=bulk.pk).update(undone_at=timezone.now())
+
+
+def bulk_undo_retry(job, user):
+    """The registered `retry` of an undo that failed: the same undo, again."""
+    bulk = BulkAction.objects.get(undo_job=job)
+    bulk_action_undo(bulk=bulk, user=user)
+    return BulkAction.objects.get(pk=bulk.pk).undo_job
+
+
+def _forward(bulk: BulkAction, progress) -> None:
     done = {row[0] for row in bulk.changed}
+    progress.report(len(done), len(bulk.task_ids))
     for start in range(0, len(bulk.task_ids), CHUNK):
         chunk = [task_id for task_id in bulk.task_ids[start:start + CHUNK] if task_id not in done]
         if bulk.action == BulkAction.Action.VALIDATE:
             _validate_chunk(bulk, chunk)
         else:
             _move_chunk(bulk, chunk)
+        progress.report(min(start + CHUNK, len(bulk.task_ids)))
 
 
 def _validate_chunk(bulk: BulkAction, chunk: list[int]) -> None:
@@ -143,15 +149,16 @@ def _changed_add(bulk: BulkAction, rows: list) -> None:
     BulkAction.objects.filter(pk=bulk.pk).update(changed=bulk.changed)
 
 
-def _backward(bulk: BulkAction) -> None:
+def _backward(bulk: BulkAction, progress) -> None:
     to_state = TO_STATE[bulk.action]
+    progress.report(0, len(bulk.changed))
     for start in range(0, len(bulk.changed), CHUNK):
         chunk = bulk.changed[start:start + CHUNK]
         with transaction.atomic():
             ids = [row[0] for row in chunk]
             still = set(Task.objects.select_for_update().filter(id__in=ids, state=to_state)
                         .values_list("id", flat=True))
-            still -= _changed_since(ids, bulk.finished_at)
+            still -= _changed_since(ids, bulk.job.finished_at or bulk.created_at)
             for task_id, state, reason, reviews in chunk:
                 if task_id not in still:
                     continue  # someone moved it since: their change stands
@@ -163,6 +170,7 @@ def _backward(bulk: BulkAction) -> None:
         for task_id, *_ in chunk:
             if task_id in still and bulk.action == BulkAction.Action.REOPEN:
                 task_summary_refresh(task_id)
+        progress.report(min(start + CHUNK, len(bulk.changed)))
 
 
 def _changed_since(task_ids: list[int], since) -> set[int]:

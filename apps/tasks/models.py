@@ -341,20 +341,13 @@ class SavedView(models.Model):
 
 
 class BulkAction(models.Model):
-    """An action on every task a list query matched, run as a background job; undoable."""
+    """An action on every task a list query matched, run as a background job (`job`); undoable,
+    the undo a job of its own (`undo_job`)."""
 
     class Action(models.TextChoices):
         REJECT = "reject"
         REOPEN = "reopen"
         VALIDATE = "validate"
-
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-        UNDOING = "undoing"
-        UNDONE = "undone"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     action = models.CharField(max_length=16, choices=Action.choices)
@@ -363,16 +356,32 @@ class BulkAction(models.Model):
     task_count = models.PositiveIntegerField(default=0)
     reject_reason = models.CharField(max_length=64, blank=True)
     note = models.TextField(blank=True)
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    # Set in the transaction that makes the action: the job's subject is the action itself.
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="bulk_action")
+    undo_job = models.OneToOneField("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="bulk_undo")
     changed = models.JSONField(default=list, help_text="[[task id, state before, reason before, [reviews it "
                                                        "retired]]] of what it moved.")
     skipped = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     undone_at = models.DateTimeField(null=True, blank=True)
     undone_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="+")
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"bulk {self.action} of {self.task_count} tasks"
+
+    @property
+    def state(self) -> str:
+        """The action's job's state; once an undo is asked, undoing, undone or undo_failed."""
+        if self.undo_job_id:
+            return {"queued": "undoing", "running": "undoing", "succeeded": "undone"}.get(self.undo_job.state,
+                                                                                          "undo_failed")
+        return self.job.state if self.job_id else "queued"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ("queued", "running", "undoing")

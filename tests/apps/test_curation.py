@@ -10,8 +10,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.jobs.services import job_run
 from apps.tasks import review
-from apps.tasks.bulk import bulk_action_run, bulk_action_start, bulk_action_undo
+from apps.tasks.bulk import bulk_action_start, bulk_action_undo
 from apps.tasks.models import (
     BulkAction,
     CurationSettings,
@@ -332,8 +333,7 @@ def test_saved_views_keep_the_filters_and_shared_ones_show_to_everyone(curator_c
 
 def test_a_bulk_reject_says_its_count_runs_on_every_page_and_is_undone(curator_client, small_repository, curator,
                                                                          monkeypatch):
-    queued = []
-    monkeypatch.setattr("worker.tasks.bulk_action_run_task.delay", queued.append)
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id: None)
     tasks = commits_and_tasks_make(small_repository, 60)
     Task.objects.filter(id__in=[t.id for t in tasks[:55]]).update(state="environment_failed", reason="install_failed")
     query = f"repository={small_repository.pk}&state=environment_failed"
@@ -343,17 +343,18 @@ def test_a_bulk_reject_says_its_count_runs_on_every_page_and_is_undone(curator_c
         "action": "reject", "query": query, "expected": "55", "reject_reason": "environment_broken"})
     bulk = BulkAction.objects.get()
     assert response.status_code == 302 and bulk.state == "queued"
-    bulk_action_run(bulk_id=bulk.id)
-    bulk_action_run(bulk_id=bulk.id)  # a redelivery changes nothing
+    job_run(job_id=bulk.job_id)
+    job_run(job_id=bulk.job_id)  # a redelivery changes nothing
     bulk.refresh_from_db()
-    assert bulk.state == "done" and len(bulk.changed) == 55
+    assert bulk.state == "succeeded" and len(bulk.changed) == 55
     assert Task.objects.filter(state="rejected", reason="environment_broken").count() == 55
     assert TaskStateChange.objects.filter(to_state="rejected", actor=curator).count() == 55
     # Someone reopens one meanwhile: the undo leaves that one where they put it.
     moved = Task.objects.filter(state="rejected").first()
     review.task_reopen(task=moved, user=curator)
     bulk_action_undo(bulk=bulk, user=curator)
-    bulk_action_run(bulk_id=bulk.id)
+    bulk.refresh_from_db()
+    job_run(job_id=bulk.undo_job_id)
     bulk.refresh_from_db()
     assert bulk.state == "undone"
     assert Task.objects.filter(state="environment_failed", reason="install_failed").count() == 54
@@ -458,13 +459,13 @@ def test_settling_ends_the_disagreement(in_review, curator):
 
 def test_a_bulk_reject_undone_puts_accepted_tasks_back_and_only_its_owner_undoes_it(small_repository, curator,
                                                                                      monkeypatch):
-    monkeypatch.setattr("worker.tasks.bulk_action_run_task.delay", lambda bulk_id: None)
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id: None)
     tasks = [task_put_in_review(task) for task in commits_and_tasks_make(small_repository, 3)]
     for task in tasks:
         review.task_review_submit(task=task, user=curator, form=ACCEPT)
     bulk = bulk_action_start(user=curator, action="reject", filters={"state": "accepted"}, query="state=accepted",
                              expected=3, reject_reason="trivial")
-    bulk_action_run(bulk_id=bulk.id)
+    job_run(job_id=bulk.job_id)
     assert Task.objects.filter(state="rejected").count() == 3
     stranger = Client()
     stranger.force_login(_curator("bruno"))
@@ -472,7 +473,8 @@ def test_a_bulk_reject_undone_puts_accepted_tasks_back_and_only_its_owner_undoes
     assert stranger.post(reverse("tasks:bulk_undo", args=[bulk.pk])).status_code == 404
     bulk.refresh_from_db()
     bulk_action_undo(bulk=bulk, user=curator)
-    bulk_action_run(bulk_id=bulk.id)
+    bulk.refresh_from_db()
+    job_run(job_id=bulk.undo_job_id)
     assert Task.objects.filter(state="accepted").count() == 3
     assert TaskStateChange.objects.filter(reason="undo_bulk_reject", actor=curator).count() == 3
 

@@ -73,7 +73,7 @@ def test_a_bulk_reject_and_its_undo_run_in_a_worker(celery_worker, tmp_path, cur
                                                            "reject_reason": "trivial", "note": "too small"})
     bulk = BulkAction.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("tasks:bulk", args=[bulk.pk])
-    wait_until(lambda: BulkAction.objects.get(pk=bulk.pk).state == "done", what="the bulk reject")
+    wait_until(lambda: BulkAction.objects.get(pk=bulk.pk).state == "succeeded", what="the bulk reject")
     assert Task.objects.filter(repository=repository, state="rejected", reason="trivial").count() == mined
     page = client.get(reverse("tasks:bulk", args=[bulk.pk])).content.decode()
     assert 'id="bulk-changed">' + str(mined) in page and 'id="bulk-undo"' in page

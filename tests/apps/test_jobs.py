@@ -339,3 +339,30 @@ def test_a_person_sees_jobs_on_what_they_may_see_and_the_other_jobs_they_asked_f
     # The repository is closed to them now: its jobs too, even one they asked for.
     assert set(jobs_visible(user=curator)) == {chore_of_curator}
     assert set(jobs_visible(user=annotator)) == set()
+
+
+def test_existing_bulk_actions_move_into_the_jobs_table(transactional_db, curator):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from apps.tasks.models import BulkAction
+
+    before = [("tasks", "0010_drop_repository_index_covered_by_others")]
+    after = [("tasks", "0012_bulk_action_lifecycle_fields_removed")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps.get_model("tasks", "BulkAction")
+    ended = timezone.now()
+    done = old.objects.create(user_id=curator.id, action="reject", query="", task_ids=[1, 2], task_count=2,
+                              state="done", changed=[[1, "mined", "", []]], finished_at=ended)
+    undone = old.objects.create(user_id=curator.id, action="reopen", query="", task_ids=[3], task_count=1,
+                                state="undone", finished_at=ended, undone_at=ended, undone_by_id=curator.id)
+    broken = old.objects.create(user_id=curator.id, action="validate", query="", state="failed", error="boom")
+    MigrationExecutor(connection).migrate(after)
+    rows = {row.id: row for row in BulkAction.objects.select_related("job", "undo_job")}
+    assert (rows[done.id].state, rows[done.id].job.kind, rows[done.id].job.progress_done) == ("succeeded",
+                                                                                            "bulk_action", 1)
+    assert rows[done.id].job.subject_type == "tasks.bulkaction" and rows[done.id].job.requested_by_id == curator.id
+    assert (rows[undone.id].state, rows[undone.id].undo_job.kind, rows[undone.id].undo_job.state) == (
+        "undone", "bulk_undo", "succeeded")
+    assert (rows[broken.id].state, rows[broken.id].job.error_message) == ("failed", "boom")

@@ -27,4 +27,5 @@ def saved_views_for(user):
 
 
 def bulk_actions_recent(user, limit: int = 5):
-    return BulkAction.objects.filter(user=user).defer("task_ids", "changed").order_by("-created_at", "-id")[:limit]
+    return (BulkAction.objects.filter(user=user).select_related("job", "undo_job").defer("task_ids", "changed")
+            .order_by("-created_at", "-id")[:limit])

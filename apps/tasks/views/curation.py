@@ -310,11 +310,11 @@ def bulk_confirm(request):
 
 
 def bulk_detail(request, pk: int):
-    bulk = get_object_or_404(BulkAction.objects.select_related("user"), pk=pk)
+    bulk = get_object_or_404(BulkAction.objects.select_related("user", "job", "undo_job"), pk=pk)
     if not bulk_action_mine(bulk=bulk, user=request.user):
         raise Http404("No such bulk action.")
-    context = {"bulk": bulk, "active": bulk.state in {"queued", "running", "undoing"},
-               "undoable": bulk.action in UNDOABLE and bulk.state in {"done", "failed"},
+    context = {"bulk": bulk, "active": bulk.is_active,
+               "undoable": bulk.action in UNDOABLE and bulk.state in {"succeeded", "failed", "cancelled", "undo_failed"},
                "can_review": user_can_review(request.user)}
     return page_render(request, "tasks/bulk_detail.html", context, partial="status")
 
