@@ -366,3 +366,30 @@ def test_existing_bulk_actions_move_into_the_jobs_table(transactional_db, curato
     assert (rows[undone.id].state, rows[undone.id].undo_job.kind, rows[undone.id].undo_job.state) == (
         "undone", "bulk_undo", "succeeded")
     assert (rows[broken.id].state, rows[broken.id].job.error_message) == ("failed", "boom")
+
+
+@pytest.mark.django_db
+def test_jobs_are_listed_retried_cancelled_and_swept_from_the_command_line(no_dispatch, capsys):
+    import json
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    chore = Chore.objects.create(name="cli")
+    failed = chore_start(chore=chore)
+    Job.objects.filter(id=failed.id).update(state="failed", error_code="worker_lost")
+    call_command("jobs", "list", "--json")
+    line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (line["id"], line["state"], line["error_code"], line["subject"]) == (failed.id, "failed", "worker_lost",
+                                                                             "chore cli")
+    call_command("jobs", "retry", str(failed.id))
+    again = Job.objects.exclude(id=failed.id).get()
+    assert capsys.readouterr().out.strip() == f"job {failed.id}: queued again as job {again.id}"
+    with pytest.raises(CommandError, match="2 of 2 jobs refused"):
+        call_command("jobs", "retry", str(again.id), "999999")
+    refusals = capsys.readouterr().err
+    assert "only failed or cancelled jobs are retried" in refusals and "job 999999: no such job" in refusals
+    call_command("jobs", "cancel", str(again.id))
+    assert capsys.readouterr().out.strip() == f"job {again.id}: cancelled"
+    call_command("jobs", "sweep", "--json")
+    assert set(json.loads(capsys.readouterr().out)) == {"resent", "taken_over", "ended", "work_dirs_removed"}
