@@ -41,8 +41,8 @@ django.setup()
 from _synthetic_history import commits_append, history_write  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from apps.jobs.services import job_run  # noqa: E402
 from apps.repositories.services import (  # noqa: E402
-    mining_job_run,
     mining_job_start,
     repository_delete,
     repository_register,
@@ -68,7 +68,7 @@ def git_log_floor(repo: Path, revisions: list[str], runs: int = 3) -> float:
 def mine(repo: Path):
     repository = repository_register(location=str(repo), name=f"bench/{repo.name}-{time.monotonic_ns()}")
     job, _ = mining_job_start(repository=repository)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     job.refresh_from_db()
     assert job.state == "succeeded", job.error_message
     return repository, job
@@ -104,7 +104,7 @@ def remine_ten(repo: Path) -> None:
     old_tip = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     commits_append(repo, 10, start_index=100_000)
     job, _ = mining_job_start(repository=repository)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     job.refresh_from_db()
     assert job.new_commits == 10, job.new_commits
     report("mine.remine_after_10_commits", job.seconds, "s", git_log_floor(repo, ["HEAD", f"^{old_tip}"]))

@@ -119,12 +119,13 @@ def mirrored_repository(workdir: Path):
     """A real history, registered and mined as a person would: its tasks' review pages show the diff."""
     from _synthetic_history import history_write
 
-    from apps.repositories.services import mining_job_run, mining_job_start, repository_register
+    from apps.jobs.services import job_run
+    from apps.repositories.services import mining_job_start, repository_register
 
     history_write(workdir / "project", MIRRORED_COMMITS)
     repository = repository_register(location=str(workdir / "project"), name="bench/mirrored")
     job, _ = mining_job_start(repository=repository)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     job.refresh_from_db()
     assert job.state == "succeeded", job.error_message
     assert repository.mirror_dir.is_dir(), repository.mirror_dir

@@ -5,8 +5,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
+from apps.jobs.services import job_run
 from apps.repositories.models import MiningJob
-from apps.repositories.services import mining_job_run, mining_job_start, repository_register
+from apps.repositories.services import mining_job_start, repository_register
 from tests.gitrepo import GitRepo
 
 
@@ -91,10 +92,20 @@ def record_model_answer(*, role: str, prompt, variables: dict, answer: str, max_
         cache_key=model_call_cache_key(role, role_settings(role), prompt, messages, parameters), task=task)
 
 
+def mining_job_make(repository, **job_fields) -> MiningJob:
+    """A mining job row as mining_job_start makes one, without publishing it to a worker; its
+    job's life (state, heartbeat, lease, error) as given."""
+    from apps.jobs.models import Job
+
+    job = Job.objects.create(kind="mining", subject_type="repositories.repository", subject_id=repository.pk,
+                             subject_label=repository.name, **job_fields)
+    return MiningJob.objects.create(job=job, repository=repository)
+
+
 def mine_now(repository) -> MiningJob:
     """Run a mining job in this process, as a worker would."""
     job, _ = mining_job_start(repository=repository)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     job.refresh_from_db()
     return job
 

@@ -6,25 +6,13 @@ when they do), and this module is loaded with the Celery app before Django is se
 from worker.celery_app import app
 
 
-@app.task(bind=True, name="worker.tasks.mining_job_run_task", max_retries=None)
-def mining_job_run_task(self, job_id: int) -> None:
-    from django.conf import settings
-
-    from apps.repositories.services import mining_job_run
-
-    # Another worker holds the job (a redelivery while it still runs, or after it died):
-    # come back when its lease would be stale, and take the job over then if need be.
-    if not mining_job_run(job_id=job_id):
-        raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
-
-
 @app.task(bind=True, name="worker.tasks.task_validate_task", max_retries=None)
 def task_validate_task(self, validation_id: int) -> None:
     from django.conf import settings
 
     from apps.tasks.services import task_validation_run
 
-    if not task_validation_run(validation_id=validation_id):  # held by another worker: see mining
+    if not task_validation_run(validation_id=validation_id):  # held by another worker: see job_run_task
         raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
 
 
@@ -35,7 +23,9 @@ def job_run_task(self, job_id: int) -> None:
 
     from apps.jobs.services import job_run
 
-    if not job_run(job_id=job_id, worker=self.request.hostname or ""):  # held by another worker: see mining
+    # Held by another worker (a redelivery while it still runs, or after it died): come back when
+    # its lease would be stale, and take the job over then if need be.
+    if not job_run(job_id=job_id, worker=self.request.hostname or ""):
         raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
 
 

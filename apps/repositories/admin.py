@@ -137,9 +137,9 @@ class RepositoryAdmin(admin.ModelAdmin):
 class MiningJobAdmin(admin.ModelAdmin):
     list_display = ["id", "repository", "state", "progress", "new_commits", "error_code", "requested_by",
                     "created_at", "finished_at"]
-    list_filter = ["state", "error_code", "repository"]
-    list_select_related = ["repository", "requested_by"]
-    search_fields = ["repository__name", "error_message"]
+    list_filter = ["job__state", "job__error_code", "repository"]
+    list_select_related = ["repository", "job", "job__requested_by"]
+    search_fields = ["repository__name", "job__error_message"]
     date_hierarchy = "created_at"
     actions = ["cancel_selected"]
 
@@ -155,7 +155,7 @@ class MiningJobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the selected jobs")
     def cancel_selected(self, request, queryset):
-        for job in queryset.filter(state__in=MiningJob.ACTIVE_STATES):
+        for job in queryset.filter(job__state__in=MiningJob.ACTIVE_STATES).select_related("job"):
             services.mining_job_cancel(job=job)
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
-from django.db.models import Q
 
+from apps.jobs.models import Job
 from worker.engine.git.repo import GitCredentials
 from worker.engine.mine.filters import (
     DEFAULT_TEST_DIR_NAMES,
@@ -83,52 +83,39 @@ class Repository(models.Model):
 
 
 class MiningJob(models.Model):
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+    """What a mining job of a repository was asked (walk the new history, or re-apply changed
+    filters to the stored commits) and what it gave; its life is its `job`'s (apps.jobs)."""
 
-    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+    State = Job.State
+    ACTIVE_STATES = Job.ACTIVE_STATES
 
+    # Set in the transaction that makes the row: the job's subject is the repository.
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="mining_job")
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="mining_jobs")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    progress_done = models.PositiveIntegerField(default=0)
-    progress_total = models.PositiveIntegerField(null=True, blank=True)
-    cancel_requested = models.BooleanField(default=False)
     refilter_only = models.BooleanField(
         default=False, help_text="Re-apply changed filters to stored commits without walking history.")
-    error_code = models.CharField(max_length=32, blank=True)
-    error_message = models.TextField(blank=True)
     new_commits = models.PositiveIntegerField(default=0)
     seconds = models.FloatField(null=True, blank=True, help_text="From the first git call to the last stored row.")
     created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    lease_token = models.CharField(max_length=32, blank=True, help_text="Which worker holds the running job.")
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["repository"], condition=Q(state__in=["queued", "running"]),
-                name="one_active_mining_job_per_repository",
-            )
-        ]
 
     def __str__(self):
         return f"mining job {self.pk} ({self.state})"
 
-    @property
-    def is_active(self) -> bool:
-        return self.state in self.ACTIVE_STATES
-
-    @property
-    def error_sentence(self) -> str:
-        return reason_sentence(self.error_code) if self.error_code else ""
+    # What the page and the command line show of its life, read from its job.
+    state = property(lambda self: self.job.state)
+    is_active = property(lambda self: self.job.is_active)
+    requested_by = property(lambda self: self.job.requested_by)
+    progress_done = property(lambda self: self.job.progress_done)
+    progress_total = property(lambda self: self.job.progress_total)
+    cancel_requested = property(lambda self: self.job.cancel_requested)
+    error_code = property(lambda self: self.job.error_code)
+    error_message = property(lambda self: self.job.error_message)
+    error_sentence = property(lambda self: self.job.error_sentence)
+    started_at = property(lambda self: self.job.started_at)
+    finished_at = property(lambda self: self.job.finished_at)
 
 
 class Commit(models.Model):

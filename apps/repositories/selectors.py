@@ -90,7 +90,7 @@ def commits_filtered(
 def repositories_listed(*, user) -> QuerySet:
     """Visible repositories, each with `commit_count`, `kept_count`, `latest_jobs` (a list of
     at most one job) and its allowed groups, in a fixed number of queries."""
-    latest_job = MiningJob.objects.order_by("-created_at", "-id")[:1]
+    latest_job = MiningJob.objects.select_related("job").order_by("-created_at", "-id")[:1]
     return (
         Repository.objects.filter(pk__in=repositories_visible(user=user).values("pk"))
         .annotate(commit_count=Count("commits"), kept_count=Count("commits", filter=Q(commits__drop_reason="")))
@@ -100,7 +100,7 @@ def repositories_listed(*, user) -> QuerySet:
 
 
 def mining_jobs_recent(*, repository: Repository, limit: int = 10) -> QuerySet:
-    jobs = MiningJob.objects.filter(repository=repository).select_related("requested_by")
+    jobs = MiningJob.objects.filter(repository=repository).select_related("job", "job__requested_by")
     return jobs.order_by("-created_at", "-id")[:limit]
 
 

@@ -7,18 +7,18 @@ import time
 from datetime import datetime
 from itertools import islice
 from pathlib import Path
-from typing import Optional
 from urllib.parse import urlsplit
 
 from celery.exceptions import SoftTimeLimitExceeded
 from cryptography.fernet import InvalidToken
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
-from apps.leases import Lease, LeaseLost
+from apps.jobs.models import Job
+from apps.jobs.services import JobCancelled, JobFailed, JobRefused, job_cancel, job_start
+from apps.leases import LeaseLost
 from apps.rows import commits_flushed_later, rows_insert
 from apps.tasks.states import tasks_create_for_commits, tasks_delete_unstarted
 from worker.engine.git.repo import (
@@ -41,10 +41,6 @@ log = logging.getLogger(__name__)
 
 BATCH_SIZE = 500
 TASKS_AT_ONCE = 5000  # well under the parameters one statement may carry (SQLite: 32,766)
-
-
-class MiningCancelled(Exception):
-    pass
 
 
 # --- repositories -------------------------------------------------------------
@@ -156,10 +152,13 @@ def repository_register(
 
 
 def repository_delete(*, repository: Repository) -> None:
-    """Remove the repository's rows and its mirror."""
+    """Remove the repository's rows, its jobs' and its mirror. A worker still running one of its jobs
+    finds the job gone at its next report and stops."""
     mirror = repository.mirror_dir
-    MiningJob.objects.filter(repository=repository, state__in=MiningJob.ACTIVE_STATES).update(cancel_requested=True)
-    repository.delete()
+    with transaction.atomic():
+        Job.objects.filter(Q(subject_type="repositories.repository", subject_id=repository.pk)
+                           | Q(subject_type="tasks.task", subject_id__in=repository.tasks.values("pk"))).delete()
+        repository.delete()
     shutil.rmtree(mirror, ignore_errors=True)
 
 
@@ -288,36 +287,21 @@ def _tasks_for_kept_commits(repository: Repository) -> None:
 # --- mining jobs ------------------------------------------------------------------
 
 
-def _stale_jobs_end(repository: Repository) -> None:
-    """A running job whose worker stopped reporting (killed, out of memory, past its hard
-    time limit) would hold the repository for ever: end it so work can go on."""
-    Lease.stale_rows(MiningJob, running_state=MiningJob.State.RUNNING, repository=repository).update(
-        state=MiningJob.State.FAILED, error_code="worker_lost", finished_at=timezone.now())
-
-
 def mining_job_start(*, repository: Repository, user=None, refilter_only: bool = False) -> tuple[MiningJob, bool]:
     """Queue a mining job; if one is already queued or running, return that one."""
-    from worker.tasks import mining_job_run_task  # dispatch: worker.tasks imports this module
-
-    _stale_jobs_end(repository)
-    try:
-        with transaction.atomic():
-            job = MiningJob.objects.create(repository=repository, requested_by=user, refilter_only=refilter_only)
-    except IntegrityError:
-        active = MiningJob.objects.filter(repository=repository, state__in=MiningJob.ACTIVE_STATES).first()
-        if active is None:  # it finished between the two queries
-            return mining_job_start(repository=repository, user=user, refilter_only=refilter_only)
-        return active, False
-    transaction.on_commit(lambda: mining_job_run_task.delay(job.id))
-    return job, True
+    with transaction.atomic():
+        job, created = job_start(kind="mining", subject=repository, user=user)
+        if not created:
+            return MiningJob.objects.select_related("job").get(job=job), False
+        return MiningJob.objects.create(job=job, repository=repository, refilter_only=refilter_only), True
 
 
 def mining_job_cancel(*, job: MiningJob) -> None:
     """Queued jobs stop at once; a running job stops at its next batch, keeping what it stored."""
-    _stale_jobs_end(job.repository)
-    MiningJob.objects.filter(id=job.id, state=MiningJob.State.QUEUED).update(
-        state=MiningJob.State.CANCELLED, finished_at=timezone.now(), cancel_requested=True)
-    MiningJob.objects.filter(id=job.id, state=MiningJob.State.RUNNING).update(cancel_requested=True)
+    try:
+        job_cancel(job=job.job)
+    except JobRefused:
+        pass  # it ended meanwhile: nothing to stop
 
 
 def mining_job_retry(*, job: MiningJob, user=None) -> MiningJob:
@@ -325,11 +309,9 @@ def mining_job_retry(*, job: MiningJob, user=None) -> MiningJob:
     return mining_job_start(repository=job.repository, user=user, refilter_only=job.refilter_only)[0]
 
 
-def mining_job_progress(lease: Lease, *, done: int, total: Optional[int] = None) -> None:
-    """Record progress; raise if the job was cancelled, taken over or deleted meanwhile."""
-    lease.update(progress_done=done, **({"progress_total": total} if total is not None else {}))
-    if lease.rows().filter(cancel_requested=True).exists():
-        raise MiningCancelled()
+def mining_job_retry_job(job, user):
+    """The registered `retry`: the same work on the same repository, as a new job."""
+    return mining_job_retry(job=MiningJob.objects.select_related("repository").get(job=job), user=user).job
 
 
 def _batches(iterable, size):
@@ -338,61 +320,51 @@ def _batches(iterable, size):
         yield batch
 
 
-def mining_job_run(*, job_id: int) -> bool:
-    """Run one mining job to its end state. Safe to call twice: a job that ended is left
-    as it is. Returns False when another worker holds the job and may still be running
-    it: the caller should try again later."""
-    lease = Lease.claim(MiningJob, job_id, waiting_state=MiningJob.State.QUEUED, running_state=MiningJob.State.RUNNING)
-    if lease is None:
-        return not Lease.held_elsewhere(MiningJob, job_id, running_state=MiningJob.State.RUNNING)
-    job = MiningJob.objects.select_related("repository").get(id=job_id)
+def mining_job_work(job, progress) -> None:
+    """The registered `run`: mine the repository's new history (or re-apply its filters) and store
+    what was found. Errors are said in words, with the repository's credentials taken out."""
+    mining = MiningJob.objects.select_related("repository").get(job=job)
     redact = GitCredentials().redact
-    with lease:
-        try:
-            credentials = job.repository.git_credentials()
-            redact = credentials.redact
-            work = _refilter if job.refilter_only else _mine
-            new, seconds = work(lease, job.repository, credentials)
-        except MiningCancelled:
-            lease.finish(MiningJob.State.CANCELLED)
-        except LeaseLost:
-            pass
-        except InvalidToken:
-            lease.finish(MiningJob.State.FAILED, error_code="credentials_unreadable",
-                         error_message="The stored credentials cannot be decrypted with this SECRET_KEY.")
-        except SoftTimeLimitExceeded:
-            lease.finish(MiningJob.State.FAILED, error_code="timeout",
-                         error_message="The job ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT).")
-        except GitError as error:
-            lease.finish(MiningJob.State.FAILED, error_code=error.code, error_message=redact(str(error))[:4000])
-        except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
-            log.exception("mining job %s failed", job_id)
-            lease.finish(MiningJob.State.FAILED, error_code="worker_error",
-                         error_message=redact(f"{type(error).__name__}: {error}")[:4000])
-        else:
-            lease.finish(MiningJob.State.SUCCEEDED, new_commits=new, seconds=seconds)
-    return True
+    try:
+        credentials = mining.repository.git_credentials()
+        redact = credentials.redact
+        work = _refilter if mining.refilter_only else _mine
+        new, seconds = work(progress, mining.repository, credentials)
+    except (JobCancelled, LeaseLost):
+        raise
+    except SoftTimeLimitExceeded:
+        raise JobFailed("timeout", "The job ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT).") from None
+    except InvalidToken:
+        raise JobFailed("credentials_unreadable",
+                        "The stored credentials cannot be decrypted with this SECRET_KEY.") from None
+    except GitError as error:
+        raise JobFailed(error.code, redact(str(error))[:4000]) from None
+    except Exception as error:
+        log.exception("mining job %s failed", job.id)
+        raise JobFailed("worker_error", redact(f"{type(error).__name__}: {error}")[:4000]) from None
+    if progress.holding():
+        MiningJob.objects.filter(id=mining.id).update(new_commits=new, seconds=seconds)
 
 
-def _refilter(lease: Lease, repository: Repository, credentials) -> tuple[int, float]:
+def _refilter(progress, repository: Repository, credentials) -> tuple[int, float]:
     started = time.monotonic()
     if not (repository.mirror_dir / "HEAD").exists():
         mirror_sync(repository.url, repository.mirror_dir, credentials=credentials,
                     timeout=settings.COMMITGYM_GIT_TIMEOUT)
     total = Commit.objects.filter(repository=repository).count()
-    mining_job_progress(lease, done=0, total=total)
+    progress.report(0, total)
     commits_refilter(repository=repository)
-    mining_job_progress(lease, done=total)
+    progress.report(total)
     return 0, time.monotonic() - started
 
 
-def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float]:
+def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
     started = time.monotonic()
     mirror = repository.mirror_dir
     mirror_sync(repository.url, mirror, credentials=credentials, timeout=settings.COMMITGYM_GIT_TIMEOUT)
     branch, tip = default_branch_tip(mirror)
     exclude = (repository.mined_head,) if repository.mined_head and commit_exists(mirror, repository.mined_head) else ()
-    mining_job_progress(lease, done=0, total=commit_count(mirror, tip, list(exclude)))
+    progress.report(0, commit_count(mirror, tip, list(exclude)))
     new = done = 0
     filters = repository.mining_filters()
     # Only this job writes the repository's commits: with none stored, none of the walk can be.
@@ -408,8 +380,8 @@ def _mine(lease: Lease, repository: Repository, credentials) -> tuple[int, float
             for batch in _batches(python_changes_checked(walk, blobs, needs_check=needs_check), BATCH_SIZE):
                 new += commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)
                 done += len(batch)
-                mining_job_progress(lease, done=done)
-        except (MiningCancelled, SoftTimeLimitExceeded, GitError):
+                progress.report(done)
+        except (JobCancelled, SoftTimeLimitExceeded, GitError):
             _tasks_for_kept_commits(repository)  # what was stored stays whole
             raise
         finally:

@@ -135,7 +135,7 @@ def mining_job_state(request, pk: int, job_id: int):
     repository = _visible_repository(request, pk)
     if not request.htmx:
         return redirect("repositories:detail", pk=repository.pk)
-    job = get_object_or_404(MiningJob.objects.select_related("repository"), repository=repository, pk=job_id)
+    job = get_object_or_404(MiningJob.objects.select_related("repository", "job"), repository=repository, pk=job_id)
     context = {"job": job, "can_mine": user_can_mine(request.user), "back_url": request.htmx.current_url_abs_path}
     response = page_render(request, "repositories/repository_list.html", context, partial="job_state")
     if not job.is_active:
@@ -148,7 +148,7 @@ def mining_job_state(request, pk: int, job_id: int):
 def mining_job_cancel(request, pk: int, job_id: int):
     repository = _visible_repository(request, pk)
     require_miner(request)
-    job = get_object_or_404(MiningJob, repository=repository, pk=job_id)
+    job = get_object_or_404(MiningJob.objects.select_related("job"), repository=repository, pk=job_id)
     services.mining_job_cancel(job=job)
     messages.info(request, f"Mining job {job.pk} cancelled.")
     return redirect_back(request, redirect("repositories:detail", pk=repository.pk))

@@ -333,8 +333,9 @@ def test_a_person_sees_jobs_on_what_they_may_see_and_the_other_jobs_they_asked_f
                                        subject_id=small_repository.id)
     chore_of_curator = Job.objects.create(kind="chore", subject_type="jobkind.chore", subject_id=1,
                                           requested_by=curator)
-    assert set(jobs_visible(user=curator)) == {on_task, on_repository, chore_of_curator}
-    assert set(jobs_visible(user=annotator)) == {on_task, on_repository}
+    mined = Job.objects.get(kind="mining")  # the fixture mined the repository
+    assert set(jobs_visible(user=curator)) == {mined, on_task, on_repository, chore_of_curator}
+    assert set(jobs_visible(user=annotator)) == {mined, on_task, on_repository}
     small_repository.allowed_groups.add(Group.objects.create(name="team-only"))
     # The repository is closed to them now: its jobs too, even one they asked for.
     assert set(jobs_visible(user=curator)) == {chore_of_curator}
@@ -393,3 +394,29 @@ def test_jobs_are_listed_retried_cancelled_and_swept_from_the_command_line(no_di
     assert capsys.readouterr().out.strip() == f"job {again.id}: cancelled"
     call_command("jobs", "sweep", "--json")
     assert set(json.loads(capsys.readouterr().out)) == {"resent", "taken_over", "ended", "work_dirs_removed"}
+
+
+def test_existing_mining_jobs_move_into_the_jobs_table(transactional_db, curator):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from apps.repositories.models import MiningJob, Repository
+
+    before = [("repositories", "0004_drop_repository_index_covered_by_others")]
+    after = [("repositories", "0006_mining_job_lifecycle_fields_removed")]
+    repository = Repository.objects.create(name="o/r", url="/nowhere")
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps.get_model("repositories", "MiningJob")
+    done = old.objects.create(repository_id=repository.id, state="succeeded", requested_by_id=curator.id,
+                              progress_done=7, progress_total=7, new_commits=7, seconds=0.5)
+    broken = old.objects.create(repository_id=repository.id, state="failed", error_code="auth_failed",
+                                error_message="denied")
+    MigrationExecutor(connection).migrate(after)
+    rows = {row.id: row for row in MiningJob.objects.select_related("job")}
+    assert (rows[done.id].state, rows[done.id].progress_done, rows[done.id].new_commits, rows[done.id].seconds) == (
+        "succeeded", 7, 7, 0.5)
+    assert (rows[done.id].job.kind, rows[done.id].job.subject_id, rows[done.id].requested_by) == (
+        "mining", repository.id, curator)
+    assert (rows[broken.id].state, rows[broken.id].error_code, rows[broken.id].error_message) == (
+        "failed", "auth_failed", "denied")

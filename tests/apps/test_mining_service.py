@@ -5,19 +5,20 @@ import threading
 import pytest
 from django.db import connection
 
+from apps.jobs.models import Job
+from apps.jobs.services import job_run
 from apps.repositories.models import Commit, MiningJob
 from apps.repositories.services import (
     RepositoryBusy,
     commits_refilter,
     mining_job_cancel,
-    mining_job_run,
     mining_job_start,
     repository_delete,
     repository_filters_update,
     repository_register,
 )
 from apps.tasks.models import Task
-from tests.conftest import mine_now
+from tests.conftest import mine_now, mining_job_make
 
 
 def _reasons(repository) -> dict[str, str]:
@@ -71,9 +72,9 @@ def test_remining_only_adds_new_commits_and_never_duplicates(small_repository, g
 @pytest.mark.django_db
 def test_running_the_same_job_twice_changes_nothing(small_repository):
     job, _ = mining_job_start(repository=small_repository)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     finished = MiningJob.objects.get(id=job.id)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     assert MiningJob.objects.get(id=job.id).finished_at == finished.finished_at
 
 
@@ -91,12 +92,12 @@ def test_the_same_job_delivered_twice_at_once_runs_once(git_repo):
         git_repo.commit(f"change {i}", {"pkg/a.py": f"x = {i}\n"})
     repository = repository_register(location=str(git_repo.path))
     # Created directly: mining_job_start would also publish the job to a worker.
-    job = MiningJob.objects.create(repository=repository)
+    job = mining_job_make(repository)
     errors = []
 
     def run():
         try:
-            mining_job_run(job_id=job.id)
+            job_run(job_id=job.job_id)
         except Exception as error:  # noqa: BLE001 - reported below
             errors.append(error)
         finally:
@@ -138,7 +139,7 @@ def test_cancelled_job_keeps_what_it_stored_and_the_next_run_finishes(git_repo, 
         return new
 
     monkeypatch.setattr(services, "commits_store", store_then_cancel)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     job.refresh_from_db()
     assert job.state == MiningJob.State.CANCELLED and job.progress_done == 3
     assert Commit.objects.filter(repository=repository).count() == 3
@@ -153,7 +154,7 @@ def test_cancelled_job_keeps_what_it_stored_and_the_next_run_finishes(git_repo, 
 def test_queued_job_can_be_cancelled_and_then_does_not_run(small_repository):
     job, _ = mining_job_start(repository=small_repository)
     mining_job_cancel(job=job)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     job.refresh_from_db()
     assert job.state == MiningJob.State.CANCELLED and job.started_at is None
 
@@ -168,7 +169,7 @@ def test_changing_limits_refilters_stored_commits_without_walking(small_reposito
                                     test_file_globs=small_repository.test_file_globs,
                                     test_dir_names=small_repository.test_dir_names)
     assert job.refilter_only and job.state == MiningJob.State.QUEUED
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     job.refresh_from_db()
     assert job.state == MiningJob.State.SUCCEEDED and job.progress_done == job.progress_total == 4
     reasons = _reasons(small_repository)
@@ -200,7 +201,7 @@ def test_a_refilter_job_fetches_a_missing_mirror_first(small_repository):
     job = repository_filters_update(repository=small_repository, max_files=5, max_lines=1000, max_patch_chars=9000,
                                     test_file_globs=small_repository.test_file_globs,
                                     test_dir_names=small_repository.test_dir_names)
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     job.refresh_from_db()
     assert job.state == MiningJob.State.SUCCEEDED, job.error_message
     assert (small_repository.mirror_dir / "HEAD").exists()
@@ -226,7 +227,7 @@ def test_new_test_file_rules_remeasure_every_commit(small_repository):
     job = repository_filters_update(repository=small_repository, max_files=5, max_lines=100, max_patch_chars=2000,
                                     test_file_globs=["test_*.py"], test_dir_names=["lib"])
     assert not job.refilter_only
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     fix = Commit.objects.get(repository=small_repository, message="Fix add returning the difference")
     assert fix.source_file_count == 0 and fix.test_file_count == 2 and fix.drop_reason == "no_python_change"
     assert Commit.objects.filter(repository=small_repository).count() == 4
@@ -306,14 +307,14 @@ def test_a_job_whose_worker_died_is_taken_over_when_stale(small_repository, git_
     from django.utils import timezone
 
     git_repo.commit("More", {"lib/calc.py": "def add(a, b):\n    return a + b + 0\n"})
-    job = MiningJob.objects.create(repository=small_repository, state=MiningJob.State.RUNNING,
-                                   heartbeat_at=timezone.now(), lease_token="dead-worker")
-    assert mining_job_run(job_id=job.id) is False  # its holder may still be alive: try later
-    MiningJob.objects.filter(id=job.id).update(
+    job = mining_job_make(small_repository, state=MiningJob.State.RUNNING, heartbeat_at=timezone.now(),
+                          lease_token="dead-worker")
+    assert job_run(job_id=job.job_id) is False  # its holder may still be alive: try later
+    Job.objects.filter(id=job.job_id).update(
         heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
-    assert mining_job_run(job_id=job.id) is True
+    assert job_run(job_id=job.job_id) is True
     job.refresh_from_db()
-    assert job.state == MiningJob.State.SUCCEEDED and job.new_commits == 1 and job.lease_token != "dead-worker"
+    assert job.state == MiningJob.State.SUCCEEDED and job.new_commits == 1 and job.job.lease_token != "dead-worker"
 
 
 @pytest.mark.django_db
@@ -322,9 +323,8 @@ def test_a_stale_running_job_does_not_block_new_work(small_repository, settings)
 
     from django.utils import timezone
 
-    stale = MiningJob.objects.create(
-        repository=small_repository, state=MiningJob.State.RUNNING,
-        heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
+    stale = mining_job_make(small_repository, state=MiningJob.State.RUNNING,
+                            heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
     job, created = mining_job_start(repository=small_repository)
     stale.refresh_from_db()
     assert created and job.id != stale.id
@@ -333,14 +333,14 @@ def test_a_stale_running_job_does_not_block_new_work(small_repository, settings)
 
 @pytest.mark.django_db
 def test_a_job_taken_over_stops_writing(small_repository):
+    from apps.jobs.services import JobProgress
     from apps.leases import Lease, LeaseLost
-    from apps.repositories.services import mining_job_progress
 
-    job = MiningJob.objects.create(repository=small_repository)
-    lease = Lease.claim(MiningJob, job.id, waiting_state="queued", running_state="running")
-    MiningJob.objects.filter(id=job.id).update(lease_token="someone-else")
+    job = mining_job_make(small_repository)
+    lease = Lease.claim(Job, job.job_id, waiting_state="queued", running_state="running")
+    Job.objects.filter(id=job.job_id).update(lease_token="someone-else")
     with pytest.raises(LeaseLost):
-        mining_job_progress(lease, done=1)
+        JobProgress(lease, job.job).report(1)
 
 
 @pytest.mark.django_db(transaction=True)  # the heartbeat writes through its own connection
@@ -351,12 +351,12 @@ def test_the_heartbeat_keeps_a_long_step_fresh(settings):
     from apps.repositories.models import Repository
 
     settings.COMMITGYM_JOB_HEARTBEAT_SECONDS = 0.05
-    job = MiningJob.objects.create(repository=Repository.objects.create(name="o/r", url="/nowhere"))
-    lease = Lease.claim(MiningJob, job.id, waiting_state="queued", running_state="running")
-    before = MiningJob.objects.get(id=job.id).heartbeat_at
+    job = mining_job_make(Repository.objects.create(name="o/r", url="/nowhere"))
+    lease = Lease.claim(Job, job.job_id, waiting_state="queued", running_state="running")
+    before = Job.objects.get(id=job.job_id).heartbeat_at
     with lease:
         time.sleep(0.3)
-    assert MiningJob.objects.get(id=job.id).heartbeat_at > before
+    assert Job.objects.get(id=job.job_id).heartbeat_at > before
 
 
 @pytest.mark.django_db
@@ -369,7 +369,7 @@ def test_retrying_a_failed_refilter_refilters(small_repository):
     mining_job_cancel(job=job)
     retry = mining_job_retry(job=MiningJob.objects.get(id=job.id))
     assert retry.refilter_only
-    mining_job_run(job_id=retry.id)
+    job_run(job_id=retry.job_id)
     assert not Task.objects.filter(repository=small_repository).exists()
 
 

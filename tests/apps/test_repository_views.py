@@ -10,12 +10,13 @@ from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from apps.jobs.services import job_run
 from apps.repositories import views
 from apps.repositories.models import Commit, MiningJob, Repository
-from apps.repositories.services import mining_job_run, mining_job_start, repository_register
+from apps.repositories.services import mining_job_start, repository_register
 from apps.repositories.templatetags.commitgym import redact
 from apps.tasks.models import Task
-from tests.conftest import mine_now, user_with_role
+from tests.conftest import mine_now, mining_job_make, user_with_role
 from worker.engine.git.repo import GitCredentials
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.reasons import reason_sentence
@@ -175,7 +176,7 @@ def test_register_creates_the_repository_and_a_queued_job(curator_client, git_re
     job = repository.mining_jobs.get()
     assert job.state == MiningJob.State.QUEUED
 
-    mining_job_run(job_id=job.id)
+    job_run(job_id=job.job_id)
     detail = html(curator_client.get(response["Location"]))
     assert "Succeeded" in detail and "2 of 2 commits" in detail
     assert "mining job" in detail.lower()
@@ -296,8 +297,7 @@ def test_job_partial_polls_only_while_the_job_is_active(curator_client, small_re
     # The last answer reloads the page: its funnel, counts and job times changed too.
     assert curator_client.get(url, headers=HTMX)["HX-Refresh"] == "true"
 
-    active = MiningJob.objects.create(repository=small_repository, state=MiningJob.State.RUNNING,
-                                      progress_done=3, progress_total=7)
+    active = mining_job_make(small_repository, state=MiningJob.State.RUNNING, progress_done=3, progress_total=7)
     partial = html(curator_client.get(reverse("repositories:job", args=[small_repository.pk, active.pk]),
                                       headers=HTMX))
     assert 'hx-trigger="every 2s"' in partial and "3 of 7 commits" in partial
@@ -314,7 +314,7 @@ def test_job_partial_polls_only_while_the_job_is_active(curator_client, small_re
 @pytest.mark.django_db
 def test_cancel_and_retry(curator_client, small_repository):
     pk = small_repository.pk
-    queued = MiningJob.objects.create(repository=small_repository)
+    queued = mining_job_make(small_repository)
     response = curator_client.post(reverse("repositories:job_cancel", args=[pk, queued.pk]))
     assert response.status_code == 302
     queued.refresh_from_db()
@@ -329,7 +329,7 @@ def test_cancel_and_retry(curator_client, small_repository):
 
     # "Mine again" while a job is queued returns that job.
     curator_client.post(reverse("repositories:mine", args=[pk]))
-    assert small_repository.mining_jobs.filter(state=MiningJob.State.QUEUED).count() == 1
+    assert small_repository.mining_jobs.filter(job__state=MiningJob.State.QUEUED).count() == 1
 
 
 @pytest.mark.django_db
@@ -337,7 +337,7 @@ def test_failed_job_can_be_retried_from_the_page(curator_client, token_repositor
     failed = token_repository.mining_jobs.get()
     response = curator_client.post(reverse("repositories:job_retry", args=[token_repository.pk, failed.pk]))
     assert response.status_code == 302
-    assert token_repository.mining_jobs.filter(state=MiningJob.State.QUEUED).count() == 1
+    assert token_repository.mining_jobs.filter(job__state=MiningJob.State.QUEUED).count() == 1
 
 
 # --- the repository page -----------------------------------------------------------------------
@@ -368,7 +368,7 @@ def test_filters_form_reapplies_to_stored_commits(curator_client, small_reposito
     }, follow=True)
     job = small_repository.mining_jobs.get(refilter_only=True)
     assert f"job {job.pk} re-applies them" in html(response)
-    mining_job_run(job_id=job.pk)
+    job_run(job_id=job.job_id)
     assert not Commit.objects.filter(repository=small_repository, drop_reason="").exists()
     assert not Task.objects.filter(repository=small_repository).exists()
 
@@ -376,7 +376,7 @@ def test_filters_form_reapplies_to_stored_commits(curator_client, small_reposito
         "max_files": 5, "max_lines": 100, "max_patch_chars": 2000,
         "test_file_globs": "test_*.py, *_test.py, conftest.py", "test_dir_names": "test, tests",
     })
-    mining_job_run(job_id=small_repository.mining_jobs.filter(state=MiningJob.State.QUEUED).get().pk)
+    job_run(job_id=small_repository.mining_jobs.filter(job__state=MiningJob.State.QUEUED).get().job_id)
     assert Task.objects.filter(repository=small_repository).count() == 2
 
 
@@ -401,7 +401,7 @@ def test_changing_test_file_rules_starts_a_full_mining_job(curator_client, small
     }, follow=True)
     small_repository.refresh_from_db()
     assert small_repository.test_file_globs == ["test_*.py"] and small_repository.test_dir_names == []
-    assert small_repository.mining_jobs.filter(state=MiningJob.State.QUEUED).exists()
+    assert small_repository.mining_jobs.filter(job__state=MiningJob.State.QUEUED).exists()
     assert "measures every commit again" in html(response)
 
 
@@ -557,7 +557,7 @@ def test_repository_list_queries_do_not_grow_with_rows(curator_client, small_rep
     one = queries()
     for n in range(5):
         repository = Repository.objects.create(name=f"acme/r{n}", url=f"/srv/r{n}", created_by=curator)
-        MiningJob.objects.create(repository=repository, state=MiningJob.State.FAILED, error_code="unreachable")
+        mining_job_make(repository, state=MiningJob.State.FAILED, error_code="unreachable")
         repository.allowed_groups.set([reviewers])
     curator.groups.add(reviewers)
     assert queries() == one <= 12
@@ -588,7 +588,7 @@ def test_admin_registers_a_repository_keeping_the_token_secret(staff_client):
     assert repository.git_credentials().token == TOKEN and repository.git_credentials().username == "user"
     assert repository.git_credentials().ssh_key == "-----BEGIN KEY-----\nk3y"
     assert "k3y" not in repository.credential_ssh_key
-    assert repository.mining_jobs.filter(state=MiningJob.State.QUEUED).exists()
+    assert repository.mining_jobs.filter(job__state=MiningJob.State.QUEUED).exists()
     for url in (reverse("admin:repositories_repository_change", args=[repository.pk]), response["Location"]):
         page = html(staff_client.get(url, follow=True))
         assert TOKEN not in page and "k3y" not in page and repository.credential_token not in page
@@ -645,7 +645,7 @@ def test_commit_page_sorts_files_with_the_repositorys_test_file_rules(curator_cl
 @pytest.mark.django_db
 @pytest.mark.parametrize("code", ["worker_lost", "credentials_unreadable"])
 def test_job_cell_explains_lost_workers_and_unreadable_credentials(curator_client, small_repository, code):
-    job = MiningJob.objects.create(repository=small_repository, state=MiningJob.State.FAILED, error_code=code)
+    job = mining_job_make(small_repository, state=MiningJob.State.FAILED, error_code=code)
     sentence = reason_sentence(code)
     assert sentence != code.replace("_", " ")
     for response in (
