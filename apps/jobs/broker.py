@@ -23,12 +23,6 @@ def broker_message_ids(queue: str) -> Optional[set[str]]:
     return None
 
 
-def broker_has_message(message_id: str, queue: str) -> Optional[bool]:
-    """True or False, or None when this broker cannot be asked."""
-    held = broker_message_ids(queue)
-    return None if held is None else bool(message_id) and message_id in held
-
-
 def _message_id(payload) -> str:
     try:
         message = json.loads(payload) if isinstance(payload, (str, bytes)) else payload

@@ -62,9 +62,3 @@ class Job(models.Model):
     @property
     def error_sentence(self) -> str:
         return reason_sentence(self.error_code) if self.error_code else ""
-
-    @property
-    def progress_percent(self) -> float | None:
-        if not self.progress_total:
-            return None
-        return min(100.0, 100 * self.progress_done / self.progress_total)

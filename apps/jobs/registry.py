@@ -63,7 +63,3 @@ def job_kind(name: str) -> JobKind:
 def job_kinds() -> list[JobKind]:
     return sorted(_KINDS.values(), key=lambda kind: kind.label)
 
-
-def job_queues() -> list[str]:
-    """Every queue some kind runs on."""
-    return sorted({kind.queue for kind in _KINDS.values()})

@@ -101,22 +101,19 @@ def job_start(*, kind: str, subject=None, user=None) -> tuple[Job, bool]:
     message goes out when that transaction commits."""
     job_kind(kind)  # a kind nobody registered is refused before anything is stored
     fields = _subject_fields(subject)
-    for stale in Lease.stale_rows(Job, running_state=Job.State.RUNNING, kind=kind, **fields_of_subject(fields)):
+    same = {"kind": kind, "subject_type": fields["subject_type"], "subject_id": fields["subject_id"]}
+    for stale in Lease.stale_rows(Job, running_state=Job.State.RUNNING, **same):
         job_end_lost(stale)
     try:
         with transaction.atomic():
             job = Job.objects.create(kind=kind, requested_by=user if getattr(user, "pk", None) else None, **fields)
     except IntegrityError:
-        active = Job.objects.filter(kind=kind, state__in=Job.ACTIVE_STATES, **fields_of_subject(fields)).first()
+        active = Job.objects.filter(state__in=Job.ACTIVE_STATES, **same).first()
         if active is None:  # it ended between the two queries
             return job_start(kind=kind, subject=subject, user=user)
         return active, False
     transaction.on_commit(lambda: job_dispatch(job.id))
     return job, True
-
-
-def fields_of_subject(fields: dict) -> dict:
-    return {"subject_type": fields["subject_type"], "subject_id": fields["subject_id"]}
 
 
 def job_dispatch(job_id: int) -> None:

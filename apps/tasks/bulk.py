@@ -9,7 +9,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
-from apps.jobs.models import Job
 from apps.jobs.services import job_start
 
 from .models import BulkAction, Review, Task, TaskChange, TaskStateChange
@@ -26,6 +25,8 @@ FROM_STATES = {
 }
 TO_STATE = {BulkAction.Action.REJECT: Task.State.REJECTED, BulkAction.Action.REOPEN: Task.State.NEEDS_REVIEW}
 UNDOABLE = tuple(TO_STATE)
+# An action may be undone once its job ended, or after an undo of it failed.
+UNDO_FROM = ("succeeded", "failed", "cancelled", "undo_failed")
 
 
 def bulk_action_targets(*, user, action: str, filters: dict):
@@ -70,8 +71,7 @@ def bulk_action_undo(*, bulk: BulkAction, user) -> None:
         raise ReviewRefused(f"A bulk {bulk.action} cannot be undone.")
     with transaction.atomic():
         locked = BulkAction.objects.select_for_update(of=("self",)).select_related("job", "undo_job").get(pk=bulk.pk)
-        if locked.job.state not in Job.ENDED_STATES or locked.state not in ("succeeded", "failed", "cancelled",
-                                                                            "undo_failed"):
+        if locked.state not in UNDO_FROM:
             raise ReviewRefused(f"Bulk action {bulk.pk} is {locked.state}: only a finished action can be undone.")
         undo, _ = job_start(kind="bulk_undo", subject=locked, user=user)
         BulkAction.objects.filter(pk=bulk.pk).update(undo_job=undo, undone_by=user)

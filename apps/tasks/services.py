@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.environments.models import Environment
+from apps.jobs.services import work_root
 from apps.leases import Lease, LeaseLost
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.env.runtimes import default_images, docker_runtimes, local_runtimes
@@ -73,13 +74,6 @@ def _builder(repository, backend: str) -> EnvironmentBuilder:
         ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None)
 
 
-def _work_root() -> Path:
-    root = Path(settings.COMMITGYM_WORK_DIR)
-    root.mkdir(parents=True, exist_ok=True)
-    root.chmod(0o711)  # sandbox users walk through it to their own working copies only
-    return root
-
-
 def _stale_validations_end(task: Task) -> None:
     """A validation whose worker stopped reporting would hold its task for ever: end it, and
     give the task back so it can be validated again."""
@@ -113,7 +107,7 @@ def task_validation_run(*, validation_id: int) -> bool:
                 result = _generated_validate(lease, validation, target)
             else:
                 result = task_validate(target, builder=_builder(repository, validation.backend),
-                                       work_root=_work_root(), settings=_engine_settings(),
+                                       work_root=work_root(), settings=_engine_settings(),
                                        reusable=_reusable_environments(repository, validation.backend))
                 _validation_store(lease, validation, result)
         except LeaseLost:
@@ -139,7 +133,7 @@ def _generated_validate(lease: Lease, validation: Validation, target: CommitToVa
                     .values_list("content", flat=True))
     checked = task_validate_generated(
         target, contents, builder=_builder(validation.task.repository, validation.backend),
-        environment=_built(environment), work_root=_work_root(), settings=_engine_settings(),
+        environment=_built(environment), work_root=work_root(), settings=_engine_settings(),
         pass_to_pass=validation.pass_to_pass)
     with transaction.atomic():
         generated_tests_store(validation, checked)

@@ -7,6 +7,8 @@ import sys
 import time
 
 import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 from django.utils import timezone
 
@@ -201,37 +203,35 @@ def test_the_broker_is_asked_whether_it_still_holds_a_message(settings):
     import redis
     from celery import current_app
 
-    from apps.jobs.broker import broker_has_message
+    from apps.jobs.broker import broker_message_ids
 
     queue = "nobody-consumes-this"
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     client.delete(queue)
     message = current_app.send_task("worker.tasks.job_run_task", args=[0], queue=queue)
     try:
-        assert broker_has_message(message.id, queue) is True
-        assert broker_has_message("some-other-message", queue) is False
-        assert broker_has_message("", queue) is False
+        held = broker_message_ids(queue)
+        assert message.id in held and "some-other-message" not in held and "" not in held
     finally:
         client.delete(queue)
-    assert broker_has_message(message.id, queue) is False
+    assert message.id not in broker_message_ids(queue)
 
 
 def test_the_filesystem_broker_holds_a_message_until_a_worker_fetches_it(settings, tmp_path):
     import json
 
-    from apps.jobs.broker import broker_has_message
+    from apps.jobs.broker import broker_message_ids
 
     settings.CELERY_BROKER_URL = "filesystem://"
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(tmp_path)}
     (tmp_path / "1_x.mining.msg").write_text(json.dumps({"headers": {"id": "m-1"}, "body": ""}))
     (tmp_path / "2_y.tests.msg").write_text(json.dumps({"headers": {"id": "m-2"}, "body": ""}))
     (tmp_path / "3_z.mining.msg").write_text("not json")
-    assert broker_has_message("m-1", "mining") is True
-    assert broker_has_message("m-2", "mining") is False  # another queue's
+    assert broker_message_ids("mining") == {"m-1"}  # not m-2: another queue's; not the unreadable one
     (tmp_path / "1_x.mining.msg").unlink()  # fetched by a worker
-    assert broker_has_message("m-1", "mining") is False
+    assert broker_message_ids("mining") == set()
     settings.CELERY_BROKER_URL = "amqp://somewhere"
-    assert broker_has_message("m-1", "mining") is None
+    assert broker_message_ids("mining") is None
 
 
 @pytest.mark.e2e
@@ -285,18 +285,23 @@ def test_jobs_lost_to_the_broker_or_to_a_dead_worker_finish_exactly_once(transac
 # --- the rows that were there before ------------------------------------------------------------
 
 
-def test_existing_language_jobs_move_into_the_jobs_table(transactional_db, small_repository, curator):
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
+def _model_as_of(app: str, migration: str, model: str):
+    """The database migrated back to `migration` of `app`, and `model` as it was there."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([(app, migration)])
+    return executor.loader.project_state([(app, migration)]).apps.get_model(app, model)
 
+
+def _migrate_to(app: str, migration: str) -> None:
+    MigrationExecutor(connection).migrate([(app, migration)])
+
+
+def test_existing_language_jobs_move_into_the_jobs_table(transactional_db, small_repository, curator):
     from apps.llm.models import LanguageJob
     from tests.conftest import commits_and_tasks_make
 
-    before, after = [("llm", "0003_model_call_finish_reason")], [("llm", "0005_language_job_lifecycle_fields_removed")]
     task = commits_and_tasks_make(small_repository, 1)[0]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps.get_model("llm", "LanguageJob")
+    old = _model_as_of("llm", "0003_model_call_finish_reason", "LanguageJob")
     done = old.objects.create(kind="backtranslate", task_id=task.id, state="done", outcome="written", seconds=1.5,
                               requested_by_id=curator.id, model="m")
     model_down = old.objects.create(kind="generate_tests", task_id=task.id, state="done", outcome="failed",
@@ -304,8 +309,7 @@ def test_existing_language_jobs_move_into_the_jobs_table(transactional_db, small
     lost = old.objects.create(kind="generate_tests", task_id=task.id, state="failed", outcome="failed",
                               detail="The worker running this job stopped reporting.")
     waiting = [old.objects.create(kind="backtranslate", task_id=task.id, state="queued") for _ in range(2)]
-    executor = MigrationExecutor(connection)
-    executor.migrate(after)
+    _migrate_to("llm", "0005_language_job_lifecycle_fields_removed")
     rows = {row.id: row for row in LanguageJob.objects.select_related("job")}
     assert (rows[done.id].job.state, rows[done.id].job.seconds, rows[done.id].job.requested_by_id) == (
         "succeeded", 1.5, curator.id)
@@ -343,23 +347,16 @@ def test_a_person_sees_jobs_on_what_they_may_see_and_the_other_jobs_they_asked_f
 
 
 def test_existing_bulk_actions_move_into_the_jobs_table(transactional_db, curator):
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
     from apps.tasks.models import BulkAction
 
-    before = [("tasks", "0010_drop_repository_index_covered_by_others")]
-    after = [("tasks", "0012_bulk_action_lifecycle_fields_removed")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps.get_model("tasks", "BulkAction")
+    old = _model_as_of("tasks", "0010_drop_repository_index_covered_by_others", "BulkAction")
     ended = timezone.now()
     done = old.objects.create(user_id=curator.id, action="reject", query="", task_ids=[1, 2], task_count=2,
                               state="done", changed=[[1, "mined", "", []]], finished_at=ended)
     undone = old.objects.create(user_id=curator.id, action="reopen", query="", task_ids=[3], task_count=1,
                                 state="undone", finished_at=ended, undone_at=ended, undone_by_id=curator.id)
     broken = old.objects.create(user_id=curator.id, action="validate", query="", state="failed", error="boom")
-    MigrationExecutor(connection).migrate(after)
+    _migrate_to("tasks", "0012_bulk_action_lifecycle_fields_removed")
     rows = {row.id: row for row in BulkAction.objects.select_related("job", "undo_job")}
     assert (rows[done.id].state, rows[done.id].job.kind, rows[done.id].job.progress_done) == ("succeeded",
                                                                                             "bulk_action", 1)
@@ -397,22 +394,15 @@ def test_jobs_are_listed_retried_cancelled_and_swept_from_the_command_line(no_di
 
 
 def test_existing_mining_jobs_move_into_the_jobs_table(transactional_db, curator):
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
     from apps.repositories.models import MiningJob, Repository
 
-    before = [("repositories", "0004_drop_repository_index_covered_by_others")]
-    after = [("repositories", "0006_mining_job_lifecycle_fields_removed")]
     repository = Repository.objects.create(name="o/r", url="/nowhere")
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps.get_model("repositories", "MiningJob")
+    old = _model_as_of("repositories", "0004_drop_repository_index_covered_by_others", "MiningJob")
     done = old.objects.create(repository_id=repository.id, state="succeeded", requested_by_id=curator.id,
                               progress_done=7, progress_total=7, new_commits=7, seconds=0.5)
     broken = old.objects.create(repository_id=repository.id, state="failed", error_code="auth_failed",
                                 error_message="denied")
-    MigrationExecutor(connection).migrate(after)
+    _migrate_to("repositories", "0006_mining_job_lifecycle_fields_removed")
     rows = {row.id: row for row in MiningJob.objects.select_related("job")}
     assert (rows[done.id].state, rows[done.id].progress_done, rows[done.id].new_commits, rows[done.id].seconds) == (
         "succeeded", 7, 7, 0.5)

@@ -1,10 +1,6 @@
 from django.apps import AppConfig
 
 
-def _no_page(job) -> str:
-    return ""
-
-
 class JobKindTestConfig(AppConfig):
     """A kind of job of the tests' own, registered as any app registers one."""
 
@@ -16,4 +12,4 @@ class JobKindTestConfig(AppConfig):
 
         job_kind_register(JobKind(name="chore", label="Chore", queue="chores", run="tests.jobkind.work.chore_run",
                                   subject="jobkind.chore", cancellable=True, retry="tests.jobkind.work.chore_retry",
-                                  on_failure="tests.jobkind.work.chore_failed", link=_no_page))
+                                  on_failure="tests.jobkind.work.chore_failed"))

@@ -19,7 +19,15 @@ from worker.engine.git.patches import commit_patches
 from worker.engine.git.repo import GitError
 
 from .. import review, selectors
-from ..bulk import FROM_STATES, UNDOABLE, bulk_action_mine, bulk_action_start, bulk_action_targets, bulk_action_undo
+from ..bulk import (
+    FROM_STATES,
+    UNDO_FROM,
+    UNDOABLE,
+    bulk_action_mine,
+    bulk_action_start,
+    bulk_action_targets,
+    bulk_action_undo,
+)
 from ..dashboard import dashboard_figures
 from ..diffs import patch_files
 from ..forms import ReviewScoresForm
@@ -314,7 +322,7 @@ def bulk_detail(request, pk: int):
     if not bulk_action_mine(bulk=bulk, user=request.user):
         raise Http404("No such bulk action.")
     context = {"bulk": bulk, "active": bulk.is_active,
-               "undoable": bulk.action in UNDOABLE and bulk.state in {"succeeded", "failed", "cancelled", "undo_failed"},
+               "undoable": bulk.action in UNDOABLE and bulk.state in UNDO_FROM,
                "can_review": user_can_review(request.user)}
     return page_render(request, "tasks/bulk_detail.html", context, partial="status")
 
