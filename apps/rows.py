@@ -22,6 +22,13 @@ _PASSED_AS_IS = {
 }
 
 
+def text_storable(value) -> str:
+    """What PostgreSQL accepts of text that code in a sandbox wrote: no NUL, no lone surrogates."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+
+
 def rows_insert(model: type[Model], rows: list[dict]) -> None:
     """Insert rows given as {attname: value}, all with the same keys, leaving out any that
     would break a unique constraint, as `bulk_create(ignore_conflicts=True)` does. Fields

@@ -192,6 +192,7 @@ def seed(workdir: Path) -> dict:
     from django.db import connection
     from django.utils import timezone
 
+    from apps.jobs.models import Job
     from apps.repositories.models import Commit, Repository
     from apps.tasks.models import IssueVersion, Review, Task, TaskStateChange, TestRunRecord, Validation
     from apps.tasks.states import task_instance_id
@@ -248,11 +249,14 @@ def seed(workdir: Path) -> dict:
     Task.objects.bulk_update(mirrored_tasks, list(_task_fields(plans[0])), batch_size=500)
     tasks = mirrored_tasks + new_tasks
 
+    jobs = Job.objects.bulk_create([
+        Job(kind="validation", subject_type="tasks.task", subject_id=task.id, subject_label=task.instance_id,
+            state="succeeded", started_at=now, finished_at=now) for task in tasks], batch_size=2000)
     validations = Validation.objects.bulk_create([
-        Validation(task=task, state="done", verdict=task.verdict,
+        Validation(job=jobs[i], task=task, verdict=task.verdict,
                    reason=task.reason if task.state == "invalid" else "", fail_to_pass=plans[i]["f2p"],
                    pass_to_pass=[t for t in plans[i]["tests"] if t not in plans[i]["f2p"]],
-                   flaky=plans[i]["flaky"], seconds=rng.uniform(20, 200), started_at=now, finished_at=now)
+                   flaky=plans[i]["flaky"], seconds=rng.uniform(20, 200))
         for i, task in enumerate(tasks)], batch_size=2000)
     runs = []
     for i, validation in enumerate(validations):

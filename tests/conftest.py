@@ -205,15 +205,56 @@ def refusing_git_server():
     server.shutdown()
 
 
+def worker_start(tmp_path, name: str, queues: str, env_extra: dict):
+    """A worker process of its own on `queues` (the tests' broker and database), its log in tmp_path."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / f"{name}.log"
+    env = {**os.environ, "DATABASE_URL": commands_database_url(), **env_extra}
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queues, "-n", f"{name}@%h",
+             "--concurrency", "1", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
+            env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_until(lambda: "ready." in log.read_text() or process.poll() is not None, timeout=60,
+               what=f"worker {name} to start")
+    assert process.poll() is None, log.read_text()
+    return process
+
+
+def process_group_kill(process) -> None:
+    """SIGKILL a worker and every process it started: nothing it holds is let go cleanly."""
+    import os
+    import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=30)
+
+
+def validation_make(task, *, state="succeeded", **fields):
+    """A validation of the task as a worker would have left it, its job in `state`."""
+    from apps.jobs.models import Job
+    from apps.tasks.models import Validation
+
+    job = Job.objects.create(kind="validation", subject_type="tasks.task", subject_id=task.id,
+                             subject_label=task.instance_id, state=state)
+    return Validation.objects.create(job=job, task=task, **fields)
+
+
 def task_put_in_review(task, *, fail_to_pass=("tests/test_calc.py::test_add",),
                        pass_to_pass=("tests/test_other.py::test_ok",), issue="add() returns the difference"):
     """Make a task valid with a finished validation (its runs recorded) and an issue, so it waits for
     review: what validation and the issue writer would have left."""
-    from apps.tasks.models import IssueVersion, Task, TaskStateChange, TestRunRecord, Validation
+    from apps.tasks.models import IssueVersion, Task, TaskStateChange, TestRunRecord
     from apps.tasks.states import task_review_open, task_summary_refresh
 
-    validation = Validation.objects.create(task=task, state="done", verdict="valid", fail_to_pass=list(fail_to_pass),
-                                           pass_to_pass=list(pass_to_pass))
+    validation = validation_make(task, verdict="valid", fail_to_pass=list(fail_to_pass),
+                                 pass_to_pass=list(pass_to_pass))
     tests = [*fail_to_pass, *pass_to_pass]
     for side, f2p_status in (("before", "FAILED"), ("after", "PASSED")):
         TestRunRecord.objects.create(validation=validation, side=side, scope="selected", status="ok",

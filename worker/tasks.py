@@ -1,19 +1,9 @@
 """Thin Celery tasks: ids in, a service call, results stored by the service.
 
-Each imports its service when it runs: the services dispatch these tasks (importing this module
-when they do), and this module is loaded with the Celery app before Django is set up."""
+Each imports its service when it runs: this module is loaded with the Celery app before Django is
+set up. Jobs are sent to these tasks by name (apps.jobs.services.job_dispatch)."""
 
 from worker.celery_app import app
-
-
-@app.task(bind=True, name="worker.tasks.task_validate_task", max_retries=None)
-def task_validate_task(self, validation_id: int) -> None:
-    from django.conf import settings
-
-    from apps.tasks.services import task_validation_run
-
-    if not task_validation_run(validation_id=validation_id):  # held by another worker: see job_run_task
-        raise self.retry(countdown=settings.COMMITGYM_JOB_STALE_SECONDS)
 
 
 @app.task(bind=True, name="worker.tasks.job_run_task", max_retries=None)

@@ -26,7 +26,8 @@ class EnvironmentReuse:
 def environment_reuse(*, validations: QuerySet) -> EnvironmentReuse:
     """How often validations found an environment to share (the builder tries reuse first)."""
     # A check of generated tests runs in the environment of the validation before it: not a reuse.
-    with_environment = validations.filter(state=Validation.State.DONE, environment__isnull=False, generated=False)
+    with_environment = validations.filter(job__state=Validation.State.SUCCEEDED, environment__isnull=False,
+                                          generated=False)
     counts = with_environment.aggregate(total=Count("id"), reused=Count("id", filter=Q(environment_reused=True)),
                                         environments=Count("environment", distinct=True))
     return EnvironmentReuse(counts["total"], counts["reused"], counts["environments"])
@@ -35,8 +36,8 @@ def environment_reuse(*, validations: QuerySet) -> EnvironmentReuse:
 def validations_of_environment(*, environment, user, limit: int = 200) -> QuerySet:
     visible = repositories_visible(user=user).values("pk")
     return (Validation.objects.filter(environment=environment, task__repository__in=visible)
-            .select_related("task")
-            .only("id", "state", "verdict", "reason", "created_at", "started_at", "environment_reused",
+            .select_related("task", "job")
+            .only("id", "job__state", "job__started_at", "verdict", "reason", "created_at", "environment_reused",
                   "task__instance_id", "task__state")
             .order_by("-created_at", "-id")[:limit])
 

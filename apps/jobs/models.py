@@ -62,3 +62,23 @@ class Job(models.Model):
     @property
     def error_sentence(self) -> str:
         return reason_sentence(self.error_code) if self.error_code else ""
+
+
+class JobLife:
+    """Mixed into a kind's own model (its `job` a one-to-one to Job): what pages and commands show
+    of its life, read from its job."""
+
+    State = Job.State
+    ACTIVE_STATES = Job.ACTIVE_STATES
+
+    state = property(lambda self: self.job.state)
+    is_active = property(lambda self: self.job.is_active)
+    requested_by = property(lambda self: self.job.requested_by)
+    progress_done = property(lambda self: self.job.progress_done)
+    progress_total = property(lambda self: self.job.progress_total)
+    cancel_requested = property(lambda self: self.job.cancel_requested)
+    error_code = property(lambda self: self.job.error_code)
+    error_message = property(lambda self: self.job.error_message)
+    error_sentence = property(lambda self: self.job.error_sentence)
+    started_at = property(lambda self: self.job.started_at)
+    finished_at = property(lambda self: self.job.finished_at)

@@ -8,7 +8,7 @@ import socket
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
@@ -17,7 +17,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from apps.leases import Lease, LeaseLost
+from apps.jobs.leases import Lease, LeaseLost
+from apps.rows import text_storable
 
 from .broker import broker_message_ids
 from .models import Job
@@ -51,6 +52,7 @@ class JobProgress:
 
     def __init__(self, lease: Lease, job: Job):
         self.lease, self.job = lease, job
+        self.started = time.monotonic()
 
     def report(self, done: int, total: Optional[int] = None) -> None:
         """Record progress; JobCancelled when a cancel was asked, LeaseLost when another worker took
@@ -65,6 +67,16 @@ class JobProgress:
     def holding(self) -> bool:
         """Whether this worker still holds the job (its results may be stored)."""
         return self.lease.rows().exists()
+
+    def complete(self, store: Callable[[], None]) -> None:
+        """Store the job's results and end it as succeeded, in one transaction: a worker that takes
+        the job over after this finds it ended, so no result is ever stored twice. LeaseLost when
+        the job is no longer this worker's (nothing is stored)."""
+        with transaction.atomic():
+            if not self.lease.rows().select_for_update().exists():  # holds off a take-over until the end
+                raise LeaseLost()
+            store()
+            self.lease.finish(Job.State.SUCCEEDED, seconds=time.monotonic() - self.started)
 
     def work_dir(self) -> Path:
         """A folder of this job's own for working copies; removed when the job ends, and by the sweep
@@ -102,8 +114,7 @@ def job_start(*, kind: str, subject=None, user=None) -> tuple[Job, bool]:
     job_kind(kind)  # a kind nobody registered is refused before anything is stored
     fields = _subject_fields(subject)
     same = {"kind": kind, "subject_type": fields["subject_type"], "subject_id": fields["subject_id"]}
-    for stale in Lease.stale_rows(Job, running_state=Job.State.RUNNING, **same):
-        job_end_lost(stale)
+    jobs_lost_end(kind=kind, subject=subject)
     try:
         with transaction.atomic():
             job = Job.objects.create(kind=kind, requested_by=user if getattr(user, "pk", None) else None, **fields)
@@ -137,31 +148,33 @@ def job_run(*, job_id: int, worker: str = "") -> bool:
         return not Lease.held_elsewhere(Job, job_id, running_state=Job.State.RUNNING)
     lease.update(worker=(worker or socket.gethostname())[:255])
     job = Job.objects.get(id=job_id)
-    started = time.monotonic()
+    progress = JobProgress(lease, job)
     ended: Optional[dict] = None
     with lease:
         try:
             # A kind this worker does not know (its app is not installed here) fails the job, in words.
-            job_kind(job.kind).runner()(job, JobProgress(lease, job))
+            job_kind(job.kind).runner()(job, progress)
             ended = {"state": Job.State.SUCCEEDED}
         except LeaseLost:
             return True  # another worker took it over; it ends the job
         except JobCancelled:
             ended = {"state": Job.State.CANCELLED}
         except JobFailed as failed:
-            ended = {"state": Job.State.FAILED, "error_code": failed.code, "error_message": failed.message[:4000]}
+            ended = {"state": Job.State.FAILED, "error_code": failed.code,
+                     "error_message": text_storable(failed.message)[:4000]}
         except SoftTimeLimitExceeded:
             ended = {"state": Job.State.FAILED, "error_code": "time_limit",
                      "error_message": "The job ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT)."}
         except Exception as error:  # noqa: BLE001 - the job must end in a state a person can see
             log.exception("%s job %s failed", job.kind, job_id)
             ended = {"state": Job.State.FAILED, "error_code": "worker_error",
-                     "error_message": f"{type(error).__name__}: {error}"[:4000]}
+                     "error_message": text_storable(f"{type(error).__name__}: {error}")[:4000]}
         finally:
             shutil.rmtree(job_work_dir(job_id, lease.token), ignore_errors=True)
         state = ended.pop("state")
         with transaction.atomic():  # the end and the kind's clean-up, together or not at all
-            if lease.finish(state, seconds=time.monotonic() - started, **ended) and state != Job.State.SUCCEEDED:
+            seconds = time.monotonic() - progress.started
+            if lease.finish(state, seconds=seconds, **ended) and state != Job.State.SUCCEEDED:
                 _failure_hook(job)
     return True
 
@@ -173,6 +186,15 @@ def _failure_hook(job: Job) -> None:
         return
     if hook is not None:
         hook(Job.objects.get(id=job.id))
+
+
+def jobs_lost_end(*, kind: str, subject=None) -> int:
+    """End the running jobs of `kind` on `subject` whose worker stopped reporting (their kind's
+    clean-up runs): a new one may start."""
+    fields = _subject_fields(subject)
+    stale = Lease.stale_rows(Job, running_state=Job.State.RUNNING, kind=kind, subject_type=fields["subject_type"],
+                             subject_id=fields["subject_id"])
+    return sum(job_end_lost(job) for job in stale)
 
 
 def job_end_lost(job: Job) -> bool:

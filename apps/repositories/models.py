@@ -5,7 +5,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 
-from apps.jobs.models import Job
+from apps.jobs.models import JobLife
 from worker.engine.git.repo import GitCredentials
 from worker.engine.mine.filters import (
     DEFAULT_TEST_DIR_NAMES,
@@ -82,12 +82,9 @@ class Repository(models.Model):
         return owner or "local", name
 
 
-class MiningJob(models.Model):
+class MiningJob(JobLife, models.Model):
     """What a mining job of a repository was asked (walk the new history, or re-apply changed
     filters to the stored commits) and what it gave; its life is its `job`'s (apps.jobs)."""
-
-    State = Job.State
-    ACTIVE_STATES = Job.ACTIVE_STATES
 
     # Set in the transaction that makes the row: the job's subject is the repository.
     job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="mining_job")
@@ -103,19 +100,6 @@ class MiningJob(models.Model):
 
     def __str__(self):
         return f"mining job {self.pk} ({self.state})"
-
-    # What the page and the command line show of its life, read from its job.
-    state = property(lambda self: self.job.state)
-    is_active = property(lambda self: self.job.is_active)
-    requested_by = property(lambda self: self.job.requested_by)
-    progress_done = property(lambda self: self.job.progress_done)
-    progress_total = property(lambda self: self.job.progress_total)
-    cancel_requested = property(lambda self: self.job.cancel_requested)
-    error_code = property(lambda self: self.job.error_code)
-    error_message = property(lambda self: self.job.error_message)
-    error_sentence = property(lambda self: self.job.error_sentence)
-    started_at = property(lambda self: self.job.started_at)
-    finished_at = property(lambda self: self.job.finished_at)
 
 
 class Commit(models.Model):

@@ -16,9 +16,9 @@ from django.db import transaction
 from django.db.models import Q
 
 from apps.accounts.roles import ADMIN, user_roles
+from apps.jobs.leases import LeaseLost
 from apps.jobs.models import Job
 from apps.jobs.services import JobCancelled, JobFailed, JobRefused, job_cancel, job_start
-from apps.leases import LeaseLost
 from apps.rows import commits_flushed_later, rows_insert
 from apps.tasks.states import tasks_create_for_commits, tasks_delete_unstarted
 from worker.engine.git.repo import (

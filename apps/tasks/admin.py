@@ -73,11 +73,11 @@ class TestRunRecordInline(_ReadOnlyInline):
 class ValidationAdmin(admin.ModelAdmin):
     """Validations are written by the worker; here they are only read."""
 
-    list_display = ["task", "state", "verdict", "reason", "environment", "environment_reused", "seconds", "started_at"]
-    list_filter = ["state", "verdict", "reason", "backend", "environment_reused"]
-    list_select_related = ["task", "environment"]
+    list_display = ["task", "state", "verdict", "reason", "environment", "environment_reused", "seconds", "created_at"]
+    list_filter = ["job__state", "verdict", "reason", "backend", "environment_reused"]
+    list_select_related = ["task", "environment", "job"]
     search_fields = ["task__instance_id", "environment__key"]
-    date_hierarchy = "started_at"
+    date_hierarchy = "created_at"
     inlines = [EnvironmentAttemptInline, TestRunRecordInline]
 
     def get_readonly_fields(self, request, obj=None):

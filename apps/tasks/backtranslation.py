@@ -23,7 +23,7 @@ def task_current_issue(*, task: Task) -> Optional[IssueVersion]:
 
 def _valid_validation(task: Task) -> Optional[Validation]:
     """The latest validation that found the task valid: its F2P tests are what an issue must not name."""
-    return (Validation.objects.filter(task=task, state=Validation.State.DONE, verdict="valid")
+    return (Validation.objects.filter(task=task, job__state=Validation.State.SUCCEEDED, verdict="valid")
             .order_by("-created_at", "-id").first())
 
 

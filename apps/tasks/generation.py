@@ -2,8 +2,6 @@
 test (a language job); a validation then runs them in the task's environment and keeps those
 that fail before the fix and pass after it."""
 
-from django.db import transaction
-
 from apps.llm.calls import model_call, role_settings
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.repo import BlobReader
@@ -11,7 +9,7 @@ from worker.engine.llm.prompts import prompt_load
 from worker.engine.validate.generated_tests import generated_files_from_answer, generation_prompt_variables
 
 from .models import GeneratedTest, Task, Validation
-from .services import task_validation_start
+from .services import generated_tests_check_start
 
 FILE_BYTES = 200_000  # of one changed file shown to the test writer
 TEST_WRITER_TOKENS = 800
@@ -23,9 +21,9 @@ def generation_source(task: Task) -> Validation | None:
     no before side to run them on)."""
     if task.state != Task.State.INVALID or not task.commit.parent_sha:
         return None
-    latest = (Validation.objects.filter(task=task, generated=False).exclude(state__in=Validation.ACTIVE_STATES)
-              .order_by("-created_at", "-id").first())
-    if latest and latest.state == Validation.State.DONE and latest.reason == "no_fail_to_pass" \
+    latest = (Validation.objects.filter(task=task, generated=False).exclude(job__state__in=Validation.ACTIVE_STATES)
+              .select_related("job").order_by("-created_at", "-id").first())
+    if latest and latest.state == Validation.State.SUCCEEDED and latest.reason == "no_fail_to_pass" \
             and latest.environment_id and not latest.breaks:
         return latest
     return None
@@ -68,11 +66,7 @@ def task_generate_tests(*, task: Task, regenerate: bool = False) -> tuple[str, s
     files = generated_files_from_answer(call.answer)
     if not files:
         return "failed", "the answer held no Python code block with a test function", call.model
-    with transaction.atomic():
-        validation = task_validation_start(task=task, backend=source.backend, generated_from=source)
-        if validation is None:
-            return "skipped", f"the task is {Task.objects.get(id=task.id).state}: it cannot be checked now", call.model
-        GeneratedTest.objects.bulk_create([
-            GeneratedTest(task=task, model_call=call, validation=validation, index=i, content=content)
-            for i, content in enumerate(files, 1)])
+    validation = generated_tests_check_start(task=task, source=source, tests=[(file, call.id) for file in files])
+    if validation is None:
+        return "skipped", f"the task is {Task.objects.get(id=task.id).state}: it cannot be checked now", call.model
     return "written", f"{len(files)} test files queued for checking", call.model

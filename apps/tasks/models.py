@@ -2,6 +2,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import models
 
+from apps.jobs.models import JobLife
 from worker.engine.curate.rubric import DIFFICULTIES
 from worker.engine.reasons import reason_sentence
 
@@ -69,19 +70,13 @@ class TaskStateChange(models.Model):
         ordering = ["at", "id"]
 
 
-class Validation(models.Model):
-    """One validation of a task: its environment, its runs, its oracle and verdict."""
+class Validation(JobLife, models.Model):
+    """One validation of a task: its environment, its runs, its oracle and verdict; its life is its
+    `job`'s (apps.jobs), whose subject is the task."""
 
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"  # the job itself broke (not the task): see `error`
-
-    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
-
+    # Set in the transaction that makes the row.
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="validation")
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="validations")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     verdict = models.CharField(max_length=32, blank=True)  # valid | invalid | environment_failed
     reason = models.CharField(max_length=64, blank=True)
     backend = models.CharField(max_length=16, default="local")
@@ -94,22 +89,18 @@ class Validation(models.Model):
     pass_to_pass = models.JSONField(default=list)
     flaky = models.JSONField(default=list)
     breaks = models.JSONField(default=list)
-    error = models.TextField(blank=True)
     seconds = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    lease_token = models.CharField(max_length=32, blank=True, help_text="Which worker holds the running validation.")
     generated = models.BooleanField(default=False, help_text="Checks generated tests in an earlier validation's "
                                                              "environment, instead of the commit's own tests.")
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
 
-    @property
-    def is_active(self) -> bool:
-        return self.state in self.ACTIVE_STATES
+    def __str__(self):
+        return f"validation {self.pk} of {self.task_id}"
+
+    error = property(lambda self: self.job.error_message)
 
     @property
     def reason_sentence(self) -> str:

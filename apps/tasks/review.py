@@ -27,7 +27,7 @@ from .models import (
     TaskHold,
     Validation,
 )
-from .services import task_validation_start
+from .services import generated_tests_check_start, task_validation_start
 from .states import (
     ACCEPT_FROM,
     REJECT_FROM_REVIEW,
@@ -195,7 +195,7 @@ def _first_reject_reason(task: Task) -> str:
 
 def oracle_tests(task: Task) -> set[str]:
     """The tests of the task's current oracle (F2P and P2P of its latest valid validation)."""
-    latest = (Validation.objects.filter(task=task, state=Validation.State.DONE, verdict="valid")
+    latest = (Validation.objects.filter(task=task, job__state=Validation.State.SUCCEEDED, verdict="valid")
               .only("fail_to_pass", "pass_to_pass").order_by("-created_at", "-id").first())
     return set(latest.fail_to_pass) | set(latest.pass_to_pass) if latest else set()
 
@@ -243,21 +243,18 @@ def task_test_restore(*, task: Task, user, test: str) -> Validation:
 def _revalidate(task: Task, user) -> Validation:
     """A validation of the same kind as the one that made the task valid: of the commit's own tests,
     or of its kept generated tests in the environment they were checked in."""
-    latest = (Validation.objects.filter(task=task, state=Validation.State.DONE)
+    latest = (Validation.objects.filter(task=task, job__state=Validation.State.SUCCEEDED)
               .order_by("-created_at", "-id").first())
     if latest is not None and latest.generated:
-        source = (Validation.objects.filter(task=task, generated=False, state=Validation.State.DONE,
+        source = (Validation.objects.filter(task=task, generated=False, job__state=Validation.State.SUCCEEDED,
                                             environment__isnull=False).order_by("-created_at", "-id").first())
         if source is None:
             raise ReviewRefused(f"The environment {task.instance_id}'s generated tests ran in is gone: validate the "
                                 f"task again from its page first.")
-        kept = list(GeneratedTest.objects.filter(validation=latest, state=GeneratedTest.State.KEPT).order_by("index"))
-        validation = task_validation_start(task=task, actor=user, backend=latest.backend, generated_from=source,
-                                           from_states=REVALIDATE_FROM)
-        if validation is not None:
-            GeneratedTest.objects.bulk_create([
-                GeneratedTest(task=task, model_call_id=row.model_call_id, validation=validation,
-                              index=i, content=row.content) for i, row in enumerate(kept, 1)])
+        kept = (GeneratedTest.objects.filter(validation=latest, state=GeneratedTest.State.KEPT).order_by("index")
+                .values_list("content", "model_call_id"))
+        validation = generated_tests_check_start(task=task, source=source, tests=list(kept), actor=user,
+                                                 backend=latest.backend, from_states=REVALIDATE_FROM)
     else:
         validation = task_validation_start(task=task, actor=user, from_states=REVALIDATE_FROM)
     if validation is None:

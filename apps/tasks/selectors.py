@@ -183,12 +183,12 @@ def repository_validation_funnel(*, repository: Repository) -> list[ValidationSt
     counts = (
         Task.objects.filter(repository=repository)
         .annotate(latest_environment=Subquery(latest.values("environment_id")[:1]),
-                  latest_state=Subquery(latest.values("state")[:1]))
+                  latest_state=Subquery(latest.values("job__state")[:1]))
         .aggregate(
             tasks=Count("id"),
             built=Count("id", filter=Q(latest_environment__isnull=False)),
             environment_failed=Count("id", filter=Q(state=Task.State.ENVIRONMENT_FAILED)),
-            validated=Count("id", filter=Q(latest_environment__isnull=False, latest_state=Validation.State.DONE)),
+            validated=Count("id", filter=Q(latest_environment__isnull=False, latest_state=Validation.State.SUCCEEDED)),
             valid=Count("id", filter=Q(state__in=VALID_OR_LATER)),
             invalid=Count("id", filter=Q(state=Task.State.INVALID)),
         )
@@ -215,12 +215,12 @@ def task_state_changes(*, task: Task) -> QuerySet:
 
 def task_validations(*, task: Task) -> list[Validation]:
     """The task's validations, newest first: the latest whole, earlier ones without their test lists."""
-    validations = list(Validation.objects.filter(task=task).order_by("-created_at", "-id")
-                       .only("id", "task_id", "state", "verdict", "reason", "created_at", "started_at", "finished_at",
-                             "seconds"))
+    validations = list(Validation.objects.filter(task=task).select_related("job").order_by("-created_at", "-id")
+                       .only("id", "task_id", "job_id", "verdict", "reason", "created_at", "seconds", "job__state",
+                             "job__error_code", "job__started_at", "job__finished_at"))
     if not validations:
         return []
-    latest = (Validation.objects.select_related("environment").defer("environment__lock")
+    latest = (Validation.objects.select_related("environment", "job").defer("environment__lock")
               .prefetch_related("attempts", Prefetch("runs", queryset=TestRunRecord.objects.order_by("id")))
               .get(pk=validations[0].pk))
     return [latest, *validations[1:]]

@@ -1,17 +1,20 @@
 """Validating tasks: queue a validation, run it through the engine in a sandbox, and store its
 environment, runs and verdict; generated tests get their verdicts the same way."""
 
+import logging
 import sys
 from functools import partial
 from pathlib import Path
+from typing import Optional
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from apps.environments.models import Environment
-from apps.jobs.services import work_root
-from apps.leases import Lease, LeaseLost
+from apps.jobs.leases import LeaseLost
+from apps.jobs.services import JobFailed, JobRefused, job_start, jobs_lost_end
+from apps.rows import text_storable
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.env.runtimes import default_images, docker_runtimes, local_runtimes
 from worker.engine.sandbox.docker import DockerSandbox
@@ -27,8 +30,11 @@ from worker.engine.validate.pipeline import (
 from .models import EnvironmentAttempt, GeneratedTest, Task, TestRunRecord, Validation
 from .states import VALIDATABLE_STATES, VALIDATING_STATES, task_review_open, task_state_move, task_summary_refresh
 
+log = logging.getLogger(__name__)
+
 # --- validation -----------------------------------------------------------------------------------
 
+VALIDATION = "validation"  # the job kind (registered in apps.tasks.apps)
 _OUTPUT_KEPT = 200_000  # characters of a run's output stored
 
 
@@ -37,20 +43,99 @@ def task_validation_start(*, task: Task, actor=None, backend: str = "", generate
     """Queue a validation of the task (in the given sandbox backend, default the setting);
     None if the task is being validated already or not in one of `from_states`. With
     `generated_from`, it checks the task's pending generated tests in that validation's environment."""
-    from worker.tasks import task_validate_task  # dispatch: worker.tasks imports this module
-
-    _stale_validations_end(task)
+    jobs_lost_end(kind=VALIDATION, subject=task)  # a dead worker's validation gives its task back
     with transaction.atomic():
         if not task_state_move(task_id=task.id, to_state=Task.State.BUILDING, from_states=from_states,
                                actor=actor):
+            return None
+        job, created = job_start(kind=VALIDATION, subject=task, user=actor)
+        if not created:  # the task's state said otherwise: trust the job
+            transaction.set_rollback(True)
             return None
         extra = {}
         if generated_from is not None:
             extra = {"generated": True, "environment": generated_from.environment,
                      "pass_to_pass": generated_from.pass_to_pass}
-        validation = Validation.objects.create(task=task, backend=backend or settings.COMMITGYM_SANDBOX, **extra)
-    transaction.on_commit(lambda: task_validate_task.delay(validation.id))
+        return Validation.objects.create(job=job, task=task, backend=backend or settings.COMMITGYM_SANDBOX, **extra)
+
+
+def generated_tests_check_start(*, task: Task, source: Validation, tests: list[tuple[str, Optional[int]]],
+                                actor=None, backend: str = "", from_states=VALIDATABLE_STATES):
+    """Queue a check of test files, given as (content, the model call that wrote it), in the
+    environment of `source`; None as task_validation_start says."""
+    with transaction.atomic():
+        validation = task_validation_start(task=task, actor=actor, backend=backend or source.backend,
+                                           generated_from=source, from_states=from_states)
+        if validation is not None:
+            GeneratedTest.objects.bulk_create([
+                GeneratedTest(task=task, model_call_id=call_id, validation=validation, index=i, content=content)
+                for i, (content, call_id) in enumerate(tests, 1)])
     return validation
+
+
+def validation_job_work(job, progress) -> None:
+    """The registered `run`: build (or reuse) the environment, run the tests before and after, and
+    store the runs, the oracle and the verdict, moving the task on, all at once."""
+    validation = Validation.objects.select_related("task__commit", "task__repository").get(job=job)
+    task, commit, repository = validation.task, validation.task.commit, validation.task.repository
+    task_state_move(task_id=task.id, to_state=Task.State.VALIDATING, from_states=[Task.State.BUILDING])
+    target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha, parent_sha=commit.parent_sha,
+                              committed_at=commit.committed_at, rules=repository.test_file_rules(),
+                              excluded_tests=frozenset(task.excluded_tests))
+    builder = _builder(repository, validation.backend)
+    try:
+        if validation.generated:
+            checked = _generated_check(validation, target, builder, progress.work_dir())
+            result = checked.result
+        else:
+            checked = None
+            result = task_validate(target, builder=builder, work_root=progress.work_dir(), settings=_engine_settings(),
+                                   reusable=_reusable_environments(repository, validation.backend))
+    except SoftTimeLimitExceeded:
+        raise JobFailed("time_limit", "The validation ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT).") from None
+    except (LeaseLost, JobFailed):
+        raise
+    except Exception as error:
+        log.exception("validation job %s failed", job.id)
+        raise JobFailed("validation_error", text_storable(f"{type(error).__name__}: {error}")) from None
+
+    def store():
+        if checked is not None:
+            generated_tests_store(validation, checked)
+        _validation_store(validation, result)
+        task_state_move(task_id=task.id, to_state=result.verdict, from_states=VALIDATING_STATES,
+                        reason=result.reason)
+        task_review_open(task_id=task.id)
+        task_summary_refresh(task.id)
+
+    progress.complete(store)
+
+
+def validation_job_ended(job) -> None:
+    """The registered clean-up of a validation that failed (or whose worker was lost): its
+    generated tests were not run, and the task can be validated again."""
+    validation = Validation.objects.get(job=job)
+    generated_tests_not_run(validation)
+    reason = "worker_lost" if job.error_code == "worker_lost" else "validation_error"
+    task_state_move(task_id=validation.task_id, to_state=Task.State.MINED, from_states=VALIDATING_STATES,
+                    reason=reason)
+
+
+def validation_job_retry(job, user):
+    """The registered `retry`: validate the task again the same way (its generated tests, in the
+    same environment, when it checked those)."""
+    validation = Validation.objects.select_related("task").get(job=job)
+    task = validation.task
+    if validation.generated:
+        tests = list(GeneratedTest.objects.filter(validation=validation).order_by("index")
+                     .values_list("content", "model_call_id"))
+        again = generated_tests_check_start(task=task, source=validation, tests=tests, actor=user)
+    else:
+        again = task_validation_start(task=task, actor=user, backend=validation.backend)
+    if again is None:
+        state = Task.objects.get(id=task.id).get_state_display().lower()
+        raise JobRefused(f"{task.instance_id} is {state}: it cannot be validated now.")
+    return again.job
 
 
 def _engine_settings() -> ValidationSettings:
@@ -74,71 +159,17 @@ def _builder(repository, backend: str) -> EnvironmentBuilder:
         ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None)
 
 
-def _stale_validations_end(task: Task) -> None:
-    """A validation whose worker stopped reporting would hold its task for ever: end it, and
-    give the task back so it can be validated again."""
-    ended = Lease.stale_rows(Validation, running_state=Validation.State.RUNNING, task=task).update(
-        state=Validation.State.FAILED, error="The worker running this validation stopped reporting.",
-        finished_at=timezone.now())
-    for validation in Validation.objects.filter(task=task, state=Validation.State.FAILED, generated=True):
-        generated_tests_not_run(validation)
-    if ended and not Validation.objects.filter(task=task, state__in=Validation.ACTIVE_STATES).exists():
-        task_state_move(task_id=task.id, to_state=Task.State.MINED,
-                        from_states=VALIDATING_STATES, reason="worker_lost")
-
-
-def task_validation_run(*, validation_id: int) -> bool:
-    """Run a queued validation to its end. Safe to call twice: one that ended is left as it
-    is. Returns False when another worker holds it and may still be running it."""
-    lease = Lease.claim(Validation, validation_id, waiting_state=Validation.State.QUEUED,
-                        running_state=Validation.State.RUNNING)
-    if lease is None:
-        return not Lease.held_elsewhere(Validation, validation_id, running_state=Validation.State.RUNNING)
-    validation = Validation.objects.select_related("task__commit", "task__repository").get(id=validation_id)
-    task, commit, repository = validation.task, validation.task.commit, validation.task.repository
-    with lease:
-        try:
-            task_state_move(task_id=task.id, to_state=Task.State.VALIDATING, from_states=[Task.State.BUILDING])
-            target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha,
-                                      parent_sha=commit.parent_sha, committed_at=commit.committed_at,
-                                      rules=repository.test_file_rules(),
-                                      excluded_tests=frozenset(task.excluded_tests))
-            if validation.generated:
-                result = _generated_validate(lease, validation, target)
-            else:
-                result = task_validate(target, builder=_builder(repository, validation.backend),
-                                       work_root=work_root(), settings=_engine_settings(),
-                                       reusable=_reusable_environments(repository, validation.backend))
-                _validation_store(lease, validation, result)
-        except LeaseLost:
-            return True  # another worker took it over; it finishes the task
-        except Exception as error:  # noqa: BLE001 - the task must not stay in a running state
-            if lease.finish(Validation.State.FAILED, error=_text(f"{type(error).__name__}: {error}")[:4000]):
-                generated_tests_not_run(validation)
-                task_state_move(task_id=task.id, to_state=Task.State.MINED, from_states=VALIDATING_STATES,
-                                reason="validation_error")
-            raise
-    task_state_move(task_id=task.id, to_state=result.verdict, from_states=VALIDATING_STATES, reason=result.reason)
-    task_review_open(task_id=task.id)
-    task_summary_refresh(task.id)
-    return True
-
-
-def _generated_validate(lease: Lease, validation: Validation, target: CommitToValidate):
-    """Check the generated tests queued with this validation; store each one's verdict."""
+def _generated_check(validation: Validation, target: CommitToValidate, builder: EnvironmentBuilder,
+                     work: Path) -> GeneratedValidationResult:
+    """Run the generated tests queued with this validation, in the environment they were written for."""
     environment = validation.environment
     if environment is None or not Path(environment.path).is_dir():
-        raise RuntimeError("the environment the generated tests were to run in is gone")
+        raise JobFailed("environment_gone", "The environment the generated tests were to run in is gone: "
+                                            "validate the task again first.")
     contents = list(GeneratedTest.objects.filter(validation=validation).order_by("index")
                     .values_list("content", flat=True))
-    checked = task_validate_generated(
-        target, contents, builder=_builder(validation.task.repository, validation.backend),
-        environment=_built(environment), work_root=work_root(), settings=_engine_settings(),
-        pass_to_pass=validation.pass_to_pass)
-    with transaction.atomic():
-        generated_tests_store(validation, checked)
-        _validation_store(lease, validation, checked.result)
-    return checked.result
+    return task_validate_generated(target, contents, builder=builder, environment=_built(environment),
+                                   work_root=work, settings=_engine_settings(), pass_to_pass=validation.pass_to_pass)
 
 
 def _built(environment: Environment) -> BuiltEnvironment:
@@ -152,15 +183,7 @@ def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:
     return [_built(env) for env in environments if Path(env.path).is_dir()]
 
 
-def _text(value) -> str:
-    """What PostgreSQL accepts of text that code in a sandbox wrote: no NUL, no lone surrogates."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    return value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
-
-
-@transaction.atomic
-def _validation_store(lease: Lease, validation: Validation, result) -> None:
+def _validation_store(validation: Validation, result) -> None:
     environment = None
     if result.environment:
         environment, _ = Environment.objects.get_or_create(key=result.environment.key, defaults={
@@ -171,25 +194,24 @@ def _validation_store(lease: Lease, validation: Validation, result) -> None:
             "build_network": settings.COMMITGYM_BUILD_NETWORK if validation.backend == "docker" else "host"})
     oracle = result.oracle
     EnvironmentAttempt.objects.bulk_create([
-        EnvironmentAttempt(validation=validation, strategy=a.strategy, commands=[_text(c) for c in a.commands],
-                           status=a.status, step=a.step, output=_text(a.output)[-_OUTPUT_KEPT:], seconds=a.seconds)
+        EnvironmentAttempt(validation=validation, strategy=a.strategy, status=a.status, step=a.step,
+                           commands=[text_storable(c) for c in a.commands], seconds=a.seconds,
+                           output=text_storable(a.output)[-_OUTPUT_KEPT:])
         for a in result.attempts])
     TestRunRecord.objects.bulk_create([
         TestRunRecord(validation=validation, side=r.side, scope=r.scope, index=r.index, status=r.run.status,
                       exit_code=r.run.exit_code, collection_error=r.run.collection_error, seconds=r.run.seconds,
-                      output=_text(r.run.output)[-_OUTPUT_KEPT:],
-                      outcomes={_text(test): status for test, status in r.run.outcomes.items()})
+                      output=text_storable(r.run.output)[-_OUTPUT_KEPT:],
+                      outcomes={text_storable(test): status for test, status in r.run.outcomes.items()})
         for r in result.runs])
-    finished = lease.finish(
-        Validation.State.DONE, verdict=result.verdict, reason=result.reason, environment=environment,
+    Validation.objects.filter(id=validation.id).update(
+        verdict=result.verdict, reason=result.reason, environment=environment,
         isolation_reduced=validation.backend == "local" and not LocalSandbox.available(),
         environment_reused=result.environment_reused,
-        fail_to_pass=[_text(t) for t in oracle.fail_to_pass] if oracle else [],
-        pass_to_pass=[_text(t) for t in oracle.pass_to_pass] if oracle else [],
-        flaky=[_text(t) for t in oracle.flaky] if oracle else [],
-        breaks=[_text(t) for t in oracle.breaks] if oracle else [], seconds=result.seconds)
-    if not finished:
-        raise LeaseLost()  # rolls back what this worker stored: the one holding it now stores its own
+        fail_to_pass=[text_storable(t) for t in oracle.fail_to_pass] if oracle else [],
+        pass_to_pass=[text_storable(t) for t in oracle.pass_to_pass] if oracle else [],
+        flaky=[text_storable(t) for t in oracle.flaky] if oracle else [],
+        breaks=[text_storable(t) for t in oracle.breaks] if oracle else [], seconds=result.seconds)
 
 
 # --- generated tests ---------------------------------------------------------------------------

@@ -156,7 +156,7 @@ def task_merged_scores(task_id: int) -> Merged:
 
 
 def _latest_done(task_id: int) -> Optional[Validation]:
-    return (Validation.objects.filter(task_id=task_id, state=Validation.State.DONE)
+    return (Validation.objects.filter(task_id=task_id, job__state=Validation.State.SUCCEEDED)
             .only("verdict", "fail_to_pass", "flaky").order_by("-created_at", "-id").first())
 
 

@@ -9,7 +9,7 @@ from apps.llm.models import ModelCall
 from apps.llm.services import language_job_start
 from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt, task_backtranslate, task_current_issue
 from apps.tasks.models import IssueVersion, Task, TestRunRecord, Validation
-from tests.conftest import record_model_answer
+from tests.conftest import record_model_answer, validation_make
 from worker.engine.llm.clients import ModelError
 from worker.engine.llm.prompts import prompt_load
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def valid_task(small_repository):
     task = Task.objects.get(repository=small_repository, commit__message__startswith="Fix add")
-    validation = Validation.objects.create(task=task, state="done", verdict="valid", fail_to_pass=[F2P])
+    validation = validation_make(task, verdict="valid", fail_to_pass=[F2P])
     TestRunRecord.objects.create(validation=validation, side="before", scope="selected", index=0, status="failed",
                                  outcomes={F2P: "FAILED"}, output="E   assert -1 == 5\nFAILED " + F2P)
     Task.objects.filter(id=task.id).update(state="valid")

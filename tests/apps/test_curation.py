@@ -26,7 +26,7 @@ from apps.tasks.models import (
     Validation,
 )
 from apps.tasks.states import task_summary_refresh
-from tests.conftest import commits_and_tasks_make, task_put_in_review
+from tests.conftest import commits_and_tasks_make, task_put_in_review, validation_make
 
 pytestmark = pytest.mark.django_db
 
@@ -154,7 +154,7 @@ def test_annotators_cannot_decide(in_review, annotator):
 def test_dropping_a_wrong_test_revalidates_without_it(in_review, curator, django_capture_on_commit_callbacks,
                                                       monkeypatch):
     queued = []
-    monkeypatch.setattr("worker.tasks.task_validate_task.delay", queued.append)
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", queued.append)
     review.task_review_submit(task=in_review, user=curator, form=ACCEPT)
     with pytest.raises(review.ReviewRefused, match="not among"):
         review.task_test_drop(task=in_review, user=curator, test="tests/test_nothing.py::test_x")
@@ -163,7 +163,7 @@ def test_dropping_a_wrong_test_revalidates_without_it(in_review, curator, django
                                            note="checks the log format, not the fix")
     in_review.refresh_from_db()
     assert in_review.excluded_tests == ["tests/test_other.py::test_ok"]
-    assert in_review.state == "building" and queued == [validation.id]
+    assert in_review.state == "building" and queued == [validation.job_id]
     change = TaskChange.objects.get(task=in_review, kind="test_dropped")
     assert change.after == {"excluded_tests": ["tests/test_other.py::test_ok"]} and change.note
     assert not Review.objects.filter(task=in_review, current=True).exists()  # what they reviewed changed
@@ -411,15 +411,15 @@ def test_dropping_a_generated_test_rechecks_the_kept_generated_files(in_review, 
                                                                     django_capture_on_commit_callbacks):
     from apps.tasks.models import GeneratedTest
 
-    monkeypatch.setattr("worker.tasks.task_validate_task.delay", lambda validation_id: None)
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id: None)
     from apps.environments.models import Environment
 
     base = Validation.objects.get(task=in_review)
     environment = Environment.objects.create(key="env-generated", python_version="3.11", lock="", path="/envs/x",
                                              repository=in_review.repository)
     Validation.objects.filter(pk=base.pk).update(verdict="invalid", reason="no_fail_to_pass", environment=environment)
-    generated = Validation.objects.create(
-        task=in_review, state="done", verdict="valid", generated=True, backend="local",
+    generated = validation_make(
+        in_review, verdict="valid", generated=True, backend="local",
         fail_to_pass=["test_commitgym_generated_1.py::test_a", "test_commitgym_generated_1.py::test_b"])
     GeneratedTest.objects.create(task=in_review, validation=generated, index=1, content="def test_a(): ...",
                                  state="kept", fail_to_pass=generated.fail_to_pass)

@@ -50,7 +50,7 @@ def test_dropping_a_wrong_test_revalidates_the_task_in_a_worker(celery_worker, t
     response = client.post(reverse("tasks:test_drop", args=[task.instance_id]), {"test": wrong, "note": "wrong"})
     assert response.status_code == 302
     wait_until(lambda: Task.objects.get(id=task.id).state == "needs_review" and _latest(task) != first
-               and _latest(task).state == "done", timeout=300, what="the re-validation")
+               and _latest(task).state == "succeeded", timeout=300, what="the re-validation")
     again = _latest(task)
     assert again.verdict == "valid" and wrong not in again.pass_to_pass and wrong not in again.fail_to_pass
     assert sorted(again.fail_to_pass) == sorted(first.fail_to_pass)

@@ -8,6 +8,7 @@ from django.urls import reverse
 from apps.jobs.models import Job
 from apps.llm.models import LanguageJob, ModelCall
 from apps.tasks.models import IssueVersion, Task
+from tests.conftest import validation_make
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +73,7 @@ def test_writing_the_issue_is_for_curators_and_valid_tasks(curator_client, annot
 
 def test_generated_tests_are_listed_with_their_outcomes_and_marked(curator_client, annotator_client, valid_task,
                                                                    monkeypatch):
-    from apps.tasks.models import GeneratedTest, Validation
+    from apps.tasks.models import GeneratedTest
 
     call = _call(valid_task, role="test_writer", prompt_name="test_writer")
     GeneratedTest.objects.create(task=valid_task, model_call=call, index=1, content="def test_x():\n    assert f()\n",
@@ -88,8 +89,8 @@ def test_generated_tests_are_listed_with_their_outcomes_and_marked(curator_clien
     assert "already pass before the fix" in section and "&lt;b&gt;x&lt;/b&gt;" in section
     assert "<code>test_commitgym_generated_1.py::test_x</code>" in section
     assert "Generate other tests" not in section  # a valid task needs no generated tests
-    Validation.objects.create(task=valid_task, state="done", verdict="valid", generated=True,
-                              fail_to_pass=["test_commitgym_generated_1.py::test_x"]).runs.create(
+    validation_make(valid_task, verdict="valid", generated=True,
+                    fail_to_pass=["test_commitgym_generated_1.py::test_x"]).runs.create(
         side="before", scope="selected", index=0, status="failed",
         outcomes={"test_commitgym_generated_1.py::test_x": "FAILED"})
     page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
@@ -98,8 +99,7 @@ def test_generated_tests_are_listed_with_their_outcomes_and_marked(curator_clien
 
     monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id: None)
     Task.objects.filter(id=valid_task.id).update(state="invalid", reason="no_fail_to_pass")
-    Validation.objects.create(task=valid_task, state="done", verdict="invalid", reason="no_fail_to_pass",
-                              environment=_environment(valid_task))
+    validation_make(valid_task, verdict="invalid", reason="no_fail_to_pass", environment=_environment(valid_task))
     url = reverse("tasks:generate_tests", args=[valid_task.instance_id])
     assert annotator_client.post(url).status_code == 403
     page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()

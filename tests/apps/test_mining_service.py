@@ -333,8 +333,8 @@ def test_a_stale_running_job_does_not_block_new_work(small_repository, settings)
 
 @pytest.mark.django_db
 def test_a_job_taken_over_stops_writing(small_repository):
+    from apps.jobs.leases import Lease, LeaseLost
     from apps.jobs.services import JobProgress
-    from apps.leases import Lease, LeaseLost
 
     job = mining_job_make(small_repository)
     lease = Lease.claim(Job, job.job_id, waiting_state="queued", running_state="running")
@@ -347,7 +347,7 @@ def test_a_job_taken_over_stops_writing(small_repository):
 def test_the_heartbeat_keeps_a_long_step_fresh(settings):
     import time
 
-    from apps.leases import Lease
+    from apps.jobs.leases import Lease
     from apps.repositories.models import Repository
 
     settings.COMMITGYM_JOB_HEARTBEAT_SECONDS = 0.05

@@ -8,6 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.environments.models import Environment
+from apps.jobs.models import Job
 from apps.llm.models import ModelCall
 from apps.repositories.models import Commit, Repository
 from apps.tasks.models import (
@@ -19,6 +20,7 @@ from apps.tasks.models import (
     TestRunRecord,
     Validation,
 )
+from tests.conftest import validation_make
 from worker.engine.reasons import reason_sentence
 
 HTMX = {"HX-Request": "true"}
@@ -57,8 +59,8 @@ def make_environment(repository, key="env-" + "a" * 20, network="host") -> Envir
 def make_validation(task: Task, environment=None, *, verdict="valid", reason="", runs=2,
                     output="ok") -> Validation:
     """A finished validation: F2P fails before and passes after, one flaky test, one P2P test."""
-    validation = Validation.objects.create(
-        task=task, state=Validation.State.DONE, verdict=verdict, reason=reason, environment=environment,
+    validation = validation_make(
+        task, verdict=verdict, reason=reason, environment=environment,
         fail_to_pass=[F2P], pass_to_pass=[P2P], flaky=[FLAKY], seconds=12.5)
     EnvironmentAttempt.objects.create(validation=validation, strategy="uv-pip-editable",
                                       commands=["uv pip install -e ."], status="ok", step="", output=output,
@@ -197,10 +199,10 @@ def test_task_page_shows_verdict_tests_and_outcomes(curator_client, task):
 
 def test_running_validation_polls_and_a_finished_one_refreshes(curator_client, task):
     Task.objects.filter(pk=task.pk).update(state=Task.State.VALIDATING)
-    validation = Validation.objects.create(task=task)
+    validation = validation_make(task, state=Validation.State.QUEUED)
     url = reverse("tasks:validation", args=[task.instance_id])
     assert 'hx-trigger="every 2s"' in html(curator_client.get(url, headers=HTMX))  # queued polls too
-    Validation.objects.filter(pk=validation.pk).update(state=Validation.State.RUNNING)
+    Job.objects.filter(pk=validation.job_id).update(state=Validation.State.RUNNING)
 
     page = html(curator_client.get(reverse("tasks:detail", args=[task.instance_id])))
     assert f'hx-get="{url}"' in page and 'hx-trigger="every 2s"' in page
@@ -209,7 +211,8 @@ def test_running_validation_polls_and_a_finished_one_refreshes(curator_client, t
     assert running.status_code == 200 and "HX-Refresh" not in running
     assert 'hx-trigger="every 2s"' in html(running) and "<html" not in html(running)
 
-    Validation.objects.filter(pk=validation.pk).update(state=Validation.State.DONE, verdict="valid")
+    Job.objects.filter(pk=validation.job_id).update(state=Validation.State.SUCCEEDED)
+    Validation.objects.filter(pk=validation.pk).update(verdict="valid")
     done = curator_client.get(url, headers=HTMX)
     assert done["HX-Refresh"] == "true" and "hx-trigger" not in html(done)
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from apps.environments.models import Environment
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task, TaskStateChange, Validation
-from tests.conftest import commands_database_url, mine_now
+from tests.conftest import commands_database_url, mine_now, process_group_kill, wait_until, worker_start
 from tests.gitrepo import GitRepo
 from worker.demo.sample_repo import sample_repo_write
 
@@ -170,3 +170,87 @@ def test_hostile_code_is_contained_and_the_worker_goes_on(celery_worker, tmp_pat
         for attack in attacks:
             assert run.outcomes[f"tests/test_calc.py::{attack}"] in {"FAILED", "ERROR"}, (attack, run.outcomes)
     assert (Path(validation.environment.path) / "bin" / "python").exists()
+
+
+SLOW_TESTS = '''\
+import time
+from calc import add
+
+
+def test_add():
+    time.sleep(2)
+    assert add(2, 3) == 5
+'''
+
+
+@pytest.fixture
+def sandbox_reachable_dir():
+    """A folder of the test's own that sandbox users may walk through (pytest's own is closed to them)."""
+    import shutil
+    import tempfile
+
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="test-", dir=settings.VAR_DIR))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_worker_killed_mid_validation_leaves_a_job_another_finishes_exactly_once(transactional_db, settings,
+                                                                                    tmp_path, git_repo,
+                                                                                    sandbox_reachable_dir):
+    from celery import current_app
+
+    from apps.jobs.models import Job
+    from apps.jobs.services import jobs_sweep
+    from apps.tasks.services import task_validation_start
+
+    settings.COMMITGYM_WORK_DIR = sandbox_reachable_dir / "work"
+    settings.COMMITGYM_MIRROR_DIR = tmp_path / "mirrors"
+    settings.COMMITGYM_JOB_STALE_SECONDS = 3
+    envs = sandbox_reachable_dir / "envs"
+    env = {"COMMITGYM_JOB_STALE_SECONDS": "3", "COMMITGYM_JOB_HEARTBEAT_SECONDS": "1",
+           "COMMITGYM_WORK_DIR": str(settings.COMMITGYM_WORK_DIR), "COMMITGYM_ENV_DIR": str(envs),
+           "COMMITGYM_MIRROR_DIR": str(settings.COMMITGYM_MIRROR_DIR), "COMMITGYM_VALIDATION_RUNS": "2"}
+    git_repo.commit("init", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    fix = git_repo.commit("Fix add", {"calc.py": "def add(a, b):\n    return a + b\n",
+                                      "tests/test_calc.py": SLOW_TESTS})
+    repository = repository_register(location=str(git_repo.path))
+    mine_now(repository)
+    task = Task.objects.get(commit__sha=fix)
+    # The suite's shared worker (if one runs) must not take the job: only these two consume "tests".
+    current_app.control.cancel_consumer("tests", reply=True, timeout=5)
+    first = worker_start(tmp_path, "first", "tests", env)
+    second = None
+    try:
+        validation = task_validation_start(task=task)
+        job_id = validation.job_id
+        environments = envs / "local" / f"repository-{repository.pk}"
+        # Killed once its environment is built, while the tests run.
+        wait_until(lambda: environments.is_dir() and any(environments.iterdir())
+                   or not Job.objects.get(id=job_id).is_active, timeout=300, what="the first worker to build")
+        assert Job.objects.get(id=job_id).state == "running", Job.objects.get(id=job_id).error_message
+        process_group_kill(first)
+        folders = list(settings.COMMITGYM_WORK_DIR.glob(f"job-{job_id}-*"))
+        assert len(folders) == 1 and Job.objects.get(id=job_id).state == "running"
+        second = worker_start(tmp_path, "second", "tests", env)
+        wait_until(lambda: jobs_sweep()["taken_over"] == 1, timeout=30, what="the dead worker's job to be handed on")
+        wait_until(lambda: not Job.objects.get(id=job_id).is_active, timeout=300, what="the validation to end")
+
+        job = Job.objects.get(id=job_id)
+        assert job.state == "succeeded" and job.worker.startswith("second@") and job.dispatches == 2
+        assert Validation.objects.filter(task=task).count() == 1 and Job.objects.filter(kind="validation").count() == 1
+        validation = Validation.objects.get(id=validation.id)
+        assert (validation.verdict, validation.fail_to_pass) == ("valid", ["tests/test_calc.py::test_add"])
+        runs = list(validation.runs.values_list("side", "scope", "index"))
+        assert runs and len(runs) == len(set(runs))  # one set of runs: the second worker's
+        assert validation.attempts.count() == len(set(validation.attempts.values_list("strategy", flat=True)))
+        assert list(TaskStateChange.objects.filter(task=task).values_list("to_state", flat=True)) == [
+            "mined", "building", "validating", "valid"]
+        assert jobs_sweep()["work_dirs_removed"] == 1  # the dead worker's working copy
+        assert not any(settings.COMMITGYM_WORK_DIR.glob(f"job-{job_id}-*"))  # the second's went as it ended
+    finally:
+        process_group_kill(first)
+        if second is not None:
+            process_group_kill(second)
+        current_app.control.add_consumer("tests", reply=True, timeout=5)

@@ -7,6 +7,8 @@ import pytest
 from django.utils import timezone
 
 import apps.tasks.services as services
+from apps.jobs.models import Job
+from apps.jobs.services import job_run
 from apps.tasks.models import Task, Validation
 from worker.engine.env.builder import Attempt
 from worker.engine.run.pytest_run import TestRun
@@ -28,49 +30,59 @@ def task(small_repository):
     return Task.objects.filter(repository=small_repository).order_by("id").first()
 
 
+def _run(validation) -> bool:
+    return job_run(job_id=validation.job_id, worker="w1")
+
+
+def _fresh(validation) -> Validation:
+    return Validation.objects.select_related("job").get(id=validation.id)
+
+
 @pytest.mark.django_db
 def test_a_validation_moves_the_task_and_stores_what_it_found(task, monkeypatch):
     monkeypatch.setattr(services, "task_validate", lambda *a, **k: _result())
     validation = services.task_validation_start(task=task)
     assert validation.state == Validation.State.QUEUED and Task.objects.get(id=task.id).state == "building"
+    assert (validation.job.kind, validation.job.subject_id, validation.job.subject_label) == (
+        "validation", task.id, task.instance_id)
     assert services.task_validation_start(task=task) is None  # one at a time
-    assert services.task_validation_run(validation_id=validation.id) is True
-    validation.refresh_from_db()
-    assert validation.state == "done" and validation.verdict == "valid"
+    assert _run(validation) is True
+    validation = _fresh(validation)
+    assert validation.state == "succeeded" and validation.verdict == "valid" and validation.job.worker == "w1"
     assert validation.fail_to_pass == ["tests/test_a.py::test_a"]
     assert validation.attempts.get().output == "<script>log</script>"
     assert validation.runs.get().outcomes == {"tests/test_a.py::test_a": "PASSED"}
     assert list(task.state_changes.values_list("to_state", flat=True)) == [
         "mined", "building", "validating", "valid"]
-    assert services.task_validation_run(validation_id=validation.id) is True  # a second delivery does nothing
-    assert task.state_changes.count() == 4
+    assert _run(validation) is True  # a second delivery does nothing
+    assert task.state_changes.count() == 4 and validation.runs.count() == 1
 
 
 @pytest.mark.django_db
 def test_an_engine_error_fails_the_validation_and_frees_the_task(task, monkeypatch):
     def broken(*args, **kwargs):
-        raise RuntimeError("disk full")
+        raise RuntimeError("disk full\x00")
 
     monkeypatch.setattr(services, "task_validate", broken)
     validation = services.task_validation_start(task=task)
-    with pytest.raises(RuntimeError):
-        services.task_validation_run(validation_id=validation.id)
-    validation.refresh_from_db()
-    assert validation.state == "failed" and "disk full" in validation.error
+    assert _run(validation) is True
+    validation = _fresh(validation)
+    assert validation.state == "failed" and validation.job.error_code == "validation_error"
+    assert validation.error == "RuntimeError: disk full"
     assert Task.objects.get(id=task.id).state == "mined"
+    assert task.state_changes.last().reason == "validation_error"
 
 
 @pytest.mark.django_db
 def test_a_validation_whose_worker_died_is_taken_over_when_stale(task, monkeypatch, settings):
     monkeypatch.setattr(services, "task_validate", lambda *a, **k: _result("invalid", "no_fail_to_pass"))
     validation = services.task_validation_start(task=task)
-    Validation.objects.filter(id=validation.id).update(state="running", heartbeat_at=timezone.now(),
-                                                       lease_token="dead")
-    assert services.task_validation_run(validation_id=validation.id) is False
-    Validation.objects.filter(id=validation.id).update(
+    Job.objects.filter(id=validation.job_id).update(state="running", heartbeat_at=timezone.now(), lease_token="dead")
+    assert _run(validation) is False
+    Job.objects.filter(id=validation.job_id).update(
         heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
-    assert services.task_validation_run(validation_id=validation.id) is True
-    assert Task.objects.get(id=task.id).state == "invalid"
+    assert _run(validation) is True
+    assert Task.objects.get(id=task.id).state == "invalid" and _fresh(validation).state == "succeeded"
 
 
 @pytest.mark.django_db
@@ -82,35 +94,68 @@ def test_text_a_sandbox_wrote_is_stored_whatever_it_holds(task, monkeypatch):
     result.attempts.append(Attempt("editable", ["\x00"], "ok", "", "log\x00\udcff", 1.0))
     monkeypatch.setattr(services, "task_validate", lambda *a, **k: result)
     validation = services.task_validation_start(task=task)
-    assert services.task_validation_run(validation_id=validation.id)
-    validation.refresh_from_db()
-    assert validation.state == "done" and validation.runs.count() == 2
+    assert _run(validation)
+    validation = _fresh(validation)
+    assert validation.state == "succeeded" and validation.runs.count() == 2
     assert "\x00" not in validation.runs.last().output
 
 
 @pytest.mark.django_db
 def test_a_stale_validation_gives_its_task_back(task, settings):
     validation = services.task_validation_start(task=task)
-    Validation.objects.filter(id=validation.id).update(
+    Job.objects.filter(id=validation.job_id).update(
         state="running", heartbeat_at=timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
     Task.objects.filter(id=task.id).update(state="validating")
     again = services.task_validation_start(task=task)
     assert again is not None and again.id != validation.id
-    assert Validation.objects.get(id=validation.id).state == "failed"
+    assert (_fresh(validation).state, _fresh(validation).job.error_code) == ("failed", "worker_lost")
     assert "worker_lost" in task.state_changes.values_list("reason", flat=True)
 
 
 @pytest.mark.django_db
 def test_a_validation_taken_over_while_storing_keeps_nothing_of_this_worker(task, monkeypatch):
     def taken_over(*args, **kwargs):
-        Validation.objects.filter(task=task).update(lease_token="another-worker")
+        Job.objects.filter(validation__task=task).update(lease_token="another-worker")
         return _result()
 
     monkeypatch.setattr(services, "task_validate", taken_over)
     validation = services.task_validation_start(task=task)
-    assert services.task_validation_run(validation_id=validation.id) is True
-    validation.refresh_from_db()
+    assert _run(validation) is True
+    validation = _fresh(validation)
     assert validation.state == "running" and not validation.runs.exists() and not validation.attempts.exists()
+    assert validation.verdict == "" and Task.objects.get(id=task.id).state == "validating"
+
+
+@pytest.mark.django_db
+def test_a_failed_validation_is_retried_the_same_way(task, monkeypatch):
+    from apps.jobs.services import JobRefused, job_retry
+    from apps.tasks.models import GeneratedTest
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(services, "task_validate", broken)
+    plain = services.task_validation_start(task=task, backend="local")
+    _run(plain)
+    again = job_retry(job=_fresh(plain).job)
+    assert again.kind == "validation" and again.validation.backend == "local" and not again.validation.generated
+    with pytest.raises(JobRefused, match="being validated|cannot be validated now"):
+        job_retry(job=_fresh(plain).job)  # the task is building again: one validation at a time
+
+    Job.objects.filter(id=again.id).update(state="failed")
+    Task.objects.filter(id=task.id).update(state="invalid")
+    source = again.validation
+    checking = services.generated_tests_check_start(task=task, source=source, tests=[("def test_a(): ...", None),
+                                                                                     ("def test_b(): ...", None)])
+    _run(checking)  # its environment is gone
+    checking = _fresh(checking)
+    assert (checking.state, checking.job.error_code) == ("failed", "environment_gone")
+    assert set(GeneratedTest.objects.filter(validation=checking).values_list("state", "reason")) == {
+        ("dropped", "not_run")}
+    retried = job_retry(job=checking.job).validation
+    assert retried.generated and list(GeneratedTest.objects.filter(validation=retried).order_by("index")
+                                      .values_list("content", "state")) == [("def test_a(): ...", "pending"),
+                                                                           ("def test_b(): ...", "pending")]
 
 
 @pytest.mark.django_db
@@ -131,7 +176,7 @@ def test_without_bubblewrap_validation_runs_only_if_allowed_and_the_page_says_so
     assert services._builder(task.repository, "local").sandbox().allow_unsandboxed
     monkeypatch.setattr(services, "task_validate", lambda *a, **k: _result())
     validation = services.task_validation_start(task=task)
-    services.task_validation_run(validation_id=validation.id)
+    _run(validation)
     assert Validation.objects.get(id=validation.id).isolation_reduced
     client = Client()
     client.force_login(task.repository.created_by)

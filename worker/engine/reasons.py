@@ -30,6 +30,7 @@ MINING_JOB_FAILURES = {
 JOB_FAILURES = {
     "time_limit": "The job ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT).",
     "model_failed": "The language model gave no answer (unreachable, refused, or misconfigured).",
+    "environment_gone": "The environment the generated tests were to run in is gone: validate the task again first.",
 }
 
 # Why validation found a task invalid, in the order the checks run.

@@ -85,7 +85,7 @@ def _history(task: Task) -> list[dict]:
 
 def _oracle_validation(task: Task):
     """The validation whose tests the reviewer judges: the latest finished one, with its runs."""
-    return (Validation.objects.filter(task=task, state=Validation.State.DONE).order_by("-created_at", "-id")
+    return (Validation.objects.filter(task=task, job__state=Validation.State.SUCCEEDED).order_by("-created_at", "-id")
             .select_related("environment").defer("environment__lock").prefetch_related("runs").first())
 
 

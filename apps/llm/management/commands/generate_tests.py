@@ -43,7 +43,7 @@ class Command(LanguageJobCommand):
                 if jobs and time.monotonic() > deadline:
                     raise CommandError(f"{len(jobs)} tasks did not finish within {timeout:.0f} s")
                 worker.waiting(queued=Job.objects.filter(language_job__id__in=jobs, state=Job.State.QUEUED).exists()
-                               or Validation.objects.filter(task__in=jobs.values(), state=Validation.State.QUEUED)
+                               or Validation.objects.filter(task__in=jobs.values(), job__state=Validation.State.QUEUED)
                                .exists())
                 time.sleep(0.5)
         if failed:

@@ -5,6 +5,7 @@ from collections import Counter
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.environments.selectors import environment_reuse
+from apps.jobs.on_demand import WorkerOnDemand
 from apps.repositories.services import repository_find
 from apps.tasks.models import Task, Validation
 from apps.tasks.services import task_validation_start
@@ -37,15 +38,19 @@ class Command(BaseCommand):
             pending[validation.id] = task
         failures, finished = 0, []
         deadline = time.monotonic() + timeout
-        while pending:
-            for validation in Validation.objects.filter(id__in=pending).exclude(state__in=Validation.ACTIVE_STATES):
-                task = pending.pop(validation.id)
-                finished.append(validation.id)
-                failures += validation.state == Validation.State.FAILED
-                self._report(task, validation, as_json)
-            if pending and time.monotonic() > deadline:
-                raise CommandError(f"{len(pending)} validations did not finish within {timeout:.0f} s")
-            time.sleep(0.5)
+        with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
+            while pending:
+                ended = Validation.objects.filter(id__in=pending).exclude(job__state__in=Validation.ACTIVE_STATES)
+                for validation in ended.select_related("job", "environment"):
+                    task = pending.pop(validation.id)
+                    finished.append(validation.id)
+                    failures += validation.state == Validation.State.FAILED
+                    self._report(task, validation, as_json)
+                if pending and time.monotonic() > deadline:
+                    raise CommandError(f"{len(pending)} validations did not finish within {timeout:.0f} s")
+                worker.waiting(queued=Validation.objects.filter(id__in=pending, job__state=Validation.State.QUEUED)
+                               .exists())
+                time.sleep(0.5)
         self._summary(list(finished), as_json)
         if failures:
             raise CommandError(f"{failures} validations stopped on an error (see their pages)")

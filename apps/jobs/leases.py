@@ -1,4 +1,4 @@
-"""A worker's hold on a long job row (a job of the jobs table; a validation, until it moves there).
+"""A worker's hold on a running job of the jobs table.
 
 The row carries `state`, `started_at`, `heartbeat_at` and `lease_token`. Claiming
 moves it from its waiting state to running with a fresh token, or takes over a
