@@ -3,6 +3,8 @@
 - Warm overhead: a task whose test file takes over 10 s per run, validated with an
   environment already built, against pytest run directly (no sandbox, no report
   plugin) in the same environment on the same tests as many times. Goal: <= 1.5x.
+- Fresh copies: of the warm validation, the time spent copying a fresh working copy for
+  each run (nothing one run writes is seen by the next).
 - Reuse: the share of the sample repository's kept commits that reuse an existing
   environment. Goal: >= 80%.
 - Disk: what a validated task leaves behind beyond the environments (its stored
@@ -78,6 +80,8 @@ def warm_overhead(place: Path, builder: EnvironmentBuilder, name: str) -> None:
                        env={"PYTHONPATH": f"{work}:{site}", "PATH": "/usr/bin:/bin"})
     direct_seconds = time.monotonic() - started
     report(f"validate.warm_overhead_{name}", validation_seconds, "s", direct_seconds)
+    # Each run tests a fresh copy of its side's working copy: that copying, against the whole validation.
+    report(f"validate.fresh_copies_{name}", warm.copy_seconds, "s", validation_seconds)
 
 
 def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:

@@ -137,6 +137,8 @@ class TestRunRecord(models.Model):
     seconds = models.FloatField(default=0)
     output = models.TextField(blank=True)
     outcomes = models.JSONField(default=dict, help_text="{test id: status}")
+    untrusted = models.TextField(blank=True, help_text="Why the run's report cannot be believed (its outcomes "
+                                                       "then count for nothing).")
 
     class Meta:
         ordering = ["id"]

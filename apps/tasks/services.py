@@ -201,7 +201,7 @@ def _validation_store(validation: Validation, result) -> None:
     TestRunRecord.objects.bulk_create([
         TestRunRecord(validation=validation, side=r.side, scope=r.scope, index=r.index, status=r.run.status,
                       exit_code=r.run.exit_code, collection_error=r.run.collection_error, seconds=r.run.seconds,
-                      output=text_storable(r.run.output)[-_OUTPUT_KEPT:],
+                      output=text_storable(r.run.output)[-_OUTPUT_KEPT:], untrusted=text_storable(r.run.untrusted),
                       outcomes={text_storable(test): status for test, status in r.run.outcomes.items()})
         for r in result.runs])
     Validation.objects.filter(id=validation.id).update(

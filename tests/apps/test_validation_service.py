@@ -127,6 +127,27 @@ def test_a_validation_taken_over_while_storing_keeps_nothing_of_this_worker(task
 
 
 @pytest.mark.django_db
+def test_an_untrusted_run_is_stored_with_its_reason_and_shown_on_the_task_page(task, monkeypatch, curator_client):
+    from django.urls import reverse
+
+    result = _result("invalid", "untrusted_run")
+    forged = TestRun(outcomes={}, status="failed", exit_code=1, output=b"1 failed", seconds=0.1,
+                     collection_error=False, untrusted="forged_result: tests/test_a.py::test_a: the call phase failed "
+                                                        "but was reported passed")
+    result.runs.append(RunRecord("after", "selected", 1, forged))
+    result.oracle = None
+    monkeypatch.setattr(services, "task_validate", lambda *a, **k: result)
+    validation = services.task_validation_start(task=task)
+    _run(validation)
+    validation = _fresh(validation)
+    assert (validation.verdict, validation.reason, validation.fail_to_pass) == ("invalid", "untrusted_run", [])
+    assert validation.runs.get(index=1).untrusted.startswith("forged_result: tests/test_a.py::test_a")
+    page = curator_client.get(reverse("tasks:detail", args=[task.instance_id])).content.decode()
+    assert "untrusted" in page and "the call phase failed but was reported passed" in page
+    assert "forged or tampered with" in page  # the reason in words
+
+
+@pytest.mark.django_db
 def test_a_failed_validation_is_retried_the_same_way(task, monkeypatch):
     from apps.jobs.services import JobRefused, job_retry
     from apps.tasks.models import GeneratedTest

@@ -5,6 +5,8 @@ as on the workers, a small generated repository with one test of each kind.
 """
 
 import ast
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.run.pytest_run import outcomes_from_report, pytest_run
+from worker.engine.run.pytest_run import outcomes_from_events, pytest_run, report_check
 from worker.engine.sandbox.base import Limits
 from worker.engine.sandbox.local import LocalSandbox
 
@@ -160,7 +162,7 @@ def test_each_kind_of_outcome_under_its_whole_node_id(venv, workdir):
         name + "test_strict_xpass": "FAILED",
         name + "test_x[a b-1]": "PASSED",
         name + "test_x[odd [id] here]": "FAILED",
-    }, result.output.decode()
+    }, (result.untrusted, result.output.decode())
     assert result.status == "failed" and result.exit_code == 1 and not result.collection_error
     assert b"setup fails" in result.output
     assert [path.name for path in repo.rglob("*") if "commitgym" in path.name or "report" in path.name] == []
@@ -252,38 +254,311 @@ def test_the_plugin_is_python_3_7_syntax():
     ast.parse(source, feature_version=(3, 7))
 
 
-def line(**event) -> str:
-    return json.dumps(event)
+def signed(key: bytes, *events: dict, tail: bytes = b"") -> bytes:
+    """A report as the plugin writes it: each line MAC'd under the key, numbered from 0."""
+    lines = []
+    for number, event in enumerate(events):
+        body = json.dumps({**event, "seq": number}, sort_keys=True).encode()
+        lines.append(hmac.new(key, body, hashlib.sha256).hexdigest().encode() + b" " + body + b"\n")
+    return b"".join(lines) + tail
+
+
+KEY = b"k" * 32
+
+
+def outcomes(*events: dict, tail: bytes = b"", exit_code=0):
+    checked = report_check(signed(KEY, *events, tail=tail), KEY, exit_code=exit_code)
+    assert checked.untrusted == "", checked.untrusted
+    return outcomes_from_events(checked.events)
+
+
+def untrusted(data: bytes, exit_code=1) -> str:
+    return report_check(data, KEY, exit_code=exit_code).untrusted
+
+
+def collected(*nodeids):
+    return {"event": "collected", "nodeids": list(nodeids)}
+
+
+def start(nodeid):
+    return {"event": "start", "nodeid": nodeid}
+
+
+def result(nodeid, status, **extra):
+    return {"event": "result", "nodeid": nodeid, "status": status, "seconds": 0.1, **extra}
+
+
+def end(results, exitstatus=0):
+    return {"event": "end", "exitstatus": exitstatus, "results": results}
 
 
 def test_results_are_read_by_node_id():
-    lines = [line(event="start", nodeid="t.py::a"),
-             line(event="result", nodeid="t.py::a", status="PASSED", seconds=0.1),
-             line(event="start", nodeid="t.py::b[x y]"),
-             line(event="result", nodeid="t.py::b[x y]", status="XFAIL", seconds=0.2),
-             line(event="end", exitstatus=0)]
-    assert outcomes_from_report(lines) == {"t.py::a": "PASSED", "t.py::b[x y]": "XFAIL"}
+    assert outcomes(collected("t.py::a", "t.py::b[x y]"), start("t.py::a"), result("t.py::a", "PASSED"),
+                    start("t.py::b[x y]"), result("t.py::b[x y]", "XFAIL"), end(2)) == {
+        "t.py::a": "PASSED", "t.py::b[x y]": "XFAIL"}
 
 
 def test_a_test_started_without_a_result_failed_and_later_ones_are_absent():
-    lines = [line(event="start", nodeid="t.py::a"), line(event="result", nodeid="t.py::a", status="SKIPPED", seconds=0),
-             line(event="start", nodeid="t.py::hangs")]
-    assert outcomes_from_report(lines) == {"t.py::a": "SKIPPED", "t.py::hangs": "FAILED"}
-
-
-def test_a_repeated_start_does_not_undo_a_result():
-    """pytest-xdist's workers and controller may both write; a rerun plugin starts a test again."""
-    lines = [line(event="start", nodeid="t.py::a"), line(event="result", nodeid="t.py::a", status="PASSED", seconds=0),
-             line(event="start", nodeid="t.py::a")]
-    assert outcomes_from_report(lines) == {"t.py::a": "PASSED"}
+    assert outcomes(collected("t.py::a", "t.py::hangs", "t.py::later"), start("t.py::a"), result("t.py::a", "SKIPPED"),
+                    start("t.py::hangs"), exit_code=None) == {"t.py::a": "SKIPPED", "t.py::hangs": "FAILED"}
 
 
 def test_a_truncated_last_line_is_skipped():
-    lines = [line(event="start", nodeid="t.py::a"), line(event="result", nodeid="t.py::a", status="PASSED", seconds=0),
-             line(event="start", nodeid="t.py::b"), '{"event": "result", "nodeid": "t.py::b", "sta']
-    assert outcomes_from_report(lines) == {"t.py::a": "PASSED", "t.py::b": "FAILED"}
+    assert outcomes(collected("t.py::a", "t.py::b"), start("t.py::a"), result("t.py::a", "PASSED"), start("t.py::b"),
+                    tail=b'0123 {"event": "result", "nodeid": "t.py::b", "sta', exit_code=None) == {
+        "t.py::a": "PASSED", "t.py::b": "FAILED"}
 
 
 def test_an_empty_report_has_no_outcomes():
-    assert outcomes_from_report([]) == {}
-    assert outcomes_from_report(["", "not json", "[1, 2]"]) == {}
+    assert outcomes(exit_code=2) == {}
+
+
+def test_lines_not_signed_with_the_runs_key_or_out_of_order_are_tampering():
+    honest = [collected("t.py::a"), start("t.py::a"), result("t.py::a", "FAILED"), end(1, 1)]
+    forged = json.dumps({**result("t.py::a", "PASSED"), "seq": 3}, sort_keys=True).encode()
+    assert untrusted(signed(KEY, *honest[:3]) + b"0" * 64 + b" " + forged + b"\n").startswith("report_tampered")
+    assert untrusted(signed(b"another key" * 3, *honest)).startswith("report_tampered: line 1")
+    swapped = signed(KEY, *honest).split(b"\n")
+    swapped[1], swapped[2] = swapped[2], swapped[1]
+    assert "out of order" in untrusted(b"\n".join(swapped))
+    assert untrusted(signed(KEY, *honest)) == ""
+
+
+def test_results_for_tests_never_collected_twice_or_flagged_forged_are_untrusted():
+    assert untrusted(signed(KEY, collected("t.py::a"), result("t.py::ghost", "PASSED"), end(1))).startswith(
+        "unknown_test")
+    assert untrusted(signed(KEY, result("t.py::a", "PASSED"), end(1))).startswith("unknown_test")
+    assert untrusted(signed(KEY, collected("t.py::a"), result("t.py::a", "FAILED"), result("t.py::a", "PASSED"),
+                            end(2))).startswith("duplicate_result")
+    assert untrusted(signed(KEY, collected("t.py::a"), result("t.py::a", "PASSED", forged="the call phase failed"),
+                            end(1))) == "forged_result: t.py::a: the call phase failed"
+    assert untrusted(signed(KEY, collected("t.py::a"), {"event": "tampered", "what": "Function.runtest"}, end(0))
+                     ).startswith("pytest_internals_changed")
+    assert untrusted(signed(KEY, collected("t.py::a"), result("t.py::a", "PASSED"), end(2))).startswith(
+        "report_tampered: the end counts 2")
+    assert untrusted(signed(KEY, collected("t.py::a"), end(0), result("t.py::a", "PASSED"))) == (
+        "report_tampered: lines follow pytest's end")
+
+
+def test_a_run_that_exits_0_before_pytests_end_is_untrusted():
+    cut = signed(KEY, collected("t.py::a", "t.py::b"), start("t.py::a"), result("t.py::a", "FAILED"))
+    assert untrusted(cut, exit_code=0).startswith("exited_early")
+    assert untrusted(cut, exit_code=1) == ""  # a crash: what ran is kept
+
+
+# --- forgeries, through the real sandbox: none may turn a failing test into a passing one --------
+
+FAILING = "def test_fails():\n    assert 1 == 2\n\n\ndef test_also_fails():\n    assert False\n"
+
+
+def _forged(venv, workdir, files: dict, selection=("tests/test_x.py",)):
+    repo = make_repo(workdir, {"tests/test_x.py": FAILING, **files})
+    return run(venv, workdir, repo, list(selection))
+
+
+def _no_false_pass(result):
+    assert not any(status == "PASSED" for status in result.outcomes.values()), (result.outcomes, result.untrusted)
+
+
+def test_a_makereport_hookwrapper_that_rewrites_outcomes_is_caught(venv, workdir):
+    result = _forged(venv, workdir, {"tests/conftest.py": (
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")})
+    assert result.untrusted.startswith("forged_result: tests/test_x.py::test_fails: the call phase failed"), \
+        result.untrusted
+    _no_false_pass(result)
+
+
+def test_a_plain_tryfirst_makereport_hook_that_reports_a_pass_is_caught(venv, workdir):
+    result = _forged(venv, workdir, {"tests/conftest.py": (
+        "import pytest\nfrom _pytest.reports import TestReport\n\n@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    return TestReport(item.nodeid, item.location, {}, 'passed', None, call.when, [], 0.0)\n")})
+    assert result.untrusted.startswith("forged_result"), result.untrusted
+    _no_false_pass(result)
+
+
+APPEND_TO_THE_REPORT = '''
+import json, os
+
+def _report_files():
+    named = os.environ.get("COMMITGYM_REPORT")
+    found = [named] if named else []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if "report" in target:
+            found.append("/proc/self/fd/" + fd)
+    return found
+
+def test_zz_forges():
+    lines = [{"event": "result", "nodeid": "tests/test_x.py::test_fails", "status": "PASSED", "seconds": 0},
+             {"event": "result", "nodeid": "tests/test_x.py::test_ghost", "status": "PASSED", "seconds": 0}]
+    for path in _report_files():
+        with open(path, "a") as report:
+            for line in lines:
+                report.write(json.dumps(line) + "\\n")
+    assert False
+'''
+
+
+def test_lines_appended_to_the_report_make_the_run_untrusted(venv, workdir):
+    result = _forged(venv, workdir, {"tests/test_zz.py": APPEND_TO_THE_REPORT}, selection=[])
+    assert result.untrusted.startswith("report_tampered"), result.untrusted
+    _no_false_pass(result)
+    assert "tests/test_x.py::test_ghost" not in result.outcomes
+
+
+ATEXIT_REWRITE = '''
+import atexit, os
+
+def _rewrite():
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if "report" in target:
+            with open("/proc/self/fd/" + fd, "w") as report:
+                report.write('{"event": "result", "nodeid": "tests/test_x.py::test_fails", "status": "PASSED"}\\n')
+                report.write('{"event": "end", "exitstatus": 0}\\n')
+
+atexit.register(_rewrite)
+'''
+
+
+def test_an_atexit_handler_that_rewrites_the_report_makes_the_run_untrusted(venv, workdir):
+    result = _forged(venv, workdir, {"tests/conftest.py": ATEXIT_REWRITE})
+    assert result.untrusted.startswith("report_tampered"), result.untrusted
+    assert result.outcomes == {}
+
+
+def test_exiting_0_after_failures_makes_the_run_untrusted(venv, workdir):
+    result = _forged(venv, workdir, {"tests/test_zz.py": "import os\n\ndef test_zz_exits():\n    os._exit(0)\n"},
+                     selection=[])
+    assert result.exit_code == 0 and result.untrusted.startswith("exited_early"), result.untrusted
+    assert result.outcomes == {}
+
+
+STARTUP_FORGERY = '''
+import _pytest.reports
+_pytest.reports.BaseReport.failed = property(lambda self: False)
+_pytest.reports.BaseReport.passed = property(lambda self: True)
+'''
+
+
+def test_start_up_files_of_the_working_copy_do_not_run(venv, workdir):
+    repo = make_repo(workdir, {"tests/test_x.py": FAILING, "sitecustomize.py": STARTUP_FORGERY,
+                               "usercustomize.py": STARTUP_FORGERY,
+                               "forge.pth": "import sitecustomize\n", "tests/forge.pth": "import sitecustomize\n"})
+    result = run(venv, workdir, repo, ["tests/test_x.py"])
+    assert result.untrusted == "" and result.outcomes == {"tests/test_x.py::test_fails": "FAILED",
+                                                          "tests/test_x.py::test_also_fails": "FAILED"}
+
+
+def test_printed_passed_lines_change_nothing(venv, workdir):
+    result = _forged(venv, workdir, {"tests/test_zz.py": (
+        "def test_zz_prints():\n    print('tests/test_x.py::test_fails PASSED')\n    print('PASSED')\n"
+        "    print('1 passed in 0.01s')\n")}, selection=[])
+    assert result.untrusted == "" and result.outcomes["tests/test_x.py::test_fails"] == "FAILED"
+
+
+def test_a_repository_that_rewrites_pytest_internals_at_import_is_caught(venv, workdir):
+    repo = make_repo(workdir, {"calc.py": STARTUP_FORGERY, "tests/test_x.py": "import calc\n\n" + FAILING})
+    result = run(venv, workdir, repo, ["tests/test_x.py"])
+    assert result.untrusted.startswith(("pytest_internals_changed", "forged_result")), result.untrusted
+    _no_false_pass(result)
+
+
+def test_a_test_that_replaces_how_the_next_one_runs_is_caught(venv, workdir):
+    result = _forged(venv, workdir, {"tests/conftest.py": (
+        "import pytest\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_runtest_call(item):\n"
+        "    item.runtest = lambda: None\n")})
+    assert result.untrusted.startswith("forged_result"), result.untrusted
+    _no_false_pass(result)
+
+
+UNITTEST_FILE = '''
+import unittest
+
+import pytest
+
+
+class Cases(unittest.TestCase):
+    def test_passes(self):
+        self.assertEqual(1, 1)
+
+    def test_fails(self):
+        self.assertEqual(1, 2)
+
+    @unittest.skip("not here")
+    def test_skipped(self):
+        pass
+
+    @unittest.expectedFailure
+    def test_expected_failure(self):
+        self.assertEqual(1, 2)
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup fails")
+
+
+@pytest.mark.xfail(reason="the fixture is known broken")
+def test_xfail_whose_setup_fails(broken):
+    pass
+'''
+
+
+def test_unittest_cases_and_xfail_setups_are_not_taken_for_forgeries(venv, workdir):
+    repo = make_repo(workdir, {"tests/test_cases.py": UNITTEST_FILE})
+    result = run(venv, workdir, repo, ["tests/test_cases.py"])
+    name = "tests/test_cases.py::"
+    assert result.untrusted == "" and result.outcomes == {
+        name + "Cases::test_passes": "PASSED", name + "Cases::test_fails": "FAILED",
+        name + "Cases::test_skipped": "SKIPPED", name + "Cases::test_expected_failure": "XFAIL",
+        name + "test_xfail_whose_setup_fails": "XFAIL"}, (result.untrusted, result.output.decode())
+
+
+def test_replacing_the_plugins_names_or_the_json_it_writes_with_changes_nothing(venv, workdir):
+    result = _forged(venv, workdir, {"tests/conftest.py": (
+        "import json, __main__\n_dumps = json.dumps\n\n"
+        "def forged_dumps(line, **kw):\n    if isinstance(line, dict) and 'status' in line:\n"
+        "        line['status'] = 'PASSED'\n    return _dumps(line, **kw)\n\n"
+        "json.dumps = forged_dumps\n"
+        "for name in dir(__main__):\n    if callable(getattr(__main__, name)) and not name.startswith('__'):\n"
+        "        setattr(__main__, name, lambda *a, **k: 'PASSED')\n")})
+    assert result.untrusted == "" and set(result.outcomes.values()) == {"FAILED"}, (result.outcomes, result.untrusted)
+
+
+def test_a_passing_test_run_under_a_failing_ones_node_id_is_caught(venv, workdir):
+    result = _forged(venv, workdir, {
+        "tests/test_x.py": FAILING + "\n\ndef test_passes():\n    pass\n",
+        "tests/conftest.py": (
+            "def pytest_collection_modifyitems(items):\n"
+            "    bad = next(i for i in items if i.name == 'test_fails')\n"
+            "    good = next(i for i in items if i.name == 'test_passes')\n"
+            "    good._nodeid = bad.nodeid\n    items.remove(bad)\n")})
+    assert result.untrusted.startswith("forged_result"), result.untrusted
+    _no_false_pass(result)
+
+
+def test_a_fixture_that_patches_how_unittest_cases_run_is_not_a_forgery(venv, workdir):
+    """pytest-django swaps TestCaseFunction.runtest for the length of each TestCase class."""
+    repo = make_repo(workdir, {
+        "tests/conftest.py": (
+            "import pytest\nfrom _pytest.unittest import TestCaseFunction\n\n"
+            "@pytest.fixture(autouse=True, scope='class')\ndef _swap_runtest():\n"
+            "    original = TestCaseFunction.runtest\n"
+            "    TestCaseFunction.runtest = lambda self: original(self)\n    yield\n"
+            "    TestCaseFunction.runtest = original\n"),
+        "tests/test_cases.py": ("import unittest\n\n\nclass Cases(unittest.TestCase):\n"
+                                "    def test_one(self):\n        pass\n\n    def test_two(self):\n"
+                                "        self.assertEqual(1, 2)\n\n    def test_three(self):\n        pass\n")})
+    result = run(venv, workdir, repo, ["tests/test_cases.py"])
+    name = "tests/test_cases.py::Cases::"
+    assert result.untrusted == "" and result.outcomes == {
+        name + "test_one": "PASSED", name + "test_two": "FAILED", name + "test_three": "PASSED"}, result.untrusted

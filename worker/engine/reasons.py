@@ -40,6 +40,7 @@ VALIDATION_REASONS = {
     "gold_patch_fails": "Graded like a candidate, the commit's own fix does not resolve the task.",
     "empty_patch_resolves": "Graded like a candidate, an empty patch already resolves the task.",
     "install_failed": "No install strategy gave an environment where the tests collect.",
+    "untrusted_run": "A test run's report was forged or tampered with (see which run and why): it counts for nothing.",
     "validation_error": "The last validation stopped on an error before reaching a verdict (see its page).",
     "worker_lost": "The worker running the job stopped reporting (killed, out of memory, or past its hard time limit).",
 }

@@ -5,6 +5,7 @@ filter, so no member lands outside the folder); patches, which may be anyone's, 
 applied inside the sandbox.
 """
 
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -34,6 +35,14 @@ def working_copy_write(mirror_dir: Path, sha: str, workdir: Path) -> Path:
     if archive.returncode != 0:
         raise GitError("git_failed", archive.stderr.read().decode("utf-8", "replace").strip())
     return repo
+
+
+def working_copy_clone(source: Path, target: Path) -> Path:
+    """A real copy of a working copy for one run: new files (a hard link would let the run write
+    into the source, which its sandbox user owns), links copied as links, never followed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, target, symlinks=True)
+    return target
 
 
 def _export_everything(mirror_dir: Path) -> None:

@@ -1,22 +1,31 @@
 """Run a repository's pytest tests in a sandbox and read each test's outcome.
 
-Outcomes come from a report pytest writes outside the repository as it goes (our plugin,
-report_plugin.py), never from parsing its output. A run killed in the middle of a test
-(the wall clock, os._exit, a segfault) still has the report up to there: the test that
-had started and has no result counts as FAILED, the tests never started are absent.
+Outcomes come from a report our plugin (report_plugin.py) writes as the run goes, never from
+pytest's output or exit status. The report is checked before a word of it is believed: every
+line signed with the run's key, in order, one result per collected test, no test the plugin saw
+reported other than it ran, pytest's internals as they were. A run that fails a check is
+`untrusted`, with the reason, and its outcomes say nothing. A run killed in the middle of a test
+(the wall clock, a crash) still has the report up to there: the test that had started and has no
+result counts as FAILED, the tests never started are absent.
 """
 
+import hashlib
+import hmac
 import json
+import os
+import secrets
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-from worker.engine.sandbox.base import Limits, RunStatus, sandbox_file_read
+from worker.engine.sandbox.base import Limits, RunStatus
 
 PLUGIN_SOURCE = Path(__file__).with_name("report_plugin.py")
 PLUGIN_MODULE = "commitgym_pytest_report"
+REPORT_BYTES = 64 << 20  # read of a report at most
 
 # A test's outcome in a run, as the report plugin writes it (SWE-bench's statuses).
 TestStatus = Literal["PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL"]
@@ -37,6 +46,7 @@ class TestRun:
     seconds: float
     collection_error: bool  # the tests did not collect, so the outcomes say nothing of the code
     complete: bool = True  # pytest reached its end: a test missing from `outcomes` did not run at all
+    untrusted: str = ""  # why the report cannot be believed ("code: detail"); its outcomes are then empty
 
     __test__ = False  # a result, not a test class for pytest
 
@@ -63,32 +73,106 @@ def pytest_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection
         return f"{mount_at}/{path.relative_to(workdir)}" if mount_at else str(path)
 
     try:
-        shutil.copyfile(PLUGIN_SOURCE, plugin_dir / f"{PLUGIN_MODULE}.py")
+        plugin = plugin_dir / f"{PLUGIN_MODULE}.py"
+        shutil.copyfile(PLUGIN_SOURCE, plugin)
         report = plugin_dir / "report.jsonl"
         report.touch()
-        env = dict(extra_env or {})
-        env["PYTHONPATH"] = ":".join(filter(None, [inside(plugin_dir), env.get("PYTHONPATH")]))
-        env["COMMITGYM_REPORT"] = inside(report)
-        env["COMMITGYM_TEST_TIMEOUT"] = str(per_test_timeout or 0)
-        argv = [python, "-m", "pytest", "-p", PLUGIN_MODULE, "-p", "no:cacheprovider", "-q",
-                "--continue-on-collection-errors", *selection]
-        result = sandbox.run(argv, workdir=workdir, network=False, limits=limits, env=env,
-                             mount_at=mount_at, cwd=inside(repo_dir))
-        lines = sandbox_file_read(report).decode("utf-8", "replace").splitlines()
+        key = secrets.token_bytes(32)
+        (plugin_dir / "key").write_text(f"{key.hex()}\n{inside(report)}\n")
+        # Our own handle: the plugin removes the report's name as it takes it.
+        report_fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            env = dict(extra_env or {})
+            env["COMMITGYM_TEST_TIMEOUT"] = str(per_test_timeout or 0)
+            # -I -S: nothing of the working copy runs at start-up (report_plugin.py's docstring).
+            argv = [python, "-I", "-S", inside(plugin), "-p", "no:cacheprovider", "-q",
+                    "--continue-on-collection-errors", *selection]
+            result = sandbox.run(argv, workdir=workdir, network=False, limits=limits, env=env,
+                                 mount_at=mount_at, cwd=inside(repo_dir))
+            data = _read_all(report_fd)
+        finally:
+            os.close(report_fd)
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)
-    return TestRun(outcomes=outcomes_from_report(lines), status=result.status, exit_code=result.exit_code,
+    checked = report_check(data, key, exit_code=result.exit_code)
+    events = [] if checked.untrusted else checked.events
+    return TestRun(outcomes=outcomes_from_events(events), status=result.status, exit_code=result.exit_code,
                    output=result.output, seconds=result.seconds,
-                   collection_error=_collection_error(lines, result.exit_code),
-                   complete=any(event.get("event") == "end" for event in _events(lines)))
+                   collection_error=_collection_error(events, result.exit_code),
+                   complete=any(event.get("event") == "end" for event in events), untrusted=checked.untrusted)
 
 
-def outcomes_from_report(lines: list[str]) -> dict[str, str]:
-    """Node id -> status from the plugin's report lines; a test that started and has no
-    result (the run died in it) is FAILED. Lines that are not whole JSON (the last one,
-    cut off by a kill) are skipped."""
+def _read_all(fd: int) -> bytes:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return b""
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks, size = [], 0
+    while size < REPORT_BYTES:
+        chunk = os.read(fd, min(1 << 20, REPORT_BYTES - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class CheckedReport:
+    events: list[dict]
+    untrusted: str = ""
+
+
+def report_check(data: bytes, key: bytes, *, exit_code: Optional[int]) -> CheckedReport:
+    """The report's events, if it is what the plugin wrote and nothing says a result was forged;
+    otherwise why not. The last line may be cut off (the run was killed while it was written)."""
+    lines = data.split(b"\n")
+    events = []
+    for number, line in enumerate(lines[:-1]):
+        mac, _, body = line.partition(b" ")
+        expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+        if not hmac.compare_digest(mac, expected):
+            return CheckedReport(events, f"report_tampered: line {number + 1} was not written by the plugin")
+        event = json.loads(body)
+        if event.get("seq") != number:
+            return CheckedReport(events, f"report_tampered: line {number + 1} is out of order")
+        events.append(event)
+    return CheckedReport(events, _untrusted_why(events, exit_code))
+
+
+def _untrusted_why(events: list[dict], exit_code: Optional[int]) -> str:
+    collected, results, ended = None, set(), False
+    for event in events:
+        kind = event.get("event")
+        if ended:
+            return "report_tampered: lines follow pytest's end"
+        if kind == "collected":
+            collected = set(event.get("nodeids") or ())
+        elif kind == "tampered":
+            return f"pytest_internals_changed: {event.get('what')} was replaced during the run"
+        elif kind == "result":
+            nodeid = event.get("nodeid")
+            if event.get("forged"):
+                return f"forged_result: {nodeid}: {event['forged']}"
+            if collected is None or nodeid not in collected:
+                return f"unknown_test: a result for {nodeid}, which was never collected"
+            if nodeid in results:
+                return f"duplicate_result: {nodeid} has more than one result"
+            results.add(nodeid)
+        elif kind == "end":
+            ended = True
+            if event.get("results") != len(results):
+                return (f"report_tampered: the end counts {event.get('results')} results, the report holds "
+                        f"{len(results)}")
+    if not ended and exit_code == 0:
+        return "exited_early: the run exited with status 0 before pytest's end"
+    return ""
+
+
+def outcomes_from_events(events: list[dict]) -> dict[str, str]:
+    """Node id -> status from the report's events; a test that started and has no result (the run
+    died in it) is FAILED."""
     outcomes = {}
-    for event in _events(lines):
+    for event in events:
         if event.get("event") == "start":
             outcomes.setdefault(event["nodeid"], "FAILED")  # until its result comes
         elif event.get("event") == "result":
@@ -96,24 +180,12 @@ def outcomes_from_report(lines: list[str]) -> dict[str, str]:
     return outcomes
 
 
-def _collection_error(lines: list[str], exit_code: Optional[int]) -> bool:
+def _collection_error(events: list[dict], exit_code: Optional[int]) -> bool:
     """A file failed to collect; or pytest stopped before any test started, with an exit
     code that says so or without finishing at all (pytest missing, a crash at import)."""
-    events = [event.get("event") for event in _events(lines)]
+    events = [event.get("event") for event in events]
     if "collect_error" in events:
         return True
     if "start" in events:
         return False
     return exit_code in _NOT_COLLECTED_EXIT_CODES or "end" not in events
-
-
-def _events(lines: list[str]) -> list[dict]:
-    events = []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events

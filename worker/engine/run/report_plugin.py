@@ -1,119 +1,116 @@
-"""A pytest plugin that writes each test's outcome to a report file as the run goes.
+"""Our pytest plugin and the script that starts pytest with it: each test's outcome, written to a
+report as the run goes, through a channel the tested code cannot cheaply forge.
 
-It is loaded inside the sandbox with `-p commitgym_pytest_report` (pytest_run.py copies this
-file under that name into a folder outside the repository and puts the folder on
-PYTHONPATH), so it must run wherever an old commit's tests run: Python 3.7 to 3.13,
-pytest 4.6 to 8.x, standard library only.
+pytest_run.py copies this file into a folder beside the repository, with a key file, and runs
+`python -I -S <this file> <pytest arguments>` in the sandbox, so it must run wherever an old
+commit's tests run: Python 3.7 to 3.13, pytest 4.6 to 9.x, standard library only.
 
-Environment:
-  COMMITGYM_REPORT        the report's path: JSON lines, each flushed and fsynced when written
-  COMMITGYM_TEST_TIMEOUT  seconds each phase of a test (setup, call, teardown) may take; 0 = none
+Start-up: `-I -S` keep the working copy off `sys.path` and skip `site`, so no sitecustomize.py,
+usercustomize.py or .pth file of the repository runs. This script then adds the environment's
+site-packages (their .pth files: an editable install's), imports pytest, and only then puts the
+repository first on `sys.path`, as `python -m pytest` would; the plugin is registered before any
+conftest loads.
 
-Lines:
-  {"event": "start", "nodeid"}                       before a test runs
-  {"event": "result", "nodeid", "status", "seconds"} when it has ended
-  {"event": "collect_error", "nodeid"}               a file or class that failed to collect
-  {"event": "end", "exitstatus"}                     when the session ends
+The channel: before anything else the script reads the run's key and the report's path from the
+key file, opens the report, and removes both names (the host reads the report through a handle of
+its own). Each line is `<mac> <json>`: an HMAC of the JSON under the key and a sequence number
+from 0; the host checks every MAC and the order. The key, the report and everything the plugin
+knows live in closures of `_plugin`, not in names a conftest can import and replace.
+
+The plugin's own account: trylast wrappers of pytest_runtest_setup/call/teardown (inside the
+other wrappers) see what each phase raised before any other hook can rewrite the report; a test
+whose reports disagree is forged. The functions pytest runs a test with are fingerprinted at load
+and checked after every test; a test whose node id or runtest changed after collection is forged.
+
+Lines (JSON):
+  {"seq", "event": "collected", "nodeids"}             the tests collected
+  {"seq", "event": "start", "nodeid"}                  before a test runs
+  {"seq", "event": "result", "nodeid", "status", "seconds"[, "forged"]}  when it has ended
+  {"seq", "event": "collect_error", "nodeid"}          a file or class that failed to collect
+  {"seq", "event": "tampered", "what"}                 pytest's internals were changed
+  {"seq", "event": "end", "exitstatus", "results"}     when the session ends
 
 Statuses: PASSED, FAILED, ERROR (setup or teardown failed), SKIPPED, XFAIL. An unexpected
-pass is PASSED, or FAILED when the xfail is strict (pytest reports it failed).
-Node ids are relative to the directory pytest was started in (the repository's root),
-even when pytest's rootdir is below it.
+pass is PASSED, or FAILED when the xfail is strict (pytest reports it failed); a failed subtest
+fails its test. Node ids are relative to the directory pytest was started in (the repository's
+root), even when pytest's rootdir is below it.
 """
 
+import hashlib
+import hmac
 import json
 import os
 import posixpath
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
-import pytest
 
-_report_path = os.environ.get("COMMITGYM_REPORT", "")
-_test_timeout = float(os.environ.get("COMMITGYM_TEST_TIMEOUT", "0") or 0)
-_started_in = os.getcwd()  # the repository's root
-_nodeid_prefix = ""  # pytest's rootdir relative to _started_in, with a trailing "/"
-_repo_ids = {}  # pytest's node id -> ours, for each collected test
-_phases = {}  # node id -> the reports of its phases so far
+def _channel():
+    """A writer of MAC'd, numbered lines to the report; the key and the names are gone once this
+    returns. None when the key file is missing (the plugin then writes nothing)."""
+    key_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "key")
+    try:
+        with open(key_path) as handle:
+            key_hex, report_path = handle.read().split("\n")[:2]
+    except (OSError, ValueError):
+        return None
+    os.unlink(key_path)
+    report = open(report_path, "a")
+    os.unlink(report_path)
+    key, counter, lock = bytes.fromhex(key_hex), [0], threading.Lock()
+    # Taken now, before the repository's code runs: replacing json.dumps later changes nothing here.
+    dumps, mac, sha256, append, flush = json.dumps, hmac.new, hashlib.sha256, report.write, report.flush
 
+    def write(line):
+        with lock:
+            line["seq"] = counter[0]
+            counter[0] += 1
+            body = dumps(line, sort_keys=True)
+            append(mac(key, body.encode("utf-8"), sha256).hexdigest() + " " + body + "\n")
+            flush()  # the host reads it once the process has ended: the kernel has it
 
-def _write(line):
-    if not _report_path:
-        return
-    with open(_report_path, "a") as report:
-        report.write(json.dumps(line) + "\n")
-        report.flush()
-        os.fsync(report.fileno())
-
-
-def pytest_configure(config):
-    global _started_in, _nodeid_prefix
-    invocation = getattr(config, "invocation_params", None)  # pytest 5.1+
-    if invocation is not None:
-        _started_in = str(invocation.dir)
-    rootdir = str(getattr(config, "rootpath", None) or config.rootdir)
-    relative = os.path.relpath(rootdir, _started_in).replace(os.sep, "/")
-    _nodeid_prefix = "" if relative == "." or relative.startswith("..") else relative + "/"
-
-
-def pytest_itemcollected(item):
-    """pytest's node ids start at its rootdir, which is below the repository's root when
-    the ini file is (and a file outside the rootdir loses its path: "::test_x"); ours
-    start at the root: the item's file from there, then the rest of pytest's id."""
-    path, separator, rest = item.nodeid.partition("::")
-    if separator:
-        relative = os.path.relpath(str(getattr(item, "path", None) or item.fspath), _started_in)
-        if not relative.startswith(".."):
-            _repo_ids[item.nodeid] = relative.replace(os.sep, "/") + separator + rest
+    return write
 
 
-def _repo_nodeid(nodeid):
-    """Ours for a collected test; otherwise (a collector, xdist's controller) pytest's,
-    moved under the rootdir's folder."""
-    if nodeid in _repo_ids:
-        return _repo_ids[nodeid]
-    if not _nodeid_prefix:
-        return nodeid
-    path, separator, rest = nodeid.partition("::")
-    return posixpath.normpath(_nodeid_prefix + path) + separator + rest
+def _site_packages():
+    """What `site` would have added, without its sitecustomize and usercustomize imports: the
+    environment's site-packages and their .pth files (an editable install's)."""
+    import site
+
+    prefix = sys.prefix
+    site.venv(None)  # a virtualenv: its site-packages (sys.prefix becomes the virtualenv's)
+    if sys.prefix == prefix:
+        site.addsitepackages(None)
+    else:
+        site.addsitepackages(None, site.PREFIXES[1:])  # the system's too, if the virtualenv includes them
 
 
-def pytest_collectreport(report):
-    if report.failed:
-        _write({"event": "collect_error", "nodeid": _repo_nodeid(report.nodeid)})
+def _fingerprint():
+    """The functions pytest runs a test with: a repository that replaces one forges outcomes."""
+    import _pytest.python
+    import _pytest.reports
+    import _pytest.runner
 
+    def attribute(cls, name):
+        """The class's own object for `name` (a classmethod or property itself: the same every time)."""
+        for klass in cls.__mro__:
+            if name in klass.__dict__:
+                return klass.__dict__[name]
+        return None
 
-def pytest_runtest_logstart(nodeid, location):
-    _phases[nodeid] = []
-    _write({"event": "start", "nodeid": _repo_nodeid(nodeid)})
-
-
-def pytest_runtest_logreport(report):
-    phases = _phases.setdefault(report.nodeid, [])
-    phases.append(report)
-    if report.when == "teardown":  # always the last phase, run even when setup failed
-        del _phases[report.nodeid]
-        seconds = sum(getattr(phase, "duration", 0) or 0 for phase in phases)
-        _write({"event": "result", "nodeid": _repo_nodeid(report.nodeid), "status": _status(phases),
-                "seconds": round(seconds, 6)})
-
-
-def _status(phases):
-    by_phase = dict((phase.when, phase) for phase in phases)
-    setup, call, teardown = by_phase.get("setup"), by_phase.get("call"), by_phase.get("teardown")
-    if (setup is not None and setup.failed) or (teardown is not None and teardown.failed):
-        return "ERROR"
-    for phase in (setup, call):
-        if phase is not None and phase.skipped:
-            return "XFAIL" if hasattr(phase, "wasxfail") else "SKIPPED"
-    if call is not None and call.failed:
-        return "FAILED"
-    return "PASSED"  # a non-strict unexpected pass included
-
-
-def pytest_sessionfinish(session, exitstatus):
-    _write({"event": "end", "exitstatus": int(exitstatus)})
+    found = {}
+    for name in ("call_and_report", "call_runtest_hook", "runtestprotocol", "pytest_runtest_makereport",
+                 "pytest_runtest_call", "check_interactive_exception"):
+        found["runner." + name] = getattr(_pytest.runner, name, None)
+    found["python.pytest_pyfunc_call"] = getattr(_pytest.python, "pytest_pyfunc_call", None)
+    for cls, names in ((_pytest.runner.CallInfo, ("from_call",)), (_pytest.reports.TestReport, ("from_item_and_call",)),
+                       (_pytest.python.Function, ("runtest",)),
+                       (_pytest.reports.BaseReport, ("passed", "failed", "skipped"))):
+        for name in names:
+            found[cls.__name__ + "." + name] = attribute(cls, name)
+    return found
 
 
 class PerTestTimeout(BaseException):
@@ -121,39 +118,207 @@ class PerTestTimeout(BaseException):
     test's own `except Exception` does not swallow it)."""
 
 
-def _on_alarm(signum, frame):
-    raise PerTestTimeout("the test ran past its timeout of %g seconds" % _test_timeout)
+def _plugin(pytest, write, test_timeout):
+    """The plugin object; its state is in this function's closure."""
+    skip_exception, xfail_exception = pytest.skip.Exception, pytest.xfail.Exception
+    fingerprint = _fingerprint
+    as_loaded = fingerprint()
+    tampered = set()
+    place = {"started_in": os.getcwd(), "prefix": ""}  # the repository's root; pytest's rootdir below it
+    repo_ids = {}  # pytest's node id -> ours, for each collected test
+    collected_as = {}  # id(item) -> (its node id, its own runtest) when collected
+    phases = {}  # node id -> (when, outcome, wasxfail, seconds) of its reports so far
+    happened = {}  # node id -> {phase: "passed" | "failed" | "skipped"}, from what the phase raised
+    items = {}  # node id -> the item, while it runs
+    subtest_failed = set()
+    results = [0]
+
+    def check_internals():
+        for name, value in fingerprint().items():
+            if value is not as_loaded[name] and name not in tampered:
+                tampered.add(name)
+                write({"event": "tampered", "what": name})
+
+    def repo_nodeid(nodeid):
+        """Ours for a collected test; otherwise (a collector) pytest's, moved under the rootdir's folder."""
+        if nodeid in repo_ids:
+            return repo_ids[nodeid]
+        if not place["prefix"]:
+            return nodeid
+        path, separator, rest = nodeid.partition("::")
+        return posixpath.normpath(place["prefix"] + path) + separator + rest
+
+    def outcome_of(when, excinfo, item):
+        """What the phase did, from the exception it raised (for a unittest case, the first it stored)."""
+        if excinfo is None:
+            stored = getattr(item, "_excinfo", None) if when == "call" else None
+            if not stored:
+                return "passed"
+            kind = getattr(stored[0], "type", None)
+        else:
+            kind = excinfo[0]
+        if kind is not None and issubclass(kind, (skip_exception, xfail_exception)):
+            return "skipped"
+        return "failed"
+
+    def status_of(nodeid, reported):
+        by_phase = dict((when, (outcome, wasxfail)) for when, outcome, wasxfail, _ in reported)
+        setup, call, teardown = by_phase.get("setup"), by_phase.get("call"), by_phase.get("teardown")
+        if (setup is not None and setup[0] == "failed") or (teardown is not None and teardown[0] == "failed"):
+            return "ERROR"
+        for phase in (setup, call):
+            if phase is not None and phase[0] == "skipped":
+                return "XFAIL" if phase[1] else "SKIPPED"
+        if (call is not None and call[0] == "failed") or nodeid in subtest_failed:
+            return "FAILED"
+        return "PASSED"  # a non-strict unexpected pass included
+
+    def forgery(nodeid, reported):
+        """Why the reports of this test are not what happened in it ("" when they are)."""
+        seen_phases = happened.pop(nodeid, {})
+        item = items.pop(nodeid, None)
+        if item is not None and collected_as.get(id(item)) != (item.nodeid, item.__dict__.get("runtest")):
+            return "its node id or the way it runs was changed after it was collected"
+        may_differ = item is not None and (item.get_closest_marker("xfail") is not None or hasattr(item, "_excinfo"))
+        for when, outcome, _, _ in reported:
+            seen = seen_phases.get(when)
+            if seen is None:
+                return "a %s report came without the phase running" % when
+            if outcome == seen:
+                continue
+            # xfail turns a failure (of any phase) into a skip and a strict unexpected pass into a
+            # failure; a unittest case's unexpected success fails it without an exception.
+            if may_differ and ((seen, outcome) == ("failed", "skipped")
+                               or (when == "call" and (seen, outcome) == ("passed", "failed"))):
+                continue
+            return "the %s phase %s but was reported %s" % (when, seen, outcome)
+        return ""
+
+    @contextmanager
+    def alarm_after_timeout():
+        """SIGALRM raises PerTestTimeout in the test; only where signals reach us (POSIX, main thread)."""
+        if not (test_timeout > 0 and hasattr(signal, "setitimer")
+                and threading.current_thread() is threading.main_thread()):
+            yield
+            return
+
+        def on_alarm(signum, frame):
+            raise PerTestTimeout("the test ran past its timeout of %g seconds" % test_timeout)
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, test_timeout)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    def phase(when):
+        # trylast: inside every wrapper but the conftests' own trylast ones, so it sees what the
+        # phase raised before the others, any hook or report can change it.
+        @pytest.hookimpl(hookwrapper=True, trylast=True)
+        def wrapper(self, item):
+            items[item.nodeid] = item
+            with alarm_after_timeout():
+                outcome = yield
+            happened.setdefault(item.nodeid, {})[when] = outcome_of(when, outcome.excinfo, item)
+        return wrapper
+
+    class Report:
+        def pytest_configure(self, config):
+            invocation = getattr(config, "invocation_params", None)  # pytest 5.1+
+            if invocation is not None:
+                place["started_in"] = str(invocation.dir)
+            rootdir = str(getattr(config, "rootpath", None) or config.rootdir)
+            relative = os.path.relpath(rootdir, place["started_in"]).replace(os.sep, "/")
+            place["prefix"] = "" if relative == "." or relative.startswith("..") else relative + "/"
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_itemcollected(self, item):
+            """pytest's node ids start at its rootdir, which is below the repository's root when
+            the ini file is (and a file outside the rootdir loses its path: "::test_x"); ours
+            start at the root: the item's file from there, then the rest of pytest's id."""
+            path, separator, rest = item.nodeid.partition("::")
+            if separator:
+                relative = os.path.relpath(str(getattr(item, "path", None) or item.fspath), place["started_in"])
+                if not relative.startswith(".."):
+                    repo_ids[item.nodeid] = relative.replace(os.sep, "/") + separator + rest
+            collected_as[id(item)] = (item.nodeid, item.__dict__.get("runtest"))
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(self, session):
+            nodeids = [repo_nodeid(item.nodeid) for item in session.items]
+            if len(set(nodeids)) != len(nodeids):
+                write({"event": "tampered", "what": "the collected tests (a node id given twice)"})
+            write({"event": "collected", "nodeids": nodeids})
+
+        def pytest_collectreport(self, report):
+            if report.failed:
+                write({"event": "collect_error", "nodeid": repo_nodeid(report.nodeid)})
+
+        def pytest_runtest_logstart(self, nodeid, location):
+            phases[nodeid] = []
+            write({"event": "start", "nodeid": repo_nodeid(nodeid)})
+
+        def pytest_runtest_logreport(self, report):
+            if type(report).__name__ == "SubTestReport":  # pytest-subtests, pytest 9's subtests
+                if report.failed:
+                    subtest_failed.add(report.nodeid)
+                return
+            reported = phases.setdefault(report.nodeid, [])
+            reported.append((report.when, report.outcome, hasattr(report, "wasxfail"),
+                             getattr(report, "duration", 0) or 0))
+            if report.when != "teardown":  # teardown is the last phase, run even when setup failed
+                return
+            del phases[report.nodeid]
+            check_internals()
+            line = {"event": "result", "nodeid": repo_nodeid(report.nodeid),
+                    "status": status_of(report.nodeid, reported),
+                    "seconds": round(sum(phase[3] for phase in reported), 6)}
+            subtest_failed.discard(report.nodeid)
+            forged = forgery(report.nodeid, reported)
+            if forged:
+                line["forged"] = forged
+            results[0] += 1
+            write(line)
+
+        def pytest_sessionfinish(self, session, exitstatus):
+            check_internals()
+            write({"event": "end", "exitstatus": int(exitstatus), "results": results[0]})
+
+        pytest_runtest_setup = phase("setup")
+        pytest_runtest_call = phase("call")
+        pytest_runtest_teardown = phase("teardown")
+
+    return Report()
 
 
-@contextmanager
-def _alarm_after_timeout():
-    """SIGALRM raises PerTestTimeout in the test; only where signals reach us (POSIX, main thread)."""
-    if not (_test_timeout > 0 and hasattr(signal, "setitimer")
-            and threading.current_thread() is threading.main_thread()):
-        yield
-        return
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, _test_timeout)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def _plugin_options():
+    """Plugins that would run a test more than once, or elsewhere, told not to: their results
+    cannot be matched with what happened (a repository's addopts may ask for them)."""
+    import importlib.util
+
+    options = []
+    if importlib.util.find_spec("xdist") is not None:
+        options += ["-n", "0"]
+    if importlib.util.find_spec("pytest_rerunfailures") is not None:
+        options += ["--reruns", "0"]
+    return options
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-    with _alarm_after_timeout():
-        yield
+def _main():
+    """Start pytest as `python -m pytest` would, with the plugin (see the docstring)."""
+    write = _channel() or (lambda line: None)
+    test_timeout = float(os.environ.pop("COMMITGYM_TEST_TIMEOUT", "0") or 0)
+    _site_packages()
+    sys.dont_write_bytecode = True
+    import pytest  # after the channel and the site folders: nothing of the repository has run yet
+
+    plugin = _plugin(pytest, write, test_timeout)
+    sys.path.insert(0, os.getcwd())
+    sys.argv[0] = "pytest"
+    sys.exit(pytest.main(sys.argv[1:] + _plugin_options(), plugins=[plugin]))
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-    with _alarm_after_timeout():
-        yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item):
-    with _alarm_after_timeout():
-        yield
+if __name__ == "__main__":
+    _main()

@@ -46,7 +46,7 @@ def generated_file_write(repo: Path, index: int, content: str) -> str:
 
 
 # Why a generated file was dropped ("" when it was kept).
-DropReason = Literal["", "passes_before", "fails_after", "errors", "flaky", "no_tests"]
+DropReason = Literal["", "passes_before", "fails_after", "errors", "flaky", "no_tests", "untrusted_run"]
 
 
 @dataclass(frozen=True)

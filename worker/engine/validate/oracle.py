@@ -79,6 +79,11 @@ def resolves(outcomes: dict[str, str], *, fail_to_pass: Iterable[str], pass_to_p
     return all(outcomes.get(test) in PASSING for test in [*fail_to_pass, *pass_to_pass])
 
 
+def run_resolves(run, *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]) -> bool:
+    """The grade of one run (a TestRun): never resolved when its report cannot be believed."""
+    return not run.untrusted and resolves(run.outcomes, fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass)
+
+
 def task_verdict(oracle: Oracle, *, gold_resolves: bool, empty_resolves: bool) -> tuple[Verdict, str]:
     """("valid", "") or ("invalid", reason code), checks in a fixed order."""
     if not oracle.fail_to_pass:

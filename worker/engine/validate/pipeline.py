@@ -5,8 +5,9 @@ Plain data in, plain data out; every run is kept in the result for the record.
 """
 
 import shutil
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, Optional
@@ -14,7 +15,7 @@ from typing import Literal, Optional
 from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed
 from worker.engine.env.recipes import ENV, WORKSPACE, install_recipe, recipe_key
 from worker.engine.git.patches import commit_patches
-from worker.engine.git.working_copy import patch_apply, working_copy_write
+from worker.engine.git.working_copy import patch_apply, working_copy_clone, working_copy_write
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.run.pytest_run import TestRun, pytest_run
 from worker.engine.sandbox.base import Limits
@@ -25,6 +26,7 @@ from worker.engine.validate.oracle import (
     oracle_from_runs,
     oracle_without,
     resolves,
+    run_resolves,
     runs_filled,
     task_verdict,
 )
@@ -75,6 +77,7 @@ class ValidationResult:
     attempts: list[Attempt] = field(default_factory=list)
     runs: list[RunRecord] = field(default_factory=list)
     seconds: float = 0.0
+    copy_seconds: float = 0.0  # of `seconds`, making the fresh copies the runs ran in
 
 
 def _test_files(paths: list[str]) -> list[str]:
@@ -88,6 +91,7 @@ class _Validation:
         self.work = work_root / f"validate-{commit.sha[:12]}-{time.monotonic_ns()}"
         self.result = ValidationResult(verdict="invalid", reason="")
         self.environment: Optional[BuiltEnvironment] = None
+        self.copy_seconds = 0.0  # spent making each run its fresh copy
 
     def copy(self, name: str, sha: str, *patches: str) -> Path:
         workdir = self.work / name
@@ -124,13 +128,21 @@ class _Validation:
 
     def run(self, workdir: Path, side: Side, scope: Scope, index: int, selection: list[str],
             wall_seconds: Optional[float] = None) -> TestRun:
+        """One run, in a fresh copy of `workdir`'s repository: nothing a run writes is seen by the next."""
         limits = self.settings.limits
         if wall_seconds:
             limits = Limits(**{**limits.__dict__, "wall_seconds": wall_seconds})
         sandbox = self.builder.sandbox([(self.environment.path, ENV)], image=self.environment.image)
-        run = pytest_run(sandbox=sandbox, workdir=workdir, repo_dir=workdir / "repo", python=f"{ENV}/bin/python",
-                         selection=selection, per_test_timeout=self.settings.per_test_timeout, limits=limits,
-                         mount_at=WORKSPACE)
+        fresh = Path(tempfile.mkdtemp(prefix="run-", dir=self.work))
+        copy_started = time.monotonic()
+        working_copy_clone(workdir / "repo", fresh / "repo")
+        self.copy_seconds += time.monotonic() - copy_started
+        try:
+            run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
+                             selection=selection, per_test_timeout=self.settings.per_test_timeout, limits=limits,
+                             mount_at=WORKSPACE)
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
         self.result.runs.append(RunRecord(side=side, scope=scope, index=index, run=run))
         return run
 
@@ -145,8 +157,18 @@ def task_validate(commit: CommitToValidate, *, builder: EnvironmentBuilder, work
         _validate(validation, list(reusable))
     finally:
         shutil.rmtree(validation.work, ignore_errors=True)
+    untrusted_runs_refuse(validation.result)
     validation.result.seconds = time.monotonic() - started
+    validation.result.copy_seconds = validation.copy_seconds
     return validation.result
+
+
+def untrusted_runs_refuse(result: "ValidationResult") -> bool:
+    """A run whose report cannot be believed makes the task invalid, and no test of it F2P or P2P."""
+    if not any(record.run.untrusted for record in result.runs):
+        return False
+    result.verdict, result.reason, result.oracle = "invalid", "untrusted_run", None
+    return True
 
 
 def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
@@ -187,7 +209,7 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     empty = v.run(v.copy("empty", commit.parent_sha, patches.test_patch), "empty", "graded", 0, graded)
     grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": oracle.pass_to_pass}
     result.verdict, result.reason = task_verdict(
-        oracle, gold_resolves=resolves(gold.outcomes, **grade), empty_resolves=resolves(empty.outcomes, **grade))
+        oracle, gold_resolves=run_resolves(gold, **grade), empty_resolves=run_resolves(empty, **grade))
 
 
 def breaks_confirmed(v: _Validation, before: Path, after: Path, suite: Oracle) -> Oracle:
@@ -254,5 +276,8 @@ def task_validate_generated(commit: CommitToValidate, contents: list[str], *, bu
         files = generated_file_verdicts(paths, oracle, before_runs, after_runs)
     finally:
         shutil.rmtree(validation.work, ignore_errors=True)
+    if untrusted_runs_refuse(validation.result):
+        files = [replace(verdict, kept=False, reason="untrusted_run", fail_to_pass=[]) for verdict in files]
     validation.result.seconds = time.monotonic() - started
+    validation.result.copy_seconds = validation.copy_seconds
     return GeneratedValidationResult(validation.result, files)
