@@ -415,15 +415,19 @@ ATEXIT_REWRITE = '''
 import atexit, os
 
 def _rewrite():
+    paths = [os.environ["COMMITGYM_REPORT"]] if os.environ.get("COMMITGYM_REPORT") else []
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink("/proc/self/fd/" + fd)
         except OSError:
             continue
         if "report" in target:
-            with open("/proc/self/fd/" + fd, "w") as report:
-                report.write('{"event": "result", "nodeid": "tests/test_x.py::test_fails", "status": "PASSED"}\\n')
-                report.write('{"event": "end", "exitstatus": 0}\\n')
+            paths.append("/proc/self/fd/" + fd)
+    for path in paths:
+        with open(path, "w") as report:
+            report.write('{"event": "start", "nodeid": "tests/test_x.py::test_fails"}\\n')
+            report.write('{"event": "result", "nodeid": "tests/test_x.py::test_fails", "status": "PASSED"}\\n')
+            report.write('{"event": "end", "exitstatus": 0}\\n')
 
 atexit.register(_rewrite)
 '''
@@ -453,7 +457,13 @@ def test_start_up_files_of_the_working_copy_do_not_run(venv, workdir):
     repo = make_repo(workdir, {"tests/test_x.py": FAILING, "sitecustomize.py": STARTUP_FORGERY,
                                "usercustomize.py": STARTUP_FORGERY,
                                "forge.pth": "import sitecustomize\n", "tests/forge.pth": "import sitecustomize\n"})
-    result = run(venv, workdir, repo, ["tests/test_x.py"])
+    # As an editable install leaves it: the working copy on sys.path from a .pth of the environment.
+    editable = next(venv.glob("lib/python3*/site-packages")) / "zz_editable_repo.pth"
+    editable.write_text(f"{repo}\n")
+    try:
+        result = run(venv, workdir, repo, ["tests/test_x.py"])
+    finally:
+        editable.unlink()
     assert result.untrusted == "" and result.outcomes == {"tests/test_x.py::test_fails": "FAILED",
                                                           "tests/test_x.py::test_also_fails": "FAILED"}
 
