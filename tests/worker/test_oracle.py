@@ -59,3 +59,20 @@ def test_tests_a_cut_short_run_never_reached_are_unknown_not_failing():
     assert oracle.fail_to_pass == ["t::a"] and oracle.pass_to_pass == ["t::b"] and not oracle.flaky
     nowhere = oracle_from_runs(runs_filled([{"t::x": "PASSED"}, {}], [True, False]), [{}])
     assert nowhere.breaks == ["t::x"]  # complete after-run without it: it failed to collect there
+
+
+def test_an_untrusted_run_never_resolves_and_an_xfail_passes_only_where_the_reference_had_one():
+    from worker.engine.run.pytest_run import TestRun
+    from worker.engine.validate.oracle import run_resolves
+
+    def graded(outcomes, untrusted=""):
+        return TestRun(outcomes=outcomes, status="ok", exit_code=0, output=b"", seconds=0.1, collection_error=False,
+                       untrusted=untrusted)
+
+    assert run_resolves(graded({"a": "PASSED", "b": "PASSED"}), fail_to_pass=["a"], pass_to_pass=["b"])
+    assert not run_resolves(graded({"a": "PASSED", "b": "PASSED"}, "forged_result: a"), fail_to_pass=["a"],
+                            pass_to_pass=["b"])
+    # A candidate that calls pytest.xfail() in the code under test turns its failure into XFAIL.
+    assert not run_resolves(graded({"a": "XFAIL", "b": "PASSED"}), fail_to_pass=["a"], pass_to_pass=["b"])
+    assert run_resolves(graded({"a": "PASSED", "b": "XFAIL"}), fail_to_pass=["a"], pass_to_pass=["b"],
+                        reference_xfail={"b"})

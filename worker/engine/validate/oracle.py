@@ -79,9 +79,17 @@ def resolves(outcomes: dict[str, str], *, fail_to_pass: Iterable[str], pass_to_p
     return all(outcomes.get(test) in PASSING for test in [*fail_to_pass, *pass_to_pass])
 
 
-def run_resolves(run, *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]) -> bool:
-    """The grade of one run (a TestRun): never resolved when its report cannot be believed."""
-    return not run.untrusted and resolves(run.outcomes, fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass)
+def run_resolves(run, *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str],
+                 reference_xfail: Iterable[str] = ()) -> bool:
+    """The grade of one run (a TestRun): never resolved when its report cannot be believed. An
+    XFAIL counts as passing only for a test the reference (the commit's own runs) saw XFAIL: code
+    under grading that calls pytest.xfail() does not pass a test that way."""
+    if run.untrusted:
+        return False
+    allowed = set(reference_xfail)
+    outcomes = {test: "FAILED" if status == "XFAIL" and test not in allowed else status
+                for test, status in run.outcomes.items()}
+    return resolves(outcomes, fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass)
 
 
 def task_verdict(oracle: Oracle, *, gold_resolves: bool, empty_resolves: bool) -> tuple[Verdict, str]:

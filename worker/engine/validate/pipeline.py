@@ -207,7 +207,9 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     gold = v.run(v.copy("gold", commit.parent_sha, patches.source_patch, patches.test_patch), "gold", "graded", 0,
                  graded)
     empty = v.run(v.copy("empty", commit.parent_sha, patches.test_patch), "empty", "graded", 0, graded)
-    grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": oracle.pass_to_pass}
+    grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": oracle.pass_to_pass,
+             "reference_xfail": {test for record in result.runs if record.side == "after"
+                                 for test, status in record.run.outcomes.items() if status == "XFAIL"}}
     result.verdict, result.reason = task_verdict(
         oracle, gold_resolves=run_resolves(gold, **grade), empty_resolves=run_resolves(empty, **grade))
 
