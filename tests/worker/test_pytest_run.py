@@ -572,3 +572,12 @@ def test_a_fixture_that_patches_how_unittest_cases_run_is_not_a_forgery(venv, wo
     name = "tests/test_cases.py::Cases::"
     assert result.untrusted == "" and result.outcomes == {
         name + "test_one": "PASSED", name + "test_two": "FAILED", name + "test_three": "PASSED"}, result.untrusted
+
+
+def test_a_repositorys_trylast_phase_wrapper_that_swallows_failures_is_caught(venv, workdir):
+    result = _forged(venv, workdir, {"tests/conftest.py": (
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True, trylast=True)\ndef pytest_runtest_call(item):\n"
+        "    outcome = yield\n    outcome.force_result(None)\n")})
+    assert result.untrusted.startswith("pytest_internals_changed: a trylast wrapper of pytest_runtest_call in "
+                                       "tests/conftest.py"), result.untrusted
+    _no_false_pass(result)

@@ -148,7 +148,7 @@ def _untrusted_why(events: list[dict], exit_code: Optional[int]) -> str:
         if kind == "collected":
             collected = set(event.get("nodeids") or ())
         elif kind == "tampered":
-            return f"pytest_internals_changed: {event.get('what')} was replaced during the run"
+            return f"pytest_internals_changed: {event.get('what')}"
         elif kind == "result":
             nodeid = event.get("nodeid")
             if event.get("forged"):

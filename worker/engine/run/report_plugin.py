@@ -27,7 +27,8 @@ Lines (JSON):
   {"seq", "event": "start", "nodeid"}                  before a test runs
   {"seq", "event": "result", "nodeid", "status", "seconds"[, "forged"]}  when it has ended
   {"seq", "event": "collect_error", "nodeid"}          a file or class that failed to collect
-  {"seq", "event": "tampered", "what"}                 pytest's internals were changed
+  {"seq", "event": "tampered", "what"}                 pytest's internals were changed, or a repository
+                                                       wrapper runs inside the plugin's account
   {"seq", "event": "end", "exitstatus", "results"}     when the session ends
 
 Statuses: PASSED, FAILED, ERROR (setup or teardown failed), SKIPPED, XFAIL. An unexpected
@@ -137,7 +138,22 @@ def _plugin(pytest, write, test_timeout):
         for name, value in fingerprint().items():
             if value is not as_loaded[name] and name not in tampered:
                 tampered.add(name)
-                write({"event": "tampered", "what": name})
+                write({"event": "tampered", "what": name + " was replaced during the run"})
+        for what in wrappers_inside():
+            if what not in tampered:
+                tampered.add(what)
+                write({"event": "tampered", "what": what})
+
+    def wrappers_inside():
+        """The repository's own trylast wrappers of a phase: registered after this plugin, they run
+        inside its account and could hide what the phase raised."""
+        config, root = place.get("config"), os.path.join(place["started_in"], "")
+        for name in ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown") if config else ():
+            for impl in getattr(config.pluginmanager.hook, name).get_hookimpls():
+                wraps = getattr(impl, "hookwrapper", False) or getattr(impl, "wrapper", False)
+                code = getattr(impl.function, "__code__", None)
+                if wraps and impl.trylast and code is not None and os.path.abspath(code.co_filename).startswith(root):
+                    yield "a trylast wrapper of %s in %s" % (name, os.path.relpath(code.co_filename, root))
 
     def repo_nodeid(nodeid):
         """Ours for a collected test; otherwise (a collector) pytest's, moved under the rootdir's folder."""
@@ -226,6 +242,7 @@ def _plugin(pytest, write, test_timeout):
 
     class Report:
         def pytest_configure(self, config):
+            place["config"] = config
             invocation = getattr(config, "invocation_params", None)  # pytest 5.1+
             if invocation is not None:
                 place["started_in"] = str(invocation.dir)
@@ -247,9 +264,10 @@ def _plugin(pytest, write, test_timeout):
 
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
+            check_internals()  # every conftest is loaded by now
             nodeids = [repo_nodeid(item.nodeid) for item in session.items]
             if len(set(nodeids)) != len(nodeids):
-                write({"event": "tampered", "what": "the collected tests (a node id given twice)"})
+                write({"event": "tampered", "what": "a node id was collected twice"})
             write({"event": "collected", "nodeids": nodeids})
 
         def pytest_collectreport(self, report):
