@@ -91,7 +91,6 @@ class _Validation:
         self.work = work_root / f"validate-{commit.sha[:12]}-{time.monotonic_ns()}"
         self.result = ValidationResult(verdict="invalid", reason="")
         self.environment: Optional[BuiltEnvironment] = None
-        self.copy_seconds = 0.0  # spent making each run its fresh copy
 
     def copy(self, name: str, sha: str, *patches: str) -> Path:
         workdir = self.work / name
@@ -136,7 +135,7 @@ class _Validation:
         fresh = Path(tempfile.mkdtemp(prefix="run-", dir=self.work))
         copy_started = time.monotonic()
         working_copy_clone(workdir / "repo", fresh / "repo")
-        self.copy_seconds += time.monotonic() - copy_started
+        self.result.copy_seconds += time.monotonic() - copy_started
         try:
             run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
                              selection=selection, per_test_timeout=self.settings.per_test_timeout, limits=limits,
@@ -159,7 +158,6 @@ def task_validate(commit: CommitToValidate, *, builder: EnvironmentBuilder, work
         shutil.rmtree(validation.work, ignore_errors=True)
     untrusted_runs_refuse(validation.result)
     validation.result.seconds = time.monotonic() - started
-    validation.result.copy_seconds = validation.copy_seconds
     return validation.result
 
 
@@ -281,5 +279,4 @@ def task_validate_generated(commit: CommitToValidate, contents: list[str], *, bu
     if untrusted_runs_refuse(validation.result):
         files = [replace(verdict, kept=False, reason="untrusted_run", fail_to_pass=[]) for verdict in files]
     validation.result.seconds = time.monotonic() - started
-    validation.result.copy_seconds = validation.copy_seconds
     return GeneratedValidationResult(validation.result, files)
