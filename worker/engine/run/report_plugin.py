@@ -20,7 +20,11 @@ knows live in closures of `_plugin`, not in names a conftest can import and repl
 The plugin's own account: trylast wrappers of pytest_runtest_setup/call/teardown (inside the
 other wrappers) see what each phase raised before any other hook can rewrite the report; a test
 whose reports disagree is forged. The functions pytest runs a test with are fingerprinted at load
-and checked after every test; a test whose node id or runtest changed after collection is forged.
+and checked after every test; a test whose node id, runtest or function's code changed after
+collection is forged. Where anything but pytest itself implements pytest_pyfunc_call (a plugin
+for async tests, or a conftest that returns True without calling the test), a trace of the
+test's own frames shows whether its function ran and whether it raised: a passing call whose
+function never ran, or raised, is forged.
 
 Lines (JSON):
   {"seq", "event": "collected", "nodeids"}             the tests collected
@@ -37,6 +41,7 @@ fails its test. Node ids are relative to the directory pytest was started in (th
 root), even when pytest's rootdir is below it.
 """
 
+import dis
 import hashlib
 import hmac
 import json
@@ -122,6 +127,7 @@ class PerTestTimeout(BaseException):
 def _plugin(pytest, write, test_timeout):
     """The plugin object; its state is in this function's closure."""
     skip_exception, xfail_exception = pytest.skip.Exception, pytest.xfail.Exception
+    opnames = tuple(dis.opname)
     fingerprint = _fingerprint
     as_loaded = fingerprint()
     tampered = set()
@@ -131,6 +137,8 @@ def _plugin(pytest, write, test_timeout):
     phases = {}  # node id -> (when, outcome, wasxfail, seconds) of its reports so far
     happened = {}  # node id -> {phase: "passed" | "failed" | "skipped"}, from what the phase raised
     items = {}  # node id -> the item, while it runs
+    collected_codes = {}  # id(item) -> the code of its function and of those it wraps, when collected
+    belied_calls = {}  # node id -> what its function did that a passing call phase would belie
     subtest_failed = set()
     results = [0]
 
@@ -193,8 +201,14 @@ def _plugin(pytest, write, test_timeout):
         """Why the reports of this test are not what happened in it ("" when they are)."""
         seen_phases = happened.pop(nodeid, {})
         item = items.pop(nodeid, None)
+        belied = belied_calls.pop(nodeid, "")
         if item is not None and collected_as.get(id(item)) != (item.nodeid, item.__dict__.get("runtest")):
             return "its node id or the way it runs was changed after it was collected"
+        codes = collected_codes.get(id(item), ())
+        if codes and codes[-1] not in codes_of(item):
+            return "its function's code was changed after it was collected"
+        if belied and seen_phases.get("call") == "passed":
+            return belied + ", though its call passed"
         may_differ = item is not None and (item.get_closest_marker("xfail") is not None or hasattr(item, "_excinfo"))
         for when, outcome, _, _ in reported:
             seen = seen_phases.get(when)
@@ -229,6 +243,68 @@ def _plugin(pytest, write, test_timeout):
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
 
+    def codes_of(item):
+        """The code objects of the test's function and of the functions it wraps, outermost first."""
+        found, function = [], getattr(item, "obj", None) if isinstance(item, pytest.Function) else None
+        while function is not None and len(found) < 16:
+            code = getattr(getattr(function, "__func__", function), "__code__", None)
+            if code is not None and code not in found:
+                found.append(code)
+            function = getattr(function, "__wrapped__", None)
+        return found
+
+    def others_call_tests():
+        """Whether anything but pytest's own implementation may call (or not call) a test's function."""
+        import _pytest.python
+
+        hook = place["config"].pluginmanager.hook.pytest_pyfunc_call
+        callers = [impl.function for impl in hook.get_hookimpls()
+                   if not (getattr(impl, "hookwrapper", False) or getattr(impl, "wrapper", False))]
+        return callers != [_pytest.python.pytest_pyfunc_call]
+
+    @contextmanager
+    def frames_watched(codes, seen):
+        """Trace only the frames of `codes`: `seen` gets, for each that ran, how it last left: "ran"
+        by a return instruction, else "raised <the exception>" (a coroutine's frame leaves at every
+        await and is called again; its last exit counts)."""
+        raising = {}
+
+        def local(frame, event, arg):
+            if event == "exception":
+                raising[frame.f_code] = getattr(arg[0], "__name__", "an exception")
+            elif event == "return":
+                instruction = opnames[frame.f_code.co_code[frame.f_lasti]]
+                seen[frame.f_code] = "ran" if instruction.startswith("RETURN") else \
+                    "raised " + raising.get(frame.f_code, "an exception")
+            return local
+
+        def on_call(frame, event, arg):
+            if frame.f_code in codes:
+                seen[frame.f_code] = "ran"
+                return local
+            return None
+
+        if not codes:
+            yield
+            return
+        previous = sys.gettrace()
+        sys.settrace(on_call)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
+
+    def function_account(excinfo, codes, seen):
+        """What the test's function did, where a passing call phase would contradict it ("" otherwise)."""
+        if excinfo is not None:  # an outer wrapper of pytest_pyfunc_call may have swallowed it
+            return "pytest_pyfunc_call raised " + getattr(excinfo[0], "__name__", "an exception")
+        exits = [seen[code] for code in codes if code in seen]
+        if codes and not exits:
+            return "its function never ran"
+        if exits and exits[0].startswith("raised "):
+            return "its function " + exits[0]  # the outermost that ran: the one whose exit is the test's
+        return ""
+
     def phase(when):
         # trylast: inside every wrapper but the conftests' own trylast ones, so it sees what the
         # phase raised before the others, any hook or report can change it.
@@ -261,6 +337,7 @@ def _plugin(pytest, write, test_timeout):
                 if not relative.startswith(".."):
                     repo_ids[item.nodeid] = relative.replace(os.sep, "/") + separator + rest
             collected_as[id(item)] = (item.nodeid, item.__dict__.get("runtest"))
+            collected_codes[id(item)] = tuple(codes_of(item))
 
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
@@ -303,6 +380,16 @@ def _plugin(pytest, write, test_timeout):
         def pytest_sessionfinish(self, session, exitstatus):
             check_internals()
             write({"event": "end", "exitstatus": int(exitstatus), "results": results[0]})
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_pyfunc_call(self, pyfuncitem):
+            codes = collected_codes.get(id(pyfuncitem), ()) if others_call_tests() else ()
+            seen = {}
+            with frames_watched(codes, seen):
+                outcome = yield
+            belied = function_account(outcome.excinfo, codes, seen)
+            if belied:
+                belied_calls[pyfuncitem.nodeid] = belied
 
         pytest_runtest_setup = phase("setup")
         pytest_runtest_call = phase("call")
