@@ -5,6 +5,9 @@
   plugin) in the same environment on the same tests as many times. Goal: <= 1.5x.
 - Fresh copies: of the warm validation, the time spent copying a fresh working copy for
   each run (nothing one run writes is seen by the next).
+- Copy or overlay: a fresh working copy of a 3,000-file tree handed to a run's own user,
+  by copying it (what runs use) against mounting an overlay of the read-only tree (root only).
+  The hand-over changes every file's owner, which an overlay can only do by copying it up.
 - Reuse: the share of the sample repository's kept commits that reuse an existing
   environment. Goal: >= 80%.
 - Disk: what a validated task leaves behind beyond the environments (its stored
@@ -28,8 +31,10 @@ from worker.demo.sample_repo import sample_repo_write  # noqa: E402
 from worker.engine.env.builder import EnvironmentBuilder  # noqa: E402
 from worker.engine.env.runtimes import default_images, docker_runtimes  # noqa: E402
 from worker.engine.git.repo import BlobReader  # noqa: E402
+from worker.engine.git.working_copy import working_copy_clone  # noqa: E402
 from worker.engine.mine.filters import MiningFilters, drop_reason  # noqa: E402
 from worker.engine.mine.walk import commits_walk, python_changes_checked  # noqa: E402
+from worker.engine.sandbox.base import SANDBOX_UIDS, hand_over  # noqa: E402
 from worker.engine.sandbox.docker import DockerSandbox  # noqa: E402
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate  # noqa: E402
 
@@ -84,6 +89,45 @@ def warm_overhead(place: Path, builder: EnvironmentBuilder, name: str) -> None:
     report(f"validate.fresh_copies_{name}", warm.copy_seconds, "s", validation_seconds)
 
 
+def copy_or_overlay(place: Path) -> None:
+    tree = place / "tree"
+    for i in range(3000):
+        (tree / f"pkg{i % 100}").mkdir(parents=True, exist_ok=True)
+        (tree / f"pkg{i % 100}" / f"module_{i}.py").write_text(f"VALUE = {i}\n" + "# filler\n" * 400)
+
+    def copied(target: Path) -> float:
+        started = time.monotonic()
+        working_copy_clone(tree, target / "repo")
+        hand_over(target, SANDBOX_UIDS[0])
+        seconds = time.monotonic() - started
+        shutil.rmtree(target)
+        return seconds
+
+    def overlaid(target: Path) -> float:
+        started = time.monotonic()
+        for name in ("upper", "work", "repo"):
+            (target / name).mkdir(parents=True)
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={tree},upperdir={target / 'upper'},"
+                        f"workdir={target / 'work'}", str(target / "repo")], check=True, capture_output=True)
+        try:
+            hand_over(target / "repo", SANDBOX_UIDS[0])
+            return time.monotonic() - started
+        finally:
+            subprocess.run(["umount", str(target / "repo")], check=True)
+            shutil.rmtree(target)
+
+    try:
+        overlaid(place / "probe")
+    except (subprocess.CalledProcessError, OSError) as refused:
+        print(f"validate.fresh_copy_by_overlay: not measured (no overlay mount here: {refused})", flush=True)
+        return
+    copies, overlays = [], []
+    for i in range(5):  # in turn, so both see the same machine
+        copies.append(copied(place / f"copy-{i}"))
+        overlays.append(overlaid(place / f"overlay-{i}"))
+    report("validate.fresh_copy_by_overlay", sorted(overlays)[2], "s", sorted(copies)[2], "s by copying")
+
+
 def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:
     repo = place / "sample"
     sample_repo_write(repo)
@@ -133,6 +177,7 @@ def main() -> None:
             warm_overhead(place, docker, "docker")  # goal <= 2.5x
         else:
             print("validate.warm_overhead_docker: not measured (no Docker engine answers)", flush=True)
+        copy_or_overlay(place)
         reuse_and_disk(place, builder)
     finally:
         shutil.rmtree(place, ignore_errors=True)
