@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from worker.engine.sandbox.index_proxy import index_hosts_from
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("COMMITGYM_VAR_DIR", BASE_DIR / "var"))
 
@@ -120,7 +122,8 @@ WHITENOISE_USE_FINDERS = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "filters": {"credentials_redacted": {"()": "apps.logs.CredentialsRedacted"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "filters": ["credentials_redacted"]}},
     "root": {"handlers": ["stderr"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 
@@ -130,6 +133,8 @@ LOGGING = {
 COMMITGYM_MIRROR_DIR = Path(os.environ.get("COMMITGYM_MIRROR_DIR", VAR_DIR / "mirrors"))
 # Longest a clone or fetch may take before the job fails.
 COMMITGYM_GIT_TIMEOUT = _env_int("COMMITGYM_GIT_TIMEOUT", 1800)
+# Mining never reads a file larger than this whole; a commit changing one is dropped (file_too_large).
+COMMITGYM_MAX_BLOB_BYTES = _env_int("COMMITGYM_MAX_BLOB_BYTES", 5 << 20)
 # Environments and working copies of the sandboxes (their parents must be open to other users).
 COMMITGYM_ENV_DIR = Path(os.environ.get("COMMITGYM_ENV_DIR", VAR_DIR / "envs"))
 COMMITGYM_WORK_DIR = Path(os.environ.get("COMMITGYM_WORK_DIR", VAR_DIR / "work"))
@@ -144,9 +149,9 @@ COMMITGYM_DOCKER_IMAGES = [
     tuple(item.strip().split("=", 1)) for item in os.environ.get("COMMITGYM_DOCKER_IMAGES", "").split(",")
     if "=" in item
 ]
-# The network containers install with: "host" where nothing may use a bridge (these machines),
-# a bridge network's name in production (then install scripts cannot reach the host's services).
-COMMITGYM_BUILD_NETWORK = os.environ.get("COMMITGYM_BUILD_NETWORK", "host")
+# What an install may reach (nothing else, on either backend): "host,host,...", HTTPS only, through
+# the worker's proxy, which chains to the worker's own HTTPS_PROXY. Default: pypi.org, files.pythonhosted.org.
+COMMITGYM_INDEX_HOSTS = index_hosts_from(os.environ.get("COMMITGYM_INDEX_HOSTS", ""))
 COMMITGYM_VALIDATION_RUNS = _env_int("COMMITGYM_VALIDATION_RUNS", 3)
 COMMITGYM_TEST_TIMEOUT = _env_int("COMMITGYM_TEST_TIMEOUT", 60)
 COMMITGYM_SUITE_SECONDS = _env_int("COMMITGYM_SUITE_SECONDS", 600)

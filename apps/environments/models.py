@@ -1,5 +1,7 @@
 from django.db import models
 
+from worker.engine.sandbox.index_proxy import INDEX_PROXY
+
 
 class Environment(models.Model):
     """A built virtualenv, identified by its Python version and resolved lock; shared by
@@ -12,7 +14,7 @@ class Environment(models.Model):
     lock = models.TextField(help_text="The resolved packages (uv pip freeze).")
     recipe_key = models.CharField(max_length=64, blank=True, help_text="The install files it was built from.")
     path = models.CharField(max_length=1000, help_text="Where the environment lives on the worker.")
-    build_network = models.CharField(max_length=32, default="host", help_text="The network installs used.")
+    build_network = models.CharField(max_length=32, default=INDEX_PROXY, help_text="The network installs used.")
     repository = models.ForeignKey("repositories.Repository", null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="environments", help_text="The repository it was built for.")
     created_at = models.DateTimeField(auto_now_add=True)

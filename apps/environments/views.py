@@ -11,6 +11,8 @@ from . import selectors
 ENVIRONMENTS_PER_PAGE = 50
 
 BUILD_NETWORKS = {
+    "index_proxy": "the package index only, through commitgym's proxy: install scripts could reach nothing "
+                   "else, neither this machine's services nor the internet",
     "host": "host network: install scripts could reach this machine's services (set a bridge network in production)",
     "bridge": "bridge network: install scripts reached the internet but not this machine's services",
     "none": "no network: installs could not download anything",

@@ -18,6 +18,7 @@ from apps.rows import text_storable
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.env.runtimes import default_images, docker_runtimes, local_runtimes
 from worker.engine.sandbox.docker import DockerSandbox
+from worker.engine.sandbox.index_proxy import INDEX_PROXY
 from worker.engine.sandbox.local import LocalSandbox
 from worker.engine.validate.pipeline import (
     CommitToValidate,
@@ -148,10 +149,11 @@ def _builder(repository, backend: str) -> EnvironmentBuilder:
     """Environments are shared between a repository's commits, never across repositories:
     building one runs the repository's own code."""
     uv = Path(sys.executable).parent / "uv"
-    factory = partial(LocalSandbox, allow_unsandboxed=settings.COMMITGYM_ALLOW_UNSANDBOXED)
+    factory = partial(LocalSandbox, allow_unsandboxed=settings.COMMITGYM_ALLOW_UNSANDBOXED,
+                      index_hosts=settings.COMMITGYM_INDEX_HOSTS)
     runtimes = local_runtimes()
     if backend == "docker":
-        factory = partial(DockerSandbox, build_network=settings.COMMITGYM_BUILD_NETWORK)
+        factory = partial(DockerSandbox, index_hosts=settings.COMMITGYM_INDEX_HOSTS)
         runtimes = docker_runtimes(settings.COMMITGYM_DOCKER_IMAGES or default_images())
     return EnvironmentBuilder(
         env_root=Path(settings.COMMITGYM_ENV_DIR) / backend / f"repository-{repository.pk}", uv=uv,
@@ -191,7 +193,7 @@ def _validation_store(validation: Validation, result) -> None:
             "image": result.environment.image,
             "recipe_key": result.environment.recipe_key, "path": str(result.environment.path),
             "repository": validation.task.repository, "backend": validation.backend,
-            "build_network": settings.COMMITGYM_BUILD_NETWORK if validation.backend == "docker" else "host"})
+            "build_network": INDEX_PROXY})
     oracle = result.oracle
     EnvironmentAttempt.objects.bulk_create([
         EnvironmentAttempt(validation=validation, strategy=a.strategy, status=a.status, step=a.step,

@@ -51,7 +51,7 @@ def make_task(repository: Repository, n: int, *, state: str = Task.State.MINED) 
     return task
 
 
-def make_environment(repository, key="env-" + "a" * 20, network="host") -> Environment:
+def make_environment(repository, key="env-" + "a" * 20, network="index_proxy") -> Environment:
     return Environment.objects.create(key=key, python_version="3.11", lock=LOCK, path="/envs/x",
                                       build_network=network, repository=repository)
 
@@ -278,14 +278,16 @@ def test_environment_page_shows_the_build_network_and_the_lock(curator_client, t
     make_validation(task, environment)
     page = html(curator_client.get(reverse("environments:detail", args=[environment.key])))
     text = text_of(page)
-    assert ("host network: install scripts could reach this machine's services "
-            "(set a bridge network in production)") in page.replace("&#x27;", "'")
+    assert ("the package index only, through commitgym's proxy: install scripts could reach nothing else, "
+            "neither this machine's services nor the internet") in page.replace("&#x27;", "'")
     assert "attrs==23.2.0\npytest==8.1.1" in page and "Packages 2" in text and "3.11" in text
     assert reverse("tasks:detail", args=[task.instance_id]) in page
     assert reverse("repositories:detail", args=[task.repository.pk]) in page
 
-    bridged = make_environment(task.repository, key="env-bridge", network="bridge")
-    assert "host network" not in html(curator_client.get(reverse("environments:detail", args=[bridged.key])))
+    # One built before builds went through the proxy says what it could reach.
+    older = make_environment(task.repository, key="env-host", network="host")
+    assert "install scripts could reach this machine's services" in html(
+        curator_client.get(reverse("environments:detail", args=[older.key]))).replace("&#x27;", "'")
 
 
 def test_environment_list_counts_validations(curator_client, repository, django_assert_max_num_queries):

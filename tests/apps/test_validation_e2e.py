@@ -78,7 +78,9 @@ def test_validate_command_with_the_docker_backend(celery_worker, tmp_path):
     assert line["verdict"] == "valid" and line["fail_to_pass"] == sorted(fix.fail_to_pass)
     validation = Validation.objects.get(task__commit__sha=fix.sha)
     assert validation.backend == "docker" and validation.environment.backend == "docker"
-    assert validation.environment.build_network == "host"
+    assert validation.environment.build_network == "index_proxy"
+    install = validation.attempts.filter(status="ok").last().output
+    assert "# network: the package index only (pypi.org, files.pythonhosted.org, port 443)" in install
 
 
 HOSTILE_SETUP = '''

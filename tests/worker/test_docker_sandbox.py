@@ -95,9 +95,32 @@ def test_a_container_outlives_no_dead_worker(workdir):
     assert not labelled_containers()
 
 
-def test_the_build_network_is_a_setting(workdir):
-    options = DockerSandbox(build_network="commitgym-build")._options(
-        workdir, "/workspace", "/workspace", workdir, True, QUICK, "1:1", {})
-    assert options["network_mode"] == "commitgym-build"
-    assert DockerSandbox()._options(workdir, "/w", "/w", workdir, False, QUICK, "1:1", {})["network_mode"] == "none"
-    assert DockerSandbox().build_network == "host"
+def test_no_container_has_a_network_and_the_index_is_reached_through_a_mounted_socket(workdir):
+    options = DockerSandbox()._options(workdir, "/workspace", "/workspace", workdir, QUICK, "1:1", {},
+                                       [(workdir, "/run/commitgym-index")])
+    assert options["network_mode"] == "none"
+    (proxy_mount,) = [mount for mount in options["mounts"] if mount["Target"] == "/run/commitgym-index"]
+    assert proxy_mount["ReadOnly"] and proxy_mount["Source"] == str(workdir)
+
+
+OUTPUT_SWAPS = {
+    "a link to the worker's environment": "os.symlink('/proc/self/environ', out)",
+    "a link to an endless device": "os.symlink('/dev/zero', out)",
+    "a pipe no one writes to": "os.mkfifo(out)",
+}
+
+
+@pytest.mark.parametrize("swap", OUTPUT_SWAPS)
+def test_the_output_file_cannot_be_swapped_for_something_the_worker_would_read(workdir, monkeypatch, swap):
+    """The worker reads the output file as root: the run must not replace it, and a swap must not
+    be followed, block or never end."""
+    monkeypatch.setenv("COMMITGYM_TEST_SECRET", "do-not-leak-7f3a")
+    code = ("import os, sys\nout = '/run/commitgym-output/output'\nprint('before', flush=True)\n"
+            "try:\n    os.unlink(out)\n"
+            "except OSError as refused:\n    print('unlink refused', refused.errno, flush=True)\n"
+            "else:\n    " + OUTPUT_SWAPS[swap] + "\n    print('swapped', flush=True)\n")
+    started = time.monotonic()
+    result = run(code, workdir)
+    assert time.monotonic() - started < 15
+    assert b"do-not-leak-7f3a" not in result.output and len(result.output) < QUICK.output_bytes + 200
+    assert result.output.split(b"\n")[:2] == [b"before", b"unlink refused 13"], result.output

@@ -40,10 +40,22 @@ def test_files_a_sandbox_could_plant_are_read_safely(open_folder):
     (open_folder / "plain").write_bytes(b"x" * 10)
     os.mkfifo(open_folder / "fifo")
     os.symlink("/etc/shadow", open_folder / "link")
-    assert sandbox_file_read(open_folder / "plain", max_bytes=4) == b"xxxx"
-    assert sandbox_file_read(open_folder / "fifo") == b""  # does not block
-    assert sandbox_file_read(open_folder / "link") == b""
-    assert sandbox_file_read(open_folder / "missing") == b""
+    (open_folder / "real").mkdir()
+    (open_folder / "real" / "file").write_bytes(b"inside")
+    os.symlink(open_folder / "real", open_folder / "linked")
+    assert sandbox_file_read(open_folder, "plain", max_bytes=4) == b"xxxx"
+    assert sandbox_file_read(open_folder, "fifo") == b""  # does not block
+    assert sandbox_file_read(open_folder, "link") == b""
+    assert sandbox_file_read(open_folder, "/dev/zero") == b""  # a device, and not below the folder
+    assert sandbox_file_read(open_folder, "missing") == b""
+    assert sandbox_file_read(open_folder, "real/file") == b"inside"
+    assert sandbox_file_read(open_folder, "linked/file") == b""  # a link in the middle, too
+    assert sandbox_file_read(open_folder, "real/../plain") == b""
+    handle = os.open(open_folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert sandbox_file_read(handle, "plain") == b"x" * 10
+    finally:
+        os.close(handle)
 
 
 def test_a_link_is_never_mounted(workdir, open_folder):

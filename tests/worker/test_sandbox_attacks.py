@@ -96,6 +96,45 @@ def test_allocating_ten_gigabytes_ends_out_of_memory(make_sandbox, workdir):
     assert run(make_sandbox, "x = bytearray(10 * 1024 ** 3)", workdir).status == "out_of_memory"
 
 
+THREE_PROCESSES = """
+import os, time
+for _ in range(2):
+    if os.fork() == 0:
+        break
+held = bytearray(450 << 20)  # each process stays far under the 1 GB address-space limit
+time.sleep(2)
+print("held", flush=True)
+"""
+
+TMPFS_AND_A_PROCESS = """
+for path in ("/tmp/fill", "/dev/shm/fill"):
+    with open(path, "wb") as fill:
+        for _ in range(400):
+            fill.write(b"x" * (1 << 20))
+held = bytearray(400 << 20)
+print("held", flush=True)
+"""
+
+
+@pytest.mark.parametrize("code", [THREE_PROCESSES, TMPFS_AND_A_PROCESS], ids=["three processes", "tmpfs pages"])
+def test_the_memory_limit_holds_for_the_whole_run(make_sandbox, workdir, code):
+    result = run(make_sandbox, code, workdir, Limits(wall_seconds=30, cpu_seconds=30, memory_bytes=1 << 30,
+                                                     processes=64, tmp_bytes=512 << 20))
+    assert result.status == "out_of_memory", (result.status, result.output)
+
+
+def test_the_sandboxs_own_root_and_its_tmpfs_cannot_be_filled_past_their_size(make_sandbox, workdir):
+    code = ("import errno\ntry:\n    open('/planted', 'w')\n"
+            "except OSError as e:\n    print('root', errno.errorcode[e.errno])\n"
+            "try:\n    with open('/tmp/fill', 'wb') as fill:\n        for _ in range(64):\n"
+            "            fill.write(b'x' * (1 << 20))\n"
+            "except OSError as e:\n    print('tmp', errno.errorcode[e.errno])\n")
+    result = run(make_sandbox, code, workdir, Limits(wall_seconds=30, cpu_seconds=30, memory_bytes=1 << 30,
+                                                     processes=64, tmp_bytes=32 << 20))
+    assert result.status == "ok", result.output
+    assert result.output.split() == [b"root", b"EROFS", b"tmp", b"ENOSPC"], result.output
+
+
 def test_a_gigabyte_of_output_is_cut_off(make_sandbox, workdir):
     result = run(make_sandbox, "import sys\nchunk = 'y' * 65536\nfor _ in range(16384): sys.stdout.write(chunk)",
                  workdir)
@@ -104,18 +143,81 @@ def test_a_gigabyte_of_output_is_cut_off(make_sandbox, workdir):
     assert b"bytes cut" in result.output
 
 
-def test_no_network_unless_asked(make_sandbox, workdir):
+@pytest.fixture
+def host_server():
+    """A server on the host's loopback, where Redis and PostgreSQL listen: (port, connections it got)."""
     server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
     accepted = []
-    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
-    code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
-    closed = run(make_sandbox, code, workdir)
-    assert closed.status == "failed" and b"connected" not in closed.output
-    assert not accepted
-    opened = run(make_sandbox, code, workdir, network=True)  # the build network: the host's, here
-    assert opened.status == "ok" and b"connected" in opened.output, opened.output
+
+    def serve():
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], accepted
     server.close()
+
+
+REACH_THE_HOST = """
+import os, socket
+port = {port}
+try:
+    socket.create_connection(("127.0.0.1", port), timeout=5)
+    print("direct: connected")
+except OSError as error:
+    print("direct:", type(error).__name__)
+proxy = os.environ.get("HTTPS_PROXY", "")
+if proxy:
+    host, _, proxy_port = proxy.rpartition("/")[2].partition(":")
+    tunnel = socket.create_connection((host, int(proxy_port)), timeout=5)
+    tunnel.sendall(("CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n" % port).encode())
+    print("proxy:", tunnel.recv(200).split(b"\\r\\n")[0].decode())
+"""
+
+
+def test_no_run_reaches_the_host_even_while_installing(make_sandbox, workdir, host_server):
+    port, accepted = host_server
+    closed = run(make_sandbox, REACH_THE_HOST.format(port=port), workdir)
+    assert closed.status == "ok" and b"direct: connected" not in closed.output, closed.output
+    installing = run(make_sandbox, REACH_THE_HOST.format(port=port), workdir, network=True)
+    assert installing.status == "ok", installing.output
+    assert b"direct: connected" not in installing.output and b"proxy: HTTP/1.1 403 Forbidden" in installing.output
+    assert f"refused: 127.0.0.1:{port}".encode() in installing.output
+    assert not accepted
+
+
+UV_INSTALL = ("uv venv -q --python python3 /tmp/venv && uv pip install -q --python /tmp/venv/bin/python "
+              "iniconfig==2.0.0 && /tmp/venv/bin/python -c "
+              "'import iniconfig; print(\"installed\", iniconfig.__name__)'")
+
+
+def _uv_install(make_sandbox, workdir):
+    uv = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
+    return make_sandbox(read_only=[(uv, "/opt/commitgym/bin/uv")]).run(
+        ["/bin/sh", "-c", f"export PATH=/opt/commitgym/bin:$PATH; {UV_INSTALL}"], workdir=workdir, network=True,
+        limits=Limits(wall_seconds=120, cpu_seconds=120, memory_bytes=2 << 30, processes=128),
+        env={"UV_CACHE_DIR": "/tmp/uv-cache", "UV_PYTHON_DOWNLOADS": "never",
+             "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt"})
+
+
+def test_a_real_install_reaches_the_index_through_the_proxy(make_sandbox, workdir):
+    result = _uv_install(make_sandbox, workdir)
+    assert result.status == "ok" and b"installed iniconfig" in result.output, result.output
+    assert b"# network: the package index only" in result.output and b"refused" not in result.output
+
+
+def test_the_repositorys_own_uv_settings_cannot_redirect_the_install(make_sandbox, workdir, host_server):
+    port, accepted = host_server
+    (workdir / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\nversion = "0"\n\n[tool.uv]\nindex-url = "http://127.0.0.1:{port}/simple"\n'
+        f'find-links = ["http://127.0.0.1:{port}/links"]\noffline = true\n')
+    (workdir / "uv.toml").write_text(f'index-url = "http://127.0.0.1:{port}/simple"\noffline = true\n')
+    result = _uv_install(make_sandbox, workdir)
+    assert result.status == "ok" and b"installed iniconfig" in result.output, result.output
+    assert not accepted
 
 
 def test_secrets_of_the_host_stay_out(make_sandbox, workdir, monkeypatch):

@@ -36,7 +36,8 @@ def install_recipe(repo_dir: Path) -> dict[str, str]:
     """The files that say how the repository installs, by path."""
     paths = [repo_dir / name for name in _INSTALL_FILES]
     paths += sorted(repo_dir.glob("requirements*.txt")) + sorted(repo_dir.glob("requirements/*.txt"))
-    found = {str(path.relative_to(repo_dir)): sandbox_file_read(path, max_bytes=1 << 20) for path in paths}
+    found = {name: sandbox_file_read(repo_dir, name, max_bytes=1 << 20)
+             for name in (str(path.relative_to(repo_dir)) for path in paths)}
     return {name: data.decode("utf-8", "replace") for name, data in found.items() if data}
 
 

@@ -14,8 +14,8 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator, Literal, Optional, Protocol, Sequence, Union
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Iterator, Literal, Optional, Protocol, Sequence, Union
 
 # Each run gets a user id of its own from this range, so its process limit is its own and,
 # at the end, every process it left behind (a daemon, a namespace's init) can be found and killed.
@@ -73,18 +73,41 @@ class Sandbox(Protocol):
         (default: its own path), from `cwd` inside the sandbox (default: there)."""
 
 
-def sandbox_file_read(path: Path, *, max_bytes: int = 64 << 20) -> bytes:
-    """Read a file that code in a sandbox could have replaced: never through a link, never a
-    pipe or device (which could block or never end), at most `max_bytes`. b"" if it is not a
-    plain file."""
+@contextmanager
+def sandbox_file_open(directory: Union[Path, int], relative: str) -> Iterator[Optional[BinaryIO]]:
+    """A file that code in a sandbox could have written or replaced, opened as it was left: no link
+    followed at any component below `directory` (a folder we made, or a handle to one taken before
+    the run), a plain file only, never blocking on a pipe or device. None when it is anything else."""
+    parts = PurePosixPath(relative).parts
+    if not parts or any(part in ("..", "/") for part in parts):
+        yield None
+        return
+    folder = os.dup(directory) if isinstance(directory, int) else os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    fd = None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        for part in parts[:-1]:
+            below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = below
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
     except OSError:
-        return b""
+        pass
+    finally:
+        os.close(folder)
+    if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        fd = None
+    if fd is None:
+        yield None
+        return
     with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            return b""
-        return file.read(max_bytes)
+        yield file
+
+
+def sandbox_file_read(directory: Union[Path, int], relative: str, *, max_bytes: int = 64 << 20) -> bytes:
+    """What `sandbox_file_open` finds, at most `max_bytes` of it; b"" when it is not a plain file."""
+    with sandbox_file_open(directory, relative) as file:
+        return file.read(max_bytes) if file is not None else b""
 
 
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -176,7 +199,7 @@ def head_and_tail(output, size: int, keep: int) -> bytes:
         return output.read()
     head = output.read(keep // 2)
     output.seek(size - (keep - keep // 2))
-    tail = output.read()
+    tail = output.read(keep - keep // 2)
     return head + f"\n[... {size - keep} bytes cut ...]\n".encode() + tail
 
 

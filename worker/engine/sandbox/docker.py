@@ -4,8 +4,8 @@ Same interface and statuses as `LocalSandbox` (the `Sandbox` protocol of base.py
 returns a `RunResult`. The engine's cgroups bound memory (`mem_limit`, no swap), processes
 (`pids_limit`) and, optionally, CPUs; rlimits bound CPU time and the size of any file written.
 The process runs as an unprivileged user with no capabilities, on a read-only root with a private
-/tmp, sees its working copy (read-write) and the paths it is given (read-only), and has no network
-unless asked (then the build network: the host's here, a bridge where one is allowed).
+/tmp, sees its working copy (read-write) and the paths it is given (read-only), and has no network:
+a run that may download reaches the package index alone, through the worker's proxy (index_proxy.py).
 
 Its output goes to a file outside the container, so the file-size limit stops a flood exactly as
 in the local sandbox (and the engine stores no log). At the wall-clock deadline the container is
@@ -32,8 +32,10 @@ from worker.engine.sandbox.base import (
     hand_over,
     head_and_tail,
     run_as_user,
+    sandbox_file_open,
     status_from_exit,
 )
+from worker.engine.sandbox.index_proxy import DEFAULT_INDEX_HOSTS, index_reach
 
 DEFAULT_IMAGE = "commitgym-base:bookworm"
 LABEL = "commitgym"
@@ -56,9 +58,9 @@ class DockerSandbox:
 
     read_only: Sequence[ReadOnlyMount] = field(default_factory=tuple)
     image: str = DEFAULT_IMAGE
-    # The network while installing (network=True): "host" here (no private ranges may be reached),
-    # a bridge network's name in production. Tests always run with "none".
-    build_network: str = "host"
+    # No container has a network; a run with `network` reaches these hosts alone, through the
+    # worker's proxy on a Unix socket mounted into the container (index_proxy.py).
+    index_hosts: tuple[str, ...] = DEFAULT_INDEX_HOSTS
     # The host's CA bundle (with any TLS-inspecting proxy's CA), mounted read-only over the image's.
     ca_bundle: Optional[Path] = HOST_CA_BUNDLE
     cpus: Optional[float] = None  # CPUs the container may use at once (None: all)
@@ -101,17 +103,22 @@ class DockerSandbox:
         workdir = workdir.resolve()
         inside = mount_at or str(workdir)
         output_dir = Path(tempfile.mkdtemp(prefix="commitgym-docker-output-"))
+        output_dir.chmod(0o755)  # ours: the run can write its output file, never replace it
+        output_handle = os.open(output_dir, os.O_RDONLY | os.O_DIRECTORY)
         container = None
         try:
-            with run_as_user() as uid:
+            with run_as_user() as uid, index_reach(network, self.index_hosts) as proxy:
                 user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
                 hand_over(workdir, uid)
-                hand_over(output_dir, uid)
-                output_file = output_dir / "output"
+                os.close(os.open("output", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                                 dir_fd=output_handle))
+                if uid is not None:
+                    os.chown("output", uid, uid, dir_fd=output_handle, follow_symlinks=False)
                 container = client.containers.create(
-                    self.image, self._command(argv, limits), **self._options(
-                        workdir, inside, cwd or inside, output_dir, network, limits, user,
-                        self._environment(inside, env)))
+                    self.image, self._command(proxy.wrap(argv) if proxy else argv, limits), **self._options(
+                        workdir, inside, cwd or inside, output_dir, limits, user,
+                        self._environment(inside, {**(proxy.environment() if proxy else {}), **(env or {})}),
+                        [proxy.mount] if proxy else []))
                 started = time.monotonic()
                 container.start()
                 timed_out = False
@@ -124,12 +131,14 @@ class DockerSandbox:
                 seconds = time.monotonic() - started
                 out_of_memory = bool((container.attrs if _reload(container) else {}).get("State", {})
                                      .get("OOMKilled"))
-                written = output_file.stat().st_size if output_file.exists() else 0
-                with open(output_file, "rb") if output_file.exists() else tempfile.TemporaryFile() as output:
-                    kept = head_and_tail(output, written, limits.output_bytes)
+                with sandbox_file_open(output_handle, "output") as output:
+                    written = os.fstat(output.fileno()).st_size if output is not None else 0
+                    kept = head_and_tail(output, written, limits.output_bytes) if output is not None else b""
+                kept += proxy.account().encode() if proxy else b""
         finally:
             if container is not None:
                 _remove(container)
+            os.close(output_handle)
             shutil.rmtree(output_dir, ignore_errors=True)
         if timed_out or exit_code == _SIGKILL_EXIT and seconds >= limits.wall_seconds:
             status, exit_code = "timeout", None  # ours, or the container's own timeout
@@ -158,10 +167,11 @@ class DockerSandbox:
         env.update(extra or {})
         return env
 
-    def _mounts(self, workdir: Path, inside: str, output_dir: Path) -> list:
+    def _mounts(self, workdir: Path, inside: str, output_dir: Path, extra: list[tuple[Path, str]]) -> list:
         from docker.types import Mount
 
         mounts = [Mount(inside, str(workdir), type="bind"), Mount(OUTPUT_DIR, str(output_dir), type="bind")]
+        mounts += [Mount(target, str(source), type="bind", read_only=True) for source, target in extra]
         if self.ca_bundle is not None and Path(self.ca_bundle).exists():
             mounts.append(Mount(str(HOST_CA_BUNDLE), str(Path(self.ca_bundle).resolve()), type="bind",
                                 read_only=True))
@@ -170,8 +180,8 @@ class DockerSandbox:
             mounts.append(Mount(str(target), str(Path(source).resolve()), type="bind", read_only=True))
         return mounts
 
-    def _options(self, workdir: Path, inside: str, cwd: str, output_dir: Path, network: bool, limits: Limits,
-                 user: str, environment: dict) -> dict:
+    def _options(self, workdir: Path, inside: str, cwd: str, output_dir: Path, limits: Limits,
+                 user: str, environment: dict, extra_mounts: list[tuple[Path, str]] = ()) -> dict:
         from docker.types import LogConfig, Ulimit
 
         deadline = time.time() + limits.wall_seconds + INNER_GRACE + 60
@@ -179,8 +189,8 @@ class DockerSandbox:
             user=user,
             working_dir=cwd,
             environment=environment,
-            mounts=self._mounts(workdir, inside, output_dir),
-            network_mode=self.build_network if network else "none",
+            mounts=self._mounts(workdir, inside, output_dir, list(extra_mounts)),
+            network_mode="none",  # a run with `network` reaches the index through the mounted proxy
             mem_limit=limits.memory_bytes,
             memswap_limit=limits.memory_bytes,  # no swap
             pids_limit=limits.processes,
@@ -188,7 +198,8 @@ class DockerSandbox:
                      Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds + 5),
                      Ulimit(name="core", soft=0, hard=0)],
             read_only=True,
-            tmpfs={"/tmp": "rw,exec,nosuid,nodev,mode=1777"},  # in memory: counted against mem_limit
+            tmpfs={"/tmp": f"rw,exec,nosuid,nodev,mode=1777,size={limits.tmp_bytes}"},  # memory: in mem_limit too
+            shm_size=limits.tmp_bytes,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             init=True,  # a real PID 1 reaps orphans; the command is not PID 1, so rlimit signals reach it

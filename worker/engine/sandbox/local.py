@@ -2,10 +2,12 @@
 
 It uses bubblewrap: the process sees the system's /usr and /etc
 read-only, its working copy and the paths it is given, a private /tmp, /proc
-and /dev, no other process and no network unless asked; it runs as an
+and /dev, no other process and no network: a step that may download reaches the
+package index alone, through the worker's proxy (index_proxy.py); it runs as an
 unprivileged user (root ignores the process limit), with rlimits on address
-space, CPU time, file size and processes, and its whole namespace is killed at
-the deadline.
+space, CPU time, file size and processes per process, a memory and a pids cgroup
+on the whole run (cgroups.py; its tmpfs pages included), a read-only root, and
+its whole namespace is killed at the deadline.
 """
 
 import os
@@ -29,6 +31,8 @@ from worker.engine.sandbox.base import (
     run_as_user,
     status_from_exit,
 )
+from worker.engine.sandbox.cgroups import run_cgroup
+from worker.engine.sandbox.index_proxy import DEFAULT_INDEX_HOSTS, INSIDE, index_reach
 
 
 @dataclass
@@ -38,6 +42,7 @@ class LocalSandbox:
     read_only: Sequence[ReadOnlyMount] = field(default_factory=tuple)
     # Without bubblewrap, untrusted code does not run unless the operator says so here.
     allow_unsandboxed: bool = False
+    index_hosts: tuple[str, ...] = DEFAULT_INDEX_HOSTS  # what a run with `network` may reach
 
     @staticmethod
     def available() -> bool:
@@ -65,15 +70,20 @@ class LocalSandbox:
                 "Install it (Debian: apt-get install bubblewrap) or allow unsandboxed runs explicitly.")
         workdir = workdir.resolve()
         _require_reachable([workdir, *(source for source, _ in self._read_only())])
-        with run_as_user() as uid, tempfile.TemporaryFile() as output:
+        with run_as_user() as uid, tempfile.TemporaryFile() as output, \
+                index_reach(network, self.index_hosts) as proxy, \
+                run_cgroup(str(uid), memory_bytes=limits.memory_bytes, processes=limits.processes) as cgroup:
             hand_over(workdir, uid)
             inside = mount_at or str(workdir)
-            command = [*self._limits_prefix(limits, uid),
-                       *self._isolation_prefix(workdir, inside, cwd or inside, network, limits), *argv]
+            extra = [proxy.mount] if proxy else []
+            command = [*(cgroup.join_prefix() if cgroup and self.isolated else []), *self._limits_prefix(limits, uid),
+                       *self._isolation_prefix(workdir, inside, cwd or inside, limits, extra),
+                       *(proxy.wrap(argv, INSIDE if self.isolated else str(proxy.folder)) if proxy else argv)]
             started = time.monotonic()
             process = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                env=clean_environment(inside, env), start_new_session=True,
+                env=clean_environment(inside, {**(proxy.environment() if proxy else {}), **(env or {})}),
+                start_new_session=True,
             )
             timed_out = False
             try:
@@ -83,9 +93,12 @@ class LocalSandbox:
                 _kill_group(process)
             seconds = time.monotonic() - started
             written = output.seek(0, os.SEEK_END)
-            kept = head_and_tail(output, written, limits.output_bytes)
+            kept = head_and_tail(output, written, limits.output_bytes) + (proxy.account().encode() if proxy else b"")
+            out_of_memory = bool(cgroup and cgroup.out_of_memory())
         if timed_out:
             status = "timeout"
+        elif out_of_memory:
+            status = "out_of_memory"
         elif written >= limits.file_bytes and process.returncode != 0:
             status = "output_limit"
         else:
@@ -111,12 +124,11 @@ class LocalSandbox:
             pairs.append((Path(source).resolve(), str(target)))
         return pairs
 
-    def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, network: bool, limits: Limits) -> list[str]:
+    def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, limits: Limits,
+                          extra: list[tuple[Path, str]]) -> list[str]:
         if not self.isolated:
             return []
-        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
-        if network:
-            args.append("--share-net")
+        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]  # a network of its own: loopback
         args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             host = Path("/") / top
@@ -127,9 +139,10 @@ class LocalSandbox:
         tmp_size = str(limits.tmp_bytes)
         args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp_size, "--tmpfs", "/tmp",
                  "--size", tmp_size, "--tmpfs", "/dev/shm", "--bind", str(workdir), inside]
-        for source, target in self._read_only():  # after the working copy: they may sit inside it
+        for source, target in [*self._read_only(), *extra]:  # after the working copy: they may sit inside it
             args += ["--ro-bind", str(source), target]
-        return [*args, "--chdir", cwd, "--"]
+        # The root bubblewrap builds is a tmpfs of no size: read-only once everything is mounted on it.
+        return [*args, "--remount-ro", "/", "--chdir", cwd, "--"]
 
 
 def _require_reachable(paths: list[Path]) -> None:

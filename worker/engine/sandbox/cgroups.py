@@ -1,0 +1,136 @@
+"""Limits on a whole run, not on each of its processes: a memory and a pids cgroup per run.
+
+rlimits bound each process alone (three processes of 700 MB fit under a 1 GB RLIMIT_AS, and
+pages written to a tmpfs count against none of them). A cgroup counts every process of the run
+and the tmpfs pages they write. cgroup v2 is used where the host has its memory and pids
+controllers there, else v1's `memory` and `pids` hierarchies; the worker must be root. Each run's
+cgroups sit below the worker's own, named after the run's user id, and are removed at its end.
+The docker backend needs none of this: the engine gives every container its own cgroup.
+"""
+
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass
+class RunCgroup:
+    """The cgroup folders of one run; a process joins by writing its pid into each `cgroup.procs`."""
+
+    folders: list[Path]
+    version: int
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [str(folder / "cgroup.procs") for folder in self.folders]
+
+    def join_prefix(self) -> list[str]:
+        """A command prefix (run as root) that moves itself into the run's cgroups, then runs the rest."""
+        script = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+        return ["/bin/sh", "-c", script, "commitgym-cgroup", *self.procs_files, "--"]
+
+    def out_of_memory(self) -> bool:
+        """Whether the kernel killed a process of the run for the memory limit."""
+        memory = self.folders[0]
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        counts = dict(line.split()[:2] for line in _read(memory / name).splitlines() if len(line.split()) >= 2)
+        return counts.get("oom_kill", "0") != "0"
+
+    def remove(self) -> None:
+        """Kill whatever is left in it, then remove the folders (a cgroup goes only once it is empty)."""
+        for folder in self.folders:
+            for _ in range(50):
+                pids = [int(pid) for pid in _read(folder / "cgroup.procs").split()]
+                for pid in pids:
+                    try:
+                        os.kill(pid, 9)
+                    except ProcessLookupError:
+                        pass
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _own_path(controller: str) -> Optional[str]:
+    """This process's cgroup for `controller` (v1), or its v2 path for controller "", from /proc/self/cgroup."""
+    for line in _read(Path("/proc/self/cgroup")).splitlines():
+        _, controllers, path = line.split(":", 2)
+        if (controller and controller in controllers.split(",")) or (not controller and controllers == ""):
+            return path
+    return None
+
+
+def _v2_parent() -> Optional[Path]:
+    own = _own_path("")
+    if own is None or not (ROOT / "cgroup.controllers").exists():
+        return None
+    parent = ROOT / own.lstrip("/")
+    if not {"memory", "pids"} <= set(_read(parent / "cgroup.subtree_control").split()):
+        return None
+    return parent
+
+
+def _v1_parents() -> Optional[tuple[Path, Path]]:
+    memory, pids = _own_path("memory"), _own_path("pids")
+    if memory is None or pids is None:
+        return None
+    parents = ROOT / "memory" / memory.lstrip("/"), ROOT / "pids" / pids.lstrip("/")
+    return parents if all((parent / "cgroup.procs").exists() for parent in parents) else None
+
+
+def cgroups_available() -> bool:
+    return os.geteuid() == 0 and (_v2_parent() is not None or _v1_parents() is not None)
+
+
+@contextmanager
+def run_cgroup(name: str, *, memory_bytes: int, processes: int) -> Iterator[Optional[RunCgroup]]:
+    """The run's cgroups with its limits, or None where this machine gives the worker none
+    (not root, no memory or pids controller): the rlimits alone apply then."""
+    cgroup = _made(name, memory_bytes, processes) if os.geteuid() == 0 else None
+    try:
+        yield cgroup
+    finally:
+        if cgroup is not None:
+            cgroup.remove()
+
+
+def _made(name: str, memory_bytes: int, processes: int) -> Optional[RunCgroup]:
+    parent = _v2_parent()
+    if parent is not None:
+        cgroup = RunCgroup([parent / f"commitgym-{name}"], 2)
+        limits = {"memory.max": memory_bytes, "memory.swap.max": 0, "pids.max": processes}
+    else:
+        parents = _v1_parents()
+        if parents is None:
+            return None
+        cgroup = RunCgroup([folder / f"commitgym-{name}" for folder in parents], 1)
+        # Swap counted too where the kernel accounts it (memsw after the plain limit, which it may not be under).
+        limits = {"memory.limit_in_bytes": memory_bytes, "memory.memsw.limit_in_bytes": memory_bytes,
+                  "pids.max": processes}
+    try:
+        for folder in cgroup.folders:
+            folder.mkdir(exist_ok=True)
+        for name, value in limits.items():
+            for folder in cgroup.folders:
+                if (folder / name).exists():
+                    (folder / name).write_text(str(value))
+        return cgroup
+    except OSError:
+        cgroup.remove()
+        return None
