@@ -3,14 +3,22 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_ready
 
+from apps.logs import handlers_redact
 from worker.engine.sandbox.docker import DockerSandbox, docker_sandbox_cleanup
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "apps.settings")
 
 app = Celery("commitgym", include=["worker.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _logs_redacted(logger=None, **kwargs) -> None:
+    """The worker's own handlers take credentials out of every record, as Django's do."""
+    handlers_redact(logger)
 
 
 @worker_ready.connect

@@ -121,6 +121,7 @@ class Commit(models.Model):
     test_file_count = models.PositiveIntegerField(default=0)
     other_file_count = models.PositiveIntegerField(default=0)
     has_binary = models.BooleanField(default=False)
+    has_large_file = models.BooleanField(default=False, help_text="Changes a file larger than mining reads.")
     lines_added = models.PositiveIntegerField(default=0, help_text="Non-test lines.")
     lines_deleted = models.PositiveIntegerField(default=0, help_text="Non-test lines.")
     patch_chars = models.PositiveIntegerField(default=0, help_text="Characters of the non-test diff.")
@@ -156,6 +157,7 @@ class Commit(models.Model):
         return CommitStats(
             source_file_count=self.source_file_count, test_file_count=self.test_file_count,
             other_file_count=self.other_file_count, has_binary=self.has_binary,
+            has_large_file=self.has_large_file,
             lines_added=self.lines_added, lines_deleted=self.lines_deleted,
             patch_chars=self.patch_chars, python_change=self.python_change,
         )

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from apps.accounts.roles import ADMIN, user_roles
@@ -38,6 +39,7 @@ def repository_funnel(*, repository: Repository) -> list[FunnelStep]:
     remaining = sum(counts.values())
     steps = [FunnelStep("Commits mined", remaining, 0, "")]
     labels = {
+        "file_too_large": f"No file over {settings.COMMITGYM_MAX_BLOB_BYTES / (1 << 20):g} MiB",
         "binary_file": "Text files only",
         "too_many_files": f"≤ {repository.max_files} non-test files",
         "too_many_lines": f"≤ {repository.max_lines} edited lines",

@@ -86,11 +86,13 @@ def repository_name_from_location(location: str) -> str:
     return f"{_name_part(owner)}/{_name_part(name)}"
 
 
-def _local_path(location: str):
-    """The folder a location reads from this machine, or None for a remote one."""
-    if location.startswith("file://"):
-        return Path(urlsplit(location).path).resolve()
-    return None if _is_remote(location) else Path(location).resolve()
+def _local_path(location: str, *, resolved: bool = True):
+    """The folder a location reads from this machine (as written, or with every link resolved),
+    or None for a remote one. Schemes are compared as git does, whatever their case."""
+    if _is_remote(location) and urlsplit(location).scheme.lower() != "file":
+        return None
+    path = Path(urlsplit(location).path) if _is_remote(location) else Path(location)
+    return path.resolve() if resolved else path
 
 
 def _location_check(location: str, user) -> None:
@@ -109,6 +111,34 @@ def _location_check(location: str, user) -> None:
         raise RepositoryRefused(
             "Local folders can be registered only by an admin, or under a folder the operator allowed "
             "(COMMITGYM_LOCAL_ROOTS). Use the repository's URL instead.")
+
+
+def _location_recheck(repository: Repository) -> None:
+    """Before every fetch: a local folder must still be the one registered (not replaced by a link,
+    to another repository's folder or a mirror), still allowed to whoever registered it, and must
+    not borrow objects from another repository (git follows a repository's alternates)."""
+    written = _local_path(repository.url, resolved=False)
+    if written is None:
+        return
+    resolved = written.resolve()
+    if resolved != written.absolute():
+        raise RepositoryRefused(f"The folder {written} is now a link to {resolved}: it is not fetched. "
+                                "Register the repository where it is now.")
+    _location_check(repository.url, repository.created_by)
+    for git_dir in (resolved, resolved / ".git"):
+        alternates = git_dir / "objects" / "info" / "alternates"
+        if alternates.exists() or alternates.is_symlink():
+            raise RepositoryRefused(f"The repository at {written} borrows objects from another one "
+                                    f"({alternates.relative_to(resolved)}): it is not fetched.")
+
+
+def repository_fetch(repository: Repository, credentials: GitCredentials) -> None:
+    """Bring the repository's mirror up to date, its location checked again first."""
+    try:
+        _location_recheck(repository)
+    except RepositoryRefused as refused:
+        raise GitError("location_refused", str(refused)) from None
+    mirror_sync(repository.url, repository.mirror_dir, credentials=credentials, timeout=settings.COMMITGYM_GIT_TIMEOUT)
 
 
 def repository_find(*, location: str):
@@ -195,7 +225,8 @@ def repository_filters_update(
 def _python_change_for(blobs: BlobReader, repository: Repository, commit: Commit) -> bool:
     """Measure one stored commit's diff again, for the Python check the walk skipped."""
     walk = commits_walk(repository.mirror_dir, commit.sha, rules=repository.test_file_rules(), max_count=1,
-                        hunks_up_to=repository.mining_filters().max_patch_chars)
+                        hunks_up_to=repository.mining_filters().max_patch_chars,
+                        max_blob_bytes=settings.COMMITGYM_MAX_BLOB_BYTES)
     try:
         (mined,) = python_changes_checked(walk, blobs)
     finally:
@@ -213,7 +244,7 @@ def commits_refilter(*, repository: Repository) -> dict[str, int]:
             stats = commit.stats
             checked = stats.python_change is None and stats.source_file_count and not size_drop_reason(stats, filters)
             if checked:
-                blobs = blobs or BlobReader(repository.mirror_dir)
+                blobs = blobs or BlobReader(repository.mirror_dir, max_blob_bytes=settings.COMMITGYM_MAX_BLOB_BYTES)
                 commit.python_change = stats.python_change = _python_change_for(blobs, repository, commit)
             reason = drop_reason(stats, filters) or ""
             if not reason and commit.drop_reason:
@@ -243,7 +274,8 @@ def _commit_row(repository: Repository, mined: MinedCommit, reason: str) -> dict
         message=mined.message, source_files=stats.source_files, test_files=stats.test_files,
         other_files=stats.other_files, source_file_count=stats.source_file_count,
         test_file_count=stats.test_file_count, other_file_count=stats.other_file_count,
-        has_binary=stats.has_binary, lines_added=stats.lines_added, lines_deleted=stats.lines_deleted,
+        has_binary=stats.has_binary, has_large_file=stats.has_large_file,
+        lines_added=stats.lines_added, lines_deleted=stats.lines_deleted,
         patch_chars=stats.patch_chars, python_change=stats.python_change,
         tests_changed=stats.tests_changed, drop_reason=reason,
     )
@@ -251,7 +283,8 @@ def _commit_row(repository: Repository, mined: MinedCommit, reason: str) -> dict
 
 _MEASURED_FIELDS = [
     "source_files", "test_files", "other_files", "source_file_count", "test_file_count", "other_file_count",
-    "has_binary", "lines_added", "lines_deleted", "patch_chars", "python_change", "tests_changed", "drop_reason",
+    "has_binary", "has_large_file", "lines_added", "lines_deleted", "patch_chars", "python_change", "tests_changed",
+    "drop_reason",
 ]
 
 
@@ -349,8 +382,7 @@ def mining_job_work(job, progress) -> None:
 def _refilter(progress, repository: Repository, credentials) -> tuple[int, float]:
     started = time.monotonic()
     if not (repository.mirror_dir / "HEAD").exists():
-        mirror_sync(repository.url, repository.mirror_dir, credentials=credentials,
-                    timeout=settings.COMMITGYM_GIT_TIMEOUT)
+        repository_fetch(repository, credentials)
     total = Commit.objects.filter(repository=repository).count()
     progress.report(0, total)
     commits_refilter(repository=repository)
@@ -361,7 +393,7 @@ def _refilter(progress, repository: Repository, credentials) -> tuple[int, float
 def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
     started = time.monotonic()
     mirror = repository.mirror_dir
-    mirror_sync(repository.url, mirror, credentials=credentials, timeout=settings.COMMITGYM_GIT_TIMEOUT)
+    repository_fetch(repository, credentials)
     branch, tip = default_branch_tip(mirror)
     exclude = (repository.mined_head,) if repository.mined_head and commit_exists(mirror, repository.mined_head) else ()
     progress.report(0, commit_count(mirror, tip, list(exclude)))
@@ -373,9 +405,9 @@ def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
     def needs_check(mined: MinedCommit) -> bool:
         return bool(mined.stats.source_file_count) and not size_drop_reason(mined.stats, filters)
 
-    with BlobReader(mirror) as blobs, commits_flushed_later():
+    with BlobReader(mirror, max_blob_bytes=settings.COMMITGYM_MAX_BLOB_BYTES) as blobs, commits_flushed_later():
         walk = commits_walk(mirror, tip, exclude=exclude, rules=repository.test_file_rules(),
-                            hunks_up_to=filters.max_patch_chars)
+                            hunks_up_to=filters.max_patch_chars, max_blob_bytes=settings.COMMITGYM_MAX_BLOB_BYTES)
         try:
             for batch in _batches(python_changes_checked(walk, blobs, needs_check=needs_check), BATCH_SIZE):
                 new += commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)

@@ -1,5 +1,9 @@
 """Mining services against PostgreSQL, with jobs run in this process as a worker would."""
 
+import io
+import logging
+import os
+import shutil
 import threading
 
 import pytest
@@ -439,3 +443,85 @@ def test_a_refilter_gives_a_task_to_every_kept_commit_without_one(small_reposito
     kept = Commit.objects.filter(repository=small_repository, drop_reason="")
     assert Task.objects.filter(commit__in=kept).count() == kept.count() == 2
     assert all(task.state_changes.count() == 1 for task in Task.objects.filter(repository=small_repository))
+
+
+@pytest.mark.django_db
+def test_a_local_folder_replaced_by_a_link_to_another_repository_is_not_fetched(admin_user, tmp_path, settings):
+    from tests.gitrepo import GitRepo
+
+    first = GitRepo(tmp_path / "first")
+    first.commit("one", {"a.py": "x = 1\n"})
+    private = GitRepo(tmp_path / "private")
+    private.commit("secret", {"secret.py": "KEY = 1\n"})
+    repository = repository_register(location=str(first.path), user=admin_user)
+    assert mine_now(repository).state == MiningJob.State.SUCCEEDED
+    shutil.move(first.path, tmp_path / "first-moved")
+    os.symlink(private.path, first.path)
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.FAILED and job.error_code == "location_refused", job.error_message
+    assert f"{first.path} is now a link to {private.path}" in job.error_message
+    assert not Commit.objects.filter(repository=repository, message__contains="secret").exists()
+
+
+@pytest.mark.django_db
+def test_a_local_folder_outside_the_allowed_roots_now_is_not_fetched(curator, tmp_path, settings):
+    from tests.gitrepo import GitRepo
+
+    allowed = tmp_path / "allowed"
+    repo = GitRepo(allowed / "repo")
+    repo.commit("one", {"a.py": "x = 1\n"})
+    settings.COMMITGYM_LOCAL_ROOTS = [str(allowed)]
+    repository = repository_register(location=str(repo.path), user=curator)
+    settings.COMMITGYM_LOCAL_ROOTS = [str(tmp_path / "elsewhere")]
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.FAILED and job.error_code == "location_refused"
+
+
+@pytest.mark.django_db
+def test_a_local_repository_borrowing_another_ones_objects_is_not_fetched(admin_user, tmp_path):
+    from tests.gitrepo import GitRepo
+
+    repo = GitRepo(tmp_path / "borrower")
+    repo.commit("one", {"a.py": "x = 1\n"})
+    repository = repository_register(location=str(repo.path), user=admin_user)
+    (repo.path / ".git" / "objects" / "info" / "alternates").write_text(str(tmp_path / "other" / "objects") + "\n")
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.FAILED and job.error_code == "location_refused"
+    assert "borrows objects" in job.error_message
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scheme", ["FILE", "File"])
+def test_a_file_url_in_any_case_is_a_local_folder(curator, git_repo, settings, scheme):
+    from apps.repositories.services import RepositoryRefused
+
+    git_repo.commit("one", {"a.py": "x = 1\n"})
+    settings.COMMITGYM_LOCAL_ROOTS = []
+    with pytest.raises(RepositoryRefused):
+        repository_register(location=f"{scheme}://{git_repo.path}", user=curator)
+    with pytest.raises(RepositoryRefused):
+        repository_register(location=f"{scheme}:///etc", user=curator)
+
+
+@pytest.mark.django_db
+def test_a_token_in_the_query_string_is_split_off_and_never_shown_or_logged():
+    repository = repository_register(location="http://127.0.0.1:9/team/private.git?access_token=q5ecret-tok&ref=x")
+    assert repository.url == "http://127.0.0.1:9/team/private.git?ref=x"
+    assert repository.git_credentials().token == "q5ecret-tok"
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.FAILED and "q5ecret-tok" not in job.error_message
+    # The handlers the settings configure take it out of whatever is logged, tracebacks included.
+    (handler,) = [h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)
+                  and any(type(f).__name__ == "CredentialsRedacted" for f in h.filters)]
+    written = io.StringIO()
+    previous = handler.setStream(written)
+    try:
+        logging.getLogger("apps.repositories").warning("fetch of %s failed", "http://h/x.git?private_token=q5ecret-tok")
+        try:
+            raise RuntimeError("while fetching https://reader:q5ecret-tok@h/x.git")
+        except RuntimeError:
+            logging.getLogger("apps.repositories").exception("mining failed")
+    finally:
+        handler.setStream(previous)
+    assert "q5ecret-tok" not in written.getvalue() and "private_token=***" in written.getvalue()
+    assert "https://***@h/x.git" in written.getvalue()

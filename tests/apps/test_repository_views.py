@@ -349,7 +349,7 @@ def test_repository_page_shows_the_funnel(curator_client, small_repository):
     funnel = page[page.index('class="funnel"'):page.index("</table>", page.index('class="funnel"'))]
     rows = re.findall(r'<th scope="row">(.*?)</th>.*?<td class="num">(\d+)</td>', funnel, re.S)
     assert rows == [
-        ("Commits mined", "4"), ("Text files only", "3"), ("≤ 5 non-test files", "3"),
+        ("Commits mined", "4"), ("No file over 5 MiB", "4"), ("Text files only", "3"), ("≤ 5 non-test files", "3"),
         ("≤ 100 edited lines", "3"), ("≤ 2,000 patch characters", "3"), ("Python change beyond comments", "2"),
     ]
     commits_url = reverse("repositories:commits", args=[small_repository.pk])

@@ -94,6 +94,14 @@ def test_credentials_in_urls_are_split_off_and_redacted():
     creds = GitCredentials(token="tok-123")
     assert creds.redact("fatal: https://x:tok-123@h/ failed tok-123") == "fatal: https://***@h/ failed ***"
     assert GitCredentials().redact("from https://tok-456@h/r.git") == "from https://***@h/r.git"
+    # A token in the query string is a credential too, whatever the parameter's case.
+    assert url_split_credentials("https://host/o/r.git?ref=main&access_token=tok-789") == (
+        "https://host/o/r.git?ref=main", GitCredentials(token="tok-789"))
+    assert url_split_credentials("https://host/o/r.git?Private_Token=tok-7") == (
+        "https://host/o/r.git", GitCredentials(token="tok-7"))
+    assert url_split_credentials("https://host/o/r.git?ref=main") == ("https://host/o/r.git?ref=main", GitCredentials())
+    assert GitCredentials().redact("see https://h/r.git?ref=1&access_token=tok-789 and ?sig=abc") == \
+        "see https://h/r.git?ref=1&access_token=*** and ?sig=***"
 
 
 def test_blob_reader_reads_many_objects_and_misses(git_repo):
@@ -105,6 +113,12 @@ def test_blob_reader_reads_many_objects_and_misses(git_repo):
         assert blobs.read_objects(names) == [b"x = 1\n", None, b"", b"x = 1\n", None, None, None, None]
         many = blobs.read_objects([f"{sha}:a.py"] * 250 + [blob] * 250)
     assert many == [b"x = 1\n"] * 500
+
+
+def test_blob_reader_skips_objects_over_its_size_limit_and_reads_on(git_repo):
+    sha = git_repo.commit("one", {"big.py": "x" * 5000 + "\n", "small.py": "y = 1\n"})
+    with BlobReader(git_repo.path, max_blob_bytes=4096) as blobs:
+        assert blobs.read_objects([f"{sha}:big.py", f"{sha}:small.py", f"{sha}:big.py"]) == [None, b"y = 1\n", None]
 
 
 def test_blob_reader_keeps_recent_blobs_within_its_budget(git_repo):

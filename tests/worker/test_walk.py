@@ -1,10 +1,16 @@
 """The history walker on real git repositories, without a database."""
 
+import json
 import subprocess
+import sys
 import tracemalloc
+from pathlib import Path
+
+import pytest
 
 from tests.gitrepo import GitRepo
-from worker.engine.git.repo import BlobReader
+from worker.engine.git.repo import BlobReader, GitError
+from worker.engine.git.working_copy import working_copy_write
 from worker.engine.mine.filters import MiningFilters, TestFileRules, drop_reason
 from worker.engine.mine.walk import MAX_LISTED_FILES, PythonFileChange, commits_walk, python_changes_checked
 
@@ -233,3 +239,66 @@ def test_quoted_paths_with_escaped_quotes_are_read_whole(git_repo):
     git_repo.commit("mode only", {})
     commit = _walk(git_repo)["mode only"]
     assert commit.stats.source_files == ['pkg/q" x.py'] and not commit.stats.other_files
+
+
+BIG_FILE_WALK = '''
+import json, resource, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from worker.engine.git.repo import BlobReader
+from worker.engine.mine.filters import MiningFilters, drop_reason
+from worker.engine.mine.walk import commits_walk, python_changes_checked
+
+repo = Path(sys.argv[1])
+tip = open(repo / ".git" / "refs" / "heads" / "main").read().strip()
+with BlobReader(repo) as blobs:
+    mined = list(python_changes_checked(commits_walk(repo, tip), blobs))
+reasons = {commit.message.strip(): drop_reason(commit.stats, MiningFilters()) or "" for commit in mined}
+# The peak of this process's own memory (ru_maxrss would count the forking parent's, from before exec).
+peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"reasons": reasons, "worker_kb": peak_kb,
+                  "git_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+'''
+
+
+def test_a_200_mb_file_is_never_read_whole_and_its_commit_is_dropped(tmp_path):
+    repo = GitRepo(tmp_path / "big")
+    repo.commit("init", {"pkg/core.py": "def f():\n    return 1\n"})
+    # A test file: the size filters do not count test files, so only its size can drop the commit.
+    line = b"VALUE = 'a line of a generated table'\n"
+    (repo.path / "tests").mkdir()
+    with open(repo.path / "tests" / "test_table.py", "wb") as big:
+        for _ in range((200 << 20) // len(line)):
+            big.write(line)
+    (repo.path / "pkg" / "core.py").write_text("def f():\n    return 3\n")
+    repo.git("add", "tests/test_table.py", "pkg/core.py")
+    repo.git("commit", "-q", "-m", "Add a generated table")
+    repo.commit("Fix f", {"pkg/core.py": "def f():\n    return 2\n"})
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", BIG_FILE_WALK, str(repo.path), root], capture_output=True,
+                          check=True, text=True)
+    found = json.loads(done.stdout)
+    assert found["reasons"] == {"Fix f": "", "Add a generated table": "file_too_large", "init": ""}, found
+    assert found["worker_kb"] < 300 << 10 and found["git_kb"] < 300 << 10, found  # git's was 435 MB before
+    print(f"peak memory: worker {found['worker_kb'] >> 10} MB, git {found['git_kb'] >> 10} MB")
+
+
+def _deep_tree_repo(path: Path, levels: int) -> GitRepo:
+    """A commit whose tree is nested `levels` folders deep, written by git fast-import in a moment."""
+    repo = GitRepo(path)
+    stream = (b"commit refs/heads/main\ncommitter A <a@example.com> 1700000000 +0000\ndata 4\nbase\n"
+              b"M 100644 inline pkg/a.py\ndata 6\nx = 1\n\n"
+              b"commit refs/heads/main\ncommitter A <a@example.com> 1700000001 +0000\ndata 4\ndeep\n"
+              + f"M 100644 inline {'d/' * levels}m.py\n".encode() + b"data 6\nx = 1\n\n")
+    subprocess.run(["git", "fast-import", "--quiet"], input=stream, cwd=path, check=True, capture_output=True)
+    return repo
+
+
+def test_a_tree_thousands_of_folders_deep_fails_the_working_copy_with_a_sentence(tmp_path):
+    repo = _deep_tree_repo(tmp_path / "deep", 5000)
+    with pytest.raises(GitError) as failed:
+        working_copy_write(repo.path, repo.git("rev-parse", "main"), tmp_path / "work")
+    assert str(failed.value) == ("git archive stopped on signal 11 while reading the commit's tree "
+                                 "(a tree nested thousands of folders deep does this)."), failed.value
+    walked = _walk(repo)  # the walk reads it (git log's warnings go to a file, not a pipe that could fill)
+    assert set(walked) == {"base", "deep"}

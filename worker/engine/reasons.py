@@ -6,6 +6,7 @@ show the sentence beside them.
 
 # Why the mining filters dropped a commit, in the order the filters run.
 MINING_DROP_REASONS = {
+    "file_too_large": "The commit changes a file larger than mining reads (COMMITGYM_MAX_BLOB_BYTES).",
     "binary_file": "The commit changes a binary file.",
     "too_many_files": "The commit changes more non-test files than the filter allows.",
     "too_many_lines": "The commit edits more non-test lines than the filter allows.",
@@ -24,6 +25,7 @@ MINING_JOB_FAILURES = {
     "worker_error": "The job stopped on an unexpected error.",
     "unsafe_tree": "The commit's tree holds a link pointing outside the repository; it is not checked out.",
     "credentials_unreadable": "The stored credentials cannot be decrypted: the SECRET_KEY changed. Enter them again.",
+    "location_refused": "The local folder is no longer the one registered, or no longer allowed: it is not fetched.",
 }
 
 # Why a background job of any kind ended without doing its work.

@@ -16,7 +16,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 # Settings that make git's output the same whatever the user's configuration.
 GIT_CONFIG = (
@@ -69,22 +69,40 @@ class GitCredentials:
     def redact(self, text: str) -> str:
         for secret in self.secrets():
             text = text.replace(secret, "***")
-        # A URL with credentials in it (user:password@ or token@), however it got into the message.
-        return re.sub(r"(://)[^/\s@]+@", r"\1***@", text)
+        # A URL with credentials in it (user:password@ or token@, or a token in its query string),
+        # however it got into the message.
+        text = re.sub(r"(://)[^/\s@]+@", r"\1***@", text)
+        return _QUERY_CREDENTIAL.sub(r"\1***", text)
+
+
+# Query parameters that carry a credential: OAuth's access_token, GitLab's private_token, signed URLs.
+_CREDENTIAL_PARAMETERS = ("access_token", "private_token", "oauth_token", "token", "auth", "password", "passwd",
+                          "secret", "api_key", "apikey", "key", "sig", "signature", "x-amz-signature",
+                          "x-amz-credential", "x-goog-signature", "x-goog-credential")
+_QUERY_CREDENTIAL = re.compile(r"(?i)([?&;](?:%s)=)[^&;#\s'\"<>]+" % "|".join(map(re.escape, _CREDENTIAL_PARAMETERS)))
 
 
 def url_split_credentials(url: str) -> tuple[str, GitCredentials]:
-    """`https://user:token@host/x` -> (`https://host/x`, credentials)."""
+    """`https://user:token@host/x` or `https://host/x?access_token=token` -> (`https://host/x`,
+    credentials): the URL kept and shown never holds one."""
     parts = urlsplit(url)
-    if not parts.scheme or parts.scheme == "file" or "@" not in parts.netloc:
+    if not parts.scheme or parts.scheme == "file":
         return url, GitCredentials()
-    if parts.scheme == "ssh" and not parts.password:
-        return url, GitCredentials()
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    username, _, token = (unquote(part) for part in userinfo.partition(":"))
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    in_query = [value for name, value in query if name.lower() in _CREDENTIAL_PARAMETERS and value]
+    kept_query = urlencode([(name, value) for name, value in query if name.lower() not in _CREDENTIAL_PARAMETERS])
+    username = token = ""
+    host = parts.netloc
+    if "@" in parts.netloc and not (parts.scheme == "ssh" and not parts.password):
+        userinfo, host = parts.netloc.rsplit("@", 1)
+        username, _, token = (unquote(part) for part in userinfo.partition(":"))
+        if not token:
+            username, token = "", username
+    if not token and in_query:
+        token = in_query[0]  # offered the way git asks for it: as the password
     if not token:
-        username, token = "", username
-    clean = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        return url, GitCredentials()
+    clean = urlunsplit((parts.scheme, host, parts.path, kept_query, parts.fragment))
     return clean, GitCredentials(username=username, token=token)
 
 
@@ -244,7 +262,7 @@ class BlobReader:
     # Names are sent to git in bursts: waking git for every few names costs more than its work.
     _BURST_BYTES = 4 << 10
 
-    def __init__(self, mirror_dir: Path, *, cache_bytes: int = 4 << 20):
+    def __init__(self, mirror_dir: Path, *, cache_bytes: int = 4 << 20, max_blob_bytes: int = 5 << 20):
         with git_environment() as env:
             self._proc = subprocess.Popen(
                 ["git", *GIT_CONFIG, "cat-file", "--batch"], cwd=mirror_dir, env=env, stdin=subprocess.PIPE,
@@ -260,6 +278,7 @@ class BlobReader:
         self._answers: dict[str, Optional[bytes]] = {}  # read from git, not yet taken
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes, self._cache_limit = 0, cache_bytes
+        self._max_blob_bytes = max_blob_bytes  # a larger object is skipped, not held: read as None
 
     def ask(self, names: list[str]) -> None:
         """Have git start reading these objects."""
@@ -323,6 +342,14 @@ class BlobReader:
         if not header or header.endswith((b" missing\n", b" ambiguous\n")):
             return None  # no content follows (the name, which may hold spaces, is echoed first)
         _, kind, size = header.split()
+        if int(size) > self._max_blob_bytes:
+            left = int(size) + 1  # its bytes and the newline after them, read and dropped
+            while left > 0:
+                chunk = self._proc.stdout.read(min(1 << 20, left))
+                if not chunk:
+                    break
+                left -= len(chunk)
+            return None
         data = self._proc.stdout.read(int(size))
         self._proc.stdout.read(1)
         return data if kind == b"blob" else None

@@ -8,6 +8,7 @@ applied inside the sandbox.
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 
 from worker.engine.git.repo import GIT_CONFIG, GitError, git_environment, git_run, require_sha
@@ -21,19 +22,32 @@ def working_copy_write(mirror_dir: Path, sha: str, workdir: Path) -> Path:
     repo = workdir / "repo"
     repo.mkdir(parents=True)
     _export_everything(mirror_dir)
-    with git_environment() as env:
+    # git's errors go to a file: a pipe nobody reads while the archive is read could fill and stop git.
+    with git_environment() as env, tempfile.TemporaryFile() as errors:
         archive = subprocess.Popen(["git", *GIT_CONFIG, "archive", "--format=tar", require_sha(sha)],
-                                   cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                   cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=errors)
         try:
             with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
                 tar.extractall(repo, filter="data")
         except tarfile.FilterError as refused:
             archive.kill()
             raise GitError("unsafe_tree", f"the commit's tree cannot be checked out safely: {refused}") from None
+        except tarfile.ReadError as unreadable:
+            broken = unreadable  # git stopped before writing a whole archive: its exit says why
+        else:
+            broken = None
         finally:
             archive.wait()
+            archive.stdout.close()
+            errors.seek(0)
+            message = errors.read(4000).decode("utf-8", "replace").strip()
+    if archive.returncode < 0:
+        raise GitError("git_failed", f"git archive stopped on signal {-archive.returncode} while reading the "
+                       "commit's tree (a tree nested thousands of folders deep does this).")
     if archive.returncode != 0:
-        raise GitError("git_failed", archive.stderr.read().decode("utf-8", "replace").strip())
+        raise GitError("git_failed", message or f"git archive failed (exit {archive.returncode})")
+    if broken is not None:
+        raise GitError("git_failed", f"the archive of the commit's tree cannot be read: {broken}")
     return repo
 
 

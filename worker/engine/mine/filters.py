@@ -52,6 +52,7 @@ class CommitStats:
     test_file_count: int = 0
     other_file_count: int = 0
     has_binary: bool = False
+    has_large_file: bool = False  # a file over the mining limit (never read whole)
     lines_added: int = 0  # non-test
     lines_deleted: int = 0  # non-test
     patch_chars: int = 0  # non-test part of the unified diff
@@ -73,6 +74,8 @@ class CommitStats:
 
 def size_drop_reason(stats: CommitStats, filters: MiningFilters) -> Optional[str]:
     """The first size filter that fails, in the fixed order; None if all pass."""
+    if stats.has_large_file:
+        return "file_too_large"
     if stats.has_binary:
         return "binary_file"
     if stats.non_test_file_count > filters.max_files:

@@ -12,6 +12,7 @@ one commit.
 import queue
 import re
 import subprocess
+import tempfile
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ _KNOWN_PATHS = 100_000  # paths whose kind is remembered during a walk
 MAX_LISTED_FILES = 1000
 # Python hunks are kept while the commit's diff is at most this long; past it the change counts as semantic unread.
 MAX_KEPT_CHARS = 1_000_000
+# Files larger than this are never read whole: git diffs them as binary, and a commit changing one is dropped.
+MAX_BLOB_BYTES = 5 << 20
 
 
 @dataclass
@@ -47,6 +50,7 @@ class MinedCommit:
     message: str
     stats: CommitStats = field(default_factory=CommitStats)
     python_changes: list["PythonFileChange"] = field(default_factory=list)
+    binary_blobs: list[str] = field(default_factory=list)  # of files git diffed as binary (the first few)
 
 
 @dataclass
@@ -247,6 +251,8 @@ class _FileSection:
 def _add_section(commit: MinedCommit, section: _FileSection, path: str, kind: str) -> None:
     stats = commit.stats
     stats.has_binary |= section.binary
+    if section.binary and len(commit.binary_blobs) < MAX_LISTED_FILES:
+        commit.binary_blobs += [blob for blob in (section.new_blob, section.old_blob) if blob]
     if kind == "test":
         stats.test_file_count += 1
         if len(stats.test_files) < MAX_LISTED_FILES:
@@ -281,36 +287,87 @@ def _parse_header(raw: bytes) -> MinedCommit:
 
 def commits_walk(
     mirror_dir: Path, tip: str, *, exclude: tuple[str, ...] = (), rules: TestFileRules = TestFileRules(),
-    max_count: Optional[int] = None, hunks_up_to: int = MAX_KEPT_CHARS,
+    max_count: Optional[int] = None, hunks_up_to: int = MAX_KEPT_CHARS, max_blob_bytes: int = MAX_BLOB_BYTES,
 ) -> Iterator[MinedCommit]:
     """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first.
 
     Python hunks (for `python_changes_checked`) are kept for commits whose diff (its
     non-test part) is at most `hunks_up_to` characters: a caller whose filters
-    drop longer commits need not hold them."""
+    drop longer commits need not hold them. git diffs a file over `max_blob_bytes` as
+    binary without reading it whole; such a commit has `stats.has_large_file`."""
     limit = [f"--max-count={max_count}"] if max_count else []
-    args = ["git", *GIT_CONFIG, "log", "--no-merges", *limit, "--patch", "-U3", "--no-ext-diff", "--no-textconv",
-            "--src-prefix=a/", "--dst-prefix=b/", f"--format={LOG_FORMAT}", require_sha(tip),
-            *[f"^{require_sha(sha)}" for sha in exclude], "--"]
+    args = ["git", *GIT_CONFIG, "-c", f"core.bigFileThreshold={max_blob_bytes}", "log", "--no-merges", *limit,
+            "--patch", "-U3", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
+            f"--format={LOG_FORMAT}", require_sha(tip), *[f"^{require_sha(sha)}" for sha in exclude], "--"]
     parser = LogParser(rules, min(hunks_up_to, MAX_KEPT_CHARS))
-    with git_environment() as env:
-        proc = subprocess.Popen(args, cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # git's errors go to a file: a pipe read only at the end could fill (a warning per path) and stop git.
+    with git_environment() as env, BlobSizes(mirror_dir) as sizes, tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(args, cwd=mirror_dir, env=env, stdout=subprocess.PIPE, stderr=errors)
         chunks = _DrainedPipe(proc.stdout)
         try:
             for run in chunks.runs():
-                yield from parser.feed(run)
-            yield from parser.finish()
+                yield from _sizes_checked(parser.feed(run), sizes, max_blob_bytes)
+            yield from _sizes_checked(parser.finish(), sizes, max_blob_bytes)
             proc.wait()
             if proc.returncode != 0:
-                message = proc.stderr.read().decode("utf-8", "replace").strip()
-                raise GitError("git_failed", message or "git log failed")
+                errors.seek(0)
+                raise GitError("git_failed", _git_log_failure(proc.returncode, errors.read(4000)))
         finally:
             chunks.stop()
             proc.kill()
             proc.wait()
             chunks.join()
             proc.stdout.close()
-            proc.stderr.close()
+
+
+def _sizes_checked(commits: list[MinedCommit], sizes: "BlobSizes", max_blob_bytes: int) -> list[MinedCommit]:
+    for commit in commits:
+        if commit.binary_blobs:
+            commit.stats.has_large_file = any(size > max_blob_bytes for size in sizes.of(commit.binary_blobs))
+    return commits
+
+
+def _git_log_failure(returncode: int, stderr: bytes) -> str:
+    message = stderr.decode("utf-8", "replace").strip()
+    if returncode < 0:
+        return (f"git log stopped on signal {-returncode} while reading the history (a tree nested "
+                f"thousands of folders deep does this).")
+    return message or f"git log failed (exit {returncode})"
+
+
+class BlobSizes:
+    """Sizes of objects, from one `git cat-file --batch-check` started when first asked."""
+
+    def __init__(self, mirror_dir: Path):
+        self._mirror_dir, self._proc = mirror_dir, None
+
+    def __enter__(self) -> "BlobSizes":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc.stdin.close()
+            self._proc.stdout.close()
+
+    def of(self, names: list[str]) -> list[int]:
+        """Each object's size in bytes (0 where there is no such object)."""
+        if self._proc is None:
+            with git_environment() as env:
+                self._proc = subprocess.Popen(["git", *GIT_CONFIG, "cat-file", "--batch-check"], cwd=self._mirror_dir,
+                                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=subprocess.DEVNULL)
+        sizes = []
+        for name in names:
+            if "\n" in name:
+                sizes.append(0)
+                continue
+            self._proc.stdin.write(name.encode() + b"\n")
+            self._proc.stdin.flush()
+            fields = self._proc.stdout.readline().split()
+            sizes.append(int(fields[2]) if len(fields) == 3 and fields[2].isdigit() else 0)
+        return sizes
 
 
 class _DrainedPipe:

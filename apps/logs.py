@@ -1,0 +1,28 @@
+"""Log records leave with credentials taken out, whoever logged them: a URL's user-info or query
+token, however it got into the message or the traceback."""
+
+import logging
+
+from worker.engine.git.repo import GitCredentials
+
+
+class CredentialsRedacted(logging.Filter):
+    """Installed on every handler (Django's, and the Celery worker's after it sets up logging)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        redact = GitCredentials().redact
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+def handlers_redact(logger: logging.Logger) -> None:
+    for handler in logger.handlers:
+        if not any(isinstance(existing, CredentialsRedacted) for existing in handler.filters):
+            handler.addFilter(CredentialsRedacted())
