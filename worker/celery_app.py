@@ -6,6 +6,7 @@ from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_ready
 
 from apps.logs import handlers_redact
+from worker.engine.sandbox.cgroups import cgroups_sweep
 from worker.engine.sandbox.docker import DockerSandbox, docker_sandbox_cleanup
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "apps.settings")
@@ -23,6 +24,8 @@ def _logs_redacted(logger=None, **kwargs) -> None:
 
 @worker_ready.connect
 def _containers_left_behind_remove(**kwargs) -> None:
-    """A worker killed mid-run leaves its sandbox container stopped or still counting down: sweep them."""
+    """A worker killed mid-run leaves its sandbox container stopped or still counting down, and the
+    local backend's cgroups of that run: sweep them."""
+    cgroups_sweep()
     if DockerSandbox.available():
         docker_sandbox_cleanup()

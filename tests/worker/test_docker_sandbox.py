@@ -124,3 +124,9 @@ def test_the_output_file_cannot_be_swapped_for_something_the_worker_would_read(w
     assert time.monotonic() - started < 15
     assert b"do-not-leak-7f3a" not in result.output and len(result.output) < QUICK.output_bytes + 200
     assert result.output.split(b"\n")[:2] == [b"before", b"unlink refused 13"], result.output
+
+
+def test_a_link_is_never_mounted(workdir, open_folder):
+    os.symlink("/root", open_folder / "planted")
+    with pytest.raises(PermissionError, match="symbolic link"):
+        run("print(1)", workdir, sandbox=DockerSandbox(read_only=[open_folder / "planted"]))

@@ -75,3 +75,19 @@ def test_memory_backed_folders_are_capped(workdir):
             "        print(folder, 'refused', e.errno)\n")
     result = run(code, workdir, Limits(wall_seconds=20, tmp_bytes=8 << 20, file_bytes=1 << 30))
     assert result.output.split(b"\n")[:2] == [b"/tmp refused 28", b"/dev/shm refused 28"]  # ENOSPC
+
+
+def test_a_run_is_refused_when_its_cgroups_cannot_be_made_and_leftovers_are_swept(workdir, monkeypatch):
+    from worker.engine.sandbox import cgroups
+
+    assert cgroups.cgroups_available(), "the worker runs as root on a host with memory and pids cgroups"
+    monkeypatch.setattr(cgroups, "_made", lambda *args: None)
+    with pytest.raises(SandboxUnavailable, match="cgroups could not be made"):
+        LocalSandbox().run([PYTHON, "-c", "print(1)"], workdir=workdir, limits=QUICK)
+    monkeypatch.undo()
+    parents = [cgroups._v2_parent()] if cgroups._v2_parent() else list(cgroups._v1_parents())
+    left = [parent / "commitgym-left-by-a-dead-worker" for parent in parents]
+    for folder in left:
+        folder.mkdir()
+    assert set(map(str, left)) <= set(cgroups.cgroups_sweep())
+    assert not any(folder.exists() for folder in left)

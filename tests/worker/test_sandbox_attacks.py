@@ -135,6 +135,50 @@ def test_the_sandboxs_own_root_and_its_tmpfs_cannot_be_filled_past_their_size(ma
     assert result.output.split() == [b"root", b"EROFS", b"tmp", b"ENOSPC"], result.output
 
 
+def test_a_working_copy_that_keeps_growing_is_stopped_at_its_cap(make_sandbox, workdir):
+    code = ("import itertools\nfor i in itertools.count():\n"
+            "    with open('grown-%d' % i, 'wb') as grown:\n        grown.write(b'x' * (8 << 20))\n")
+    result = run(make_sandbox, code, workdir, Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=1 << 30,
+                                                     processes=64, file_bytes=16 << 20, disk_bytes=64 << 20))
+    assert result.status == "disk_limit", (result.status, result.output)
+    grown = sum(path.stat().st_size for path in workdir.glob("grown-*"))
+    assert 64 << 20 < grown < 2 << 30, grown  # stopped within a look or two of the cap
+
+
+HIDDEN_GROWTH = {
+    "files deleted but held open": ("import os, time\nheld = []\nfor i in range(40):\n"
+                                    "    f = open('hidden-%d' % i, 'wb'); os.unlink('hidden-%d' % i)\n"
+                                    "    f.write(b'x' * (8 << 20)); f.flush(); held.append(f)\ntime.sleep(30)\n"),
+    "empty files by the thousand": ("import itertools\nfor i in itertools.count():\n"
+                                    "    open('empty-%d' % i, 'w').close()\n"),
+}
+
+
+@pytest.mark.parametrize("how", HIDDEN_GROWTH)
+def test_growth_a_walk_of_the_working_copy_would_miss_is_stopped_too(make_sandbox, workdir, how):
+    result = run(make_sandbox, HIDDEN_GROWTH[how], workdir, Limits(
+        wall_seconds=60, cpu_seconds=60, memory_bytes=1 << 30, processes=64, file_bytes=16 << 20,
+        disk_bytes=64 << 20, disk_files=20_000))
+    assert result.status == "disk_limit" and result.seconds < 30, (result.status, result.seconds, result.output)
+
+
+def test_a_run_cannot_hold_descriptors_without_end(make_sandbox, workdir):
+    code = ("import socket\nheld = []\ntry:\n    while True:\n        held.append(socket.socket())\n"
+            "except OSError as e:\n    print('held', len(held), e.errno)\n")
+    result = run(make_sandbox, code, workdir, Limits(wall_seconds=30, cpu_seconds=30, memory_bytes=1 << 30,
+                                                     processes=64, open_files=256))
+    held, errno_number = result.output.split()[1:3]
+    assert result.status == "ok" and int(held) < 256 and int(errno_number) == 24, result.output  # EMFILE
+
+
+def test_output_past_its_cap_on_the_workers_disk_stops_the_run(make_sandbox, workdir):
+    code = "import sys\nchunk = 'y' * 65536\nwhile True:\n    sys.stdout.write(chunk)"
+    result = run(make_sandbox, code, workdir, Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=1 << 30,
+                                                     processes=64, file_bytes=1 << 30, output_file_bytes=8 << 20))
+    assert result.status == "output_limit" and result.seconds < 30, (result.status, result.seconds)
+    assert result.output_truncated and len(result.output) < (4 << 20) + 4096
+
+
 def test_a_gigabyte_of_output_is_cut_off(make_sandbox, workdir):
     result = run(make_sandbox, "import sys\nchunk = 'y' * 65536\nfor _ in range(16384): sys.stdout.write(chunk)",
                  workdir)
@@ -185,7 +229,7 @@ def test_no_run_reaches_the_host_even_while_installing(make_sandbox, workdir, ho
     installing = run(make_sandbox, REACH_THE_HOST.format(port=port), workdir, network=True)
     assert installing.status == "ok", installing.output
     assert b"direct: connected" not in installing.output and b"proxy: HTTP/1.1 403 Forbidden" in installing.output
-    assert f"refused: 127.0.0.1:{port}".encode() in installing.output
+    assert f"refused 1: '127.0.0.1:{port}'".encode() in installing.output
     assert not accepted
 
 

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Iterator, Literal, Optional, Protocol, Sequence, Union
+from typing import BinaryIO, Callable, Iterator, Literal, Optional, Protocol, Sequence, Union
 
 # Each run gets a user id of its own from this range, so its process limit is its own and,
 # at the end, every process it left behind (a daemon, a namespace's init) can be found and killed.
@@ -24,8 +24,9 @@ _SIGNAL_EXIT = 128  # bubblewrap exits with 128 + N when the process was killed 
 
 
 # "ok", "failed" (non-zero exit), "timeout" (wall or CPU time), "out_of_memory",
-# "output_limit" (a file or the output grew past file_bytes), "killed" (another signal)
-RunStatus = Literal["ok", "failed", "timeout", "out_of_memory", "output_limit", "killed"]
+# "output_limit" (a file grew past file_bytes, or the output past output_file_bytes),
+# "disk_limit" (the working copy grew by more than disk_bytes), "killed" (another signal)
+RunStatus = Literal["ok", "failed", "timeout", "out_of_memory", "output_limit", "disk_limit", "killed"]
 # Mounted read-only: a path, or (path, where the sandbox sees it), e.g. an environment's virtualenv.
 ReadOnlyMount = Union[Path, tuple[Path, str]]
 
@@ -43,6 +44,10 @@ class Limits:
     file_bytes: int = 1 << 30  # any one file written, standard output included
     tmp_bytes: int = 512 << 20  # /tmp and /dev/shm are memory: each is capped
     output_bytes: int = 4 << 20  # output kept for the record
+    output_file_bytes: int = 64 << 20  # output the worker holds on its disk before the run is stopped
+    disk_bytes: int = 8 << 30  # growth of the working copy (and files it deleted but holds open) before it is stopped
+    disk_files: int = 1_000_000  # files and folders in the working copy
+    open_files: int = 4096  # descriptors each process may hold
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,99 @@ def hand_over(workdir: Path, uid: Optional[int]) -> None:
         for name in dirs + files:
             os.lchown(os.path.join(root, name), uid, uid)
     os.chown(workdir, uid, uid)
+
+
+def folder_usage(folder: Path) -> tuple[int, int]:
+    """(the disk its files use, how many entries it holds), links never followed. Entries that
+    go while it is walked are skipped; a folder that cannot be read raises (it cannot be measured)."""
+    total, entries, stack = 0, 0, [str(folder)]
+    while stack:
+        try:
+            listed = list(os.scandir(stack.pop()))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in listed:
+            entries += 1
+            try:
+                total += entry.stat(follow_symlinks=False).st_blocks * 512
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+            except FileNotFoundError:
+                pass
+    return total, entries
+
+
+def deleted_open_bytes(uid: Optional[int]) -> int:
+    """The disk held by files the user's processes deleted but keep open (a folder's walk misses them)."""
+    if uid is None:
+        return 0
+    total, seen = 0, set()
+    for pid in _user_processes(uid):
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in descriptors:
+            try:
+                held = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISREG(held.st_mode) and held.st_nlink == 0 and (held.st_dev, held.st_ino) not in seen:
+                seen.add((held.st_dev, held.st_ino))
+                total += held.st_blocks * 512
+    return total
+
+
+class RunWatch:
+    """What a run may not outgrow while it runs, looked at every so often: its working copy
+    (`disk_bytes` more than at the start, files it deleted but holds open included; `disk_files`
+    entries) and its output file on the worker's disk. The walk of the working copy is spaced so it
+    takes at most a fifth of the time; between two looks a run can overshoot by what it writes
+    meanwhile, and no single file can pass `file_bytes`."""
+
+    def __init__(self, workdir: Path, output_fd: Optional[int], limits: Limits, uid: Optional[int]):
+        self.workdir, self.output_fd, self.limits, self.uid = workdir, output_fd, limits, uid
+        self.start_bytes = folder_usage(workdir)[0]
+        self.interval, self.next_look = 0.5, time.monotonic() + 0.5
+
+    def wait_slice(self) -> float:
+        return max(0.05, self.next_look - time.monotonic())
+
+    def breach(self, *, now: bool = False) -> Optional[RunStatus]:
+        """The status to stop the run with, if it outgrew a limit; None otherwise (and, unless `now`,
+        before it is time to look)."""
+        if not now and time.monotonic() < self.next_look:
+            return None
+        if self.output_fd is not None and os.fstat(self.output_fd).st_size > self.limits.output_file_bytes:
+            return "output_limit"
+        started = time.monotonic()
+        try:
+            used, entries = folder_usage(self.workdir)
+        except OSError:
+            return "disk_limit"  # a working copy that cannot be measured is not let grow
+        grown = used - self.start_bytes + deleted_open_bytes(self.uid)
+        self.interval = max(0.5, 5 * (time.monotonic() - started))
+        self.next_look = time.monotonic() + self.interval
+        return "disk_limit" if grown > self.limits.disk_bytes or entries > self.limits.disk_files else None
+
+
+def run_watched(wait_for: Callable[[float], Optional[int]], kill: Callable[[], None], watch: RunWatch,
+                wall_seconds: float) -> tuple[Optional[int], Optional[RunStatus]]:
+    """Wait for a run to end (`wait_for(seconds)`: its exit code, or None while it runs), stopping it
+    at its deadline or once it outgrows a limit: (exit code or None, "timeout" / the limit's status or None)."""
+    deadline = time.monotonic() + wall_seconds
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            kill()
+            return None, "timeout"
+        exit_code = wait_for(min(left, watch.wait_slice()))
+        if exit_code is not None:  # a run that outgrew a limit between two looks still did
+            return exit_code, watch.breach(now=True)
+        breach = watch.breach()
+        if breach:
+            kill()
+            return None, breach
 
 
 def head_and_tail(output, size: int, keep: int) -> bytes:

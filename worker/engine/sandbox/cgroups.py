@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
+from worker.engine.sandbox.base import SandboxUnavailable
+
 ROOT = Path("/sys/fs/cgroup")
 
 
@@ -44,6 +46,11 @@ class RunCgroup:
     def remove(self) -> None:
         """Kill whatever is left in it, then remove the folders (a cgroup goes only once it is empty)."""
         for folder in self.folders:
+            if (folder / "cgroup.kill").exists():  # v2 kills the whole cgroup at once
+                try:
+                    (folder / "cgroup.kill").write_text("1")
+                except OSError:
+                    pass
             for _ in range(50):
                 pids = [int(pid) for pid in _read(folder / "cgroup.procs").split()]
                 for pid in pids:
@@ -98,11 +105,18 @@ def cgroups_available() -> bool:
     return os.geteuid() == 0 and (_v2_parent() is not None or _v1_parents() is not None)
 
 
+class CgroupUnavailable(SandboxUnavailable):
+    """The machine has cgroups for the worker, and the run's could not be made: it does not run."""
+
+
 @contextmanager
 def run_cgroup(name: str, *, memory_bytes: int, processes: int) -> Iterator[Optional[RunCgroup]]:
     """The run's cgroups with its limits, or None where this machine gives the worker none
-    (not root, no memory or pids controller): the rlimits alone apply then."""
-    cgroup = _made(name, memory_bytes, processes) if os.geteuid() == 0 else None
+    (not root, no memory or pids controller): the rlimits alone apply then. Where it has them and
+    they cannot be made, the run is refused rather than run with less than it should."""
+    cgroup = _made(name, memory_bytes, processes) if cgroups_available() else None
+    if cgroup is None and cgroups_available():
+        raise CgroupUnavailable(f"the run's memory and pids cgroups could not be made below {ROOT}")
     try:
         yield cgroup
     finally:
@@ -134,3 +148,17 @@ def _made(name: str, memory_bytes: int, processes: int) -> Optional[RunCgroup]:
     except OSError:
         cgroup.remove()
         return None
+
+
+def cgroups_sweep() -> list[str]:
+    """Remove the cgroups of runs a dead worker left (empty ones only: a live run's has processes)."""
+    removed = []
+    parents = [_v2_parent()] if _v2_parent() is not None else list(_v1_parents() or ())
+    for parent in parents:
+        for folder in parent.glob("commitgym-*"):
+            try:
+                folder.rmdir()
+                removed.append(str(folder))
+            except OSError:
+                pass
+    return removed

@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -27,11 +28,13 @@ from worker.engine.sandbox.base import (
     Limits,
     ReadOnlyMount,
     RunResult,
+    RunWatch,
     SandboxUnavailable,
     clean_environment,
     hand_over,
     head_and_tail,
     run_as_user,
+    run_watched,
     sandbox_file_open,
     status_from_exit,
 )
@@ -89,7 +92,6 @@ class DockerSandbox:
     ) -> RunResult:
         """`Sandbox.run` (base.py) in a container of its own."""
         import docker
-        import requests
 
         try:
             client = docker_client(timeout=max(60.0, limits.wall_seconds + 30))
@@ -105,13 +107,13 @@ class DockerSandbox:
         output_dir = Path(tempfile.mkdtemp(prefix="commitgym-docker-output-"))
         output_dir.chmod(0o755)  # ours: the run can write its output file, never replace it
         output_handle = os.open(output_dir, os.O_RDONLY | os.O_DIRECTORY)
-        container = None
+        output_fd = container = None
         try:
             with run_as_user() as uid, index_reach(network, self.index_hosts) as proxy:
                 user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
                 hand_over(workdir, uid)
-                os.close(os.open("output", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                                 dir_fd=output_handle))
+                output_fd = os.open("output", os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                                    dir_fd=output_handle)  # kept open: its size is watched during the run
                 if uid is not None:
                     os.chown("output", uid, uid, dir_fd=output_handle, follow_symlinks=False)
                 container = client.containers.create(
@@ -119,15 +121,11 @@ class DockerSandbox:
                         workdir, inside, cwd or inside, output_dir, limits, user,
                         self._environment(inside, {**(proxy.environment() if proxy else {}), **(env or {})}),
                         [proxy.mount] if proxy else []))
+                watch = RunWatch(workdir, output_fd, limits, uid)
                 started = time.monotonic()
                 container.start()
-                timed_out = False
-                try:
-                    exit_code = container.wait(timeout=limits.wall_seconds)["StatusCode"]
-                except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-                    timed_out = True
-                    _kill(container)
-                    exit_code = None
+                exit_code, stopped = run_watched(partial(_exit_within, container), partial(_kill, container), watch,
+                                                 limits.wall_seconds)
                 seconds = time.monotonic() - started
                 out_of_memory = bool((container.attrs if _reload(container) else {}).get("State", {})
                                      .get("OOMKilled"))
@@ -138,10 +136,14 @@ class DockerSandbox:
         finally:
             if container is not None:
                 _remove(container)
+            if output_fd is not None:
+                os.close(output_fd)
             os.close(output_handle)
             shutil.rmtree(output_dir, ignore_errors=True)
-        if timed_out or exit_code == _SIGKILL_EXIT and seconds >= limits.wall_seconds:
-            status, exit_code = "timeout", None  # ours, or the container's own timeout
+        if stopped:
+            status = stopped
+        elif exit_code == _SIGKILL_EXIT and seconds >= limits.wall_seconds:
+            status, exit_code = "timeout", None  # the container's own timeout
         elif out_of_memory:
             status = "out_of_memory"
         elif exit_code == _SIGXFSZ_EXIT or (written >= limits.file_bytes and exit_code != 0):
@@ -177,6 +179,8 @@ class DockerSandbox:
                                 read_only=True))
         for entry in self.read_only:
             source, target = entry if isinstance(entry, tuple) else (entry, str(entry))
+            if Path(source).is_symlink():  # it may have been planted by code that ran in a sandbox
+                raise PermissionError(f"{source} is a symbolic link: refusing to mount it")
             mounts.append(Mount(str(target), str(Path(source).resolve()), type="bind", read_only=True))
         return mounts
 
@@ -196,7 +200,8 @@ class DockerSandbox:
             pids_limit=limits.processes,
             ulimits=[Ulimit(name="fsize", soft=limits.file_bytes, hard=limits.file_bytes),
                      Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds + 5),
-                     Ulimit(name="core", soft=0, hard=0)],
+                     Ulimit(name="core", soft=0, hard=0),
+                     Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files)],
             read_only=True,
             tmpfs={"/tmp": f"rw,exec,nosuid,nodev,mode=1777,size={limits.tmp_bytes}"},  # memory: in mem_limit too
             shm_size=limits.tmp_bytes,
@@ -211,6 +216,15 @@ class DockerSandbox:
         if self.cpus:
             options["nano_cpus"] = int(self.cpus * 1e9)
         return options
+
+
+def _exit_within(container, seconds: float) -> Optional[int]:
+    import requests
+
+    try:
+        return container.wait(timeout=seconds)["StatusCode"]
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        return None
 
 
 def _reload(container) -> bool:

@@ -15,6 +15,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,10 @@ FORWARDER_SOURCE = Path(__file__).with_name("index_forwarder.py")
 INSIDE = "/run/commitgym-index"  # where the sandbox sees the proxy's folder (its socket, the forwarder)
 _HEADER_BYTES = 8 << 10
 _CONNECT_SECONDS = 30
+_HEADER_SECONDS = 10  # to send a whole CONNECT request
+_IDLE_SECONDS = 300  # a tunnel with nothing through it either way for this long is closed
+MAX_CONNECTIONS = 64  # open at once, per run: more are closed at once (each holds a thread and two descriptors)
+_REFUSALS_LISTED = 5
 
 
 @dataclass
@@ -35,8 +40,18 @@ class IndexProxy:
 
     hosts: tuple[str, ...]
     folder: Path
-    refused: list[str] = field(default_factory=list)  # "host:port" asked for and refused, in order
+    refused: list[str] = field(default_factory=list)  # the first few "host:port" refused, as asked for
+    refusals: int = 0  # requests refused, in all
     tunnels: int = 0  # connections allowed
+    open_connections: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def refuse(self, target: str) -> None:
+        with self.lock:
+            self.refusals += 1
+            shown = repr(target[:80])  # as asked for, escaped: it is the run's text
+            if len(self.refused) < _REFUSALS_LISTED and shown not in self.refused:
+                self.refused.append(shown)
 
     @property
     def mount(self) -> tuple[Path, str]:
@@ -56,8 +71,10 @@ class IndexProxy:
         """A line for the step's output: how it reached the network."""
         line = (f"# network: the package index only ({', '.join(self.hosts)}, port 443), through "
                 f"commitgym's proxy; {self.tunnels} connection(s)")
-        if self.refused:
-            line += f"; refused: {', '.join(dict.fromkeys(self.refused))}"
+        if self.refusals:
+            line += f"; refused {self.refusals}: {', '.join(self.refused)}"
+            if self.refusals > len(self.refused):
+                line += ", ..."
         return line + "\n"
 
 
@@ -110,38 +127,62 @@ def _accept(listener: socket.socket, proxy: IndexProxy, upstream: str, stop: thr
             client, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=_serve, args=(client, proxy, upstream), daemon=True).start()
+        with proxy.lock:
+            full = proxy.open_connections >= MAX_CONNECTIONS
+            proxy.open_connections += not full
+        if full:
+            client.close()  # the run holds as many as it may
+            continue
+        try:
+            threading.Thread(target=_serve, args=(client, proxy, upstream), daemon=True).start()
+        except RuntimeError:  # no thread to be had: this one is dropped, the proxy goes on
+            client.close()
+            with proxy.lock:
+                proxy.open_connections -= 1
 
 
 def _serve(client: socket.socket, proxy: IndexProxy, upstream: str) -> None:
-    with client:
-        client.settimeout(_CONNECT_SECONDS)
-        try:
-            host, port = _connect_request(client)
-        except (OSError, ValueError):
-            _answer(client, 400, "only CONNECT host:443 requests are served here")
-            return
-        if host not in proxy.hosts or port != 443:
-            proxy.refused.append(f"{host}:{port}")
-            _answer(client, 403, f"only the package index is reachable ({', '.join(proxy.hosts)}, port 443)")
-            return
-        try:
-            remote = _open(host, port, upstream)
-        except OSError as error:
-            _answer(client, 502, f"{host} could not be reached: {error}")
-            return
+    try:
+        with client:
+            _serve_one(client, proxy, upstream)
+    finally:
+        with proxy.lock:
+            proxy.open_connections -= 1
+
+
+def _serve_one(client: socket.socket, proxy: IndexProxy, upstream: str) -> None:
+    try:
+        host, port = _connect_request(client)
+    except (OSError, ValueError, UnicodeDecodeError):
+        _answer(client, 400, "only CONNECT host:443 requests are served here")
+        return
+    if host not in proxy.hosts or port != 443:
+        proxy.refuse(f"{host}:{port}")
+        _answer(client, 403, f"only the package index is reachable ({', '.join(proxy.hosts)}, port 443)")
+        return
+    try:
+        remote = _open(host, port, upstream)
+    except OSError as error:
+        _answer(client, 502, f"{host} could not be reached: {error}")
+        return
+    with proxy.lock:
         proxy.tunnels += 1
-        with remote:
-            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            _relay(client, remote)
+    with remote:
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        _relay(client, remote)
 
 
 def _connect_request(client: socket.socket) -> tuple[str, int]:
-    """The host and port of a `CONNECT host:port HTTP/1.x` request, its headers read and dropped."""
-    data = b""
+    """The host and port of a `CONNECT host:port HTTP/1.x` request, its headers read and dropped;
+    the whole request within _HEADER_SECONDS."""
+    data, deadline = b"", time.monotonic() + _HEADER_SECONDS
     while b"\r\n\r\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or len(data) > _HEADER_BYTES:
+            raise ValueError("incomplete request")
+        client.settimeout(left)
         chunk = client.recv(1024)
-        if not chunk or len(data) > _HEADER_BYTES:
+        if not chunk:
             raise ValueError("incomplete request")
         data += chunk
     method, target, _ = data.split(b"\r\n", 1)[0].decode("ascii").split(" ", 2)
@@ -182,8 +223,8 @@ def _answer(client: socket.socket, status: int, reason: str) -> None:
 
 
 def _relay(one: socket.socket, other: socket.socket) -> None:
-    one.settimeout(None)
-    other.settimeout(None)
+    one.settimeout(_IDLE_SECONDS)
+    other.settimeout(_IDLE_SECONDS)
 
     def pump(source: socket.socket, target: socket.socket) -> None:
         try:

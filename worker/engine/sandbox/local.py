@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -24,11 +25,13 @@ from worker.engine.sandbox.base import (
     Limits,
     ReadOnlyMount,
     RunResult,
+    RunWatch,
     SandboxUnavailable,
     clean_environment,
     hand_over,
     head_and_tail,
     run_as_user,
+    run_watched,
     status_from_exit,
 )
 from worker.engine.sandbox.cgroups import run_cgroup
@@ -79,37 +82,34 @@ class LocalSandbox:
             command = [*(cgroup.join_prefix() if cgroup and self.isolated else []), *self._limits_prefix(limits, uid),
                        *self._isolation_prefix(workdir, inside, cwd or inside, limits, extra),
                        *(proxy.wrap(argv, INSIDE if self.isolated else str(proxy.folder)) if proxy else argv)]
+            watch = RunWatch(workdir, output.fileno(), limits, uid)
             started = time.monotonic()
             process = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                 env=clean_environment(inside, {**(proxy.environment() if proxy else {}), **(env or {})}),
                 start_new_session=True,
             )
-            timed_out = False
-            try:
-                process.wait(timeout=limits.wall_seconds)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(process)
+            exit_code, stopped = run_watched(partial(_exit_within, process), partial(_kill_group, process), watch,
+                                             limits.wall_seconds)
             seconds = time.monotonic() - started
             written = output.seek(0, os.SEEK_END)
             kept = head_and_tail(output, written, limits.output_bytes) + (proxy.account().encode() if proxy else b"")
             out_of_memory = bool(cgroup and cgroup.out_of_memory())
-        if timed_out:
-            status = "timeout"
+        if stopped:
+            status = stopped
         elif out_of_memory:
             status = "out_of_memory"
-        elif written >= limits.file_bytes and process.returncode != 0:
+        elif written >= limits.file_bytes and exit_code != 0:
             status = "output_limit"
         else:
-            status = status_from_exit(process.returncode, kept, self.isolated)
-        return RunResult(status=status, exit_code=None if timed_out else process.returncode, output=kept,
+            status = status_from_exit(exit_code, kept, self.isolated)
+        return RunResult(status=status, exit_code=exit_code, output=kept,
                          output_truncated=written > limits.output_bytes, seconds=seconds)
 
     def _limits_prefix(self, limits: Limits, uid: Optional[int]) -> list[str]:
         prefix = [
             "prlimit", f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 5}",
-            f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", "--",
+            f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", f"--nofile={limits.open_files}", "--",
         ]
         if uid is not None:
             prefix += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
@@ -153,6 +153,13 @@ def _require_reachable(paths: list[Path]) -> None:
         for folder in reversed(Path(path).resolve().parents):
             if not os.stat(folder).st_mode & 0o001:
                 raise PermissionError(f"{folder} is closed to other users, so the sandbox cannot reach {path}")
+
+
+def _exit_within(process: subprocess.Popen, seconds: float) -> Optional[int]:
+    try:
+        return process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _kill_group(process: subprocess.Popen) -> None:
