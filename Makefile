@@ -33,7 +33,8 @@ demo: install
 test:
 	@$(TIMED) install $(MAKE) --no-print-directory install
 	@$(TIMED) services deploy/dev/services.sh
-	@$(TIMED) programs deploy/dev/require.sh /usr/bin/chromium chromium /usr/bin/bwrap bubblewrap /usr/bin/python3 python3
+	@$(TIMED) programs deploy/dev/require.sh /usr/bin/chromium chromium /usr/bin/bwrap bubblewrap /usr/bin/python3 python3 \
+		/usr/sbin/mkfs.ext4 e2fsprogs
 	@$(TIMED) docker deploy/dev/docker.sh
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker -q -p no:cacheprovider

@@ -122,7 +122,7 @@ WHITENOISE_USE_FINDERS = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"credentials_redacted": {"()": "apps.logs.CredentialsRedacted"}},
+    "filters": {"credentials_redacted": {"()": "worker.logs.CredentialsRedacted"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "filters": ["credentials_redacted"]}},
     "root": {"handlers": ["stderr"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }

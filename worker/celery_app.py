@@ -4,10 +4,12 @@ import os
 
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_ready
+from django.conf import settings
 
-from apps.logs import handlers_redact
 from worker.engine.sandbox.cgroups import cgroups_sweep
+from worker.engine.sandbox.disk import capped_folders_sweep
 from worker.engine.sandbox.docker import DockerSandbox, docker_sandbox_cleanup
+from worker.logs import handlers_redact
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "apps.settings")
 
@@ -27,5 +29,6 @@ def _containers_left_behind_remove(**kwargs) -> None:
     """A worker killed mid-run leaves its sandbox container stopped or still counting down, and the
     local backend's cgroups of that run: sweep them."""
     cgroups_sweep()
+    capped_folders_sweep(settings.COMMITGYM_WORK_DIR)
     if DockerSandbox.available():
         docker_sandbox_cleanup()

@@ -23,6 +23,7 @@ from worker.engine.reasons import reason_sentence
 
 TOKEN = "s3cr3t-token"
 TOKEN_URL = f"https://user:{TOKEN}@127.0.0.1:9/x.git"
+QUERY_TOKEN_URL = f"https://127.0.0.1:9/x.git?access_token={TOKEN}"
 HTMX = {"HX-Request": "true"}
 
 
@@ -61,10 +62,15 @@ def staff_client(db) -> Client:
     return client
 
 
+@pytest.fixture(params=[TOKEN_URL, QUERY_TOKEN_URL], ids=["in the user-info", "in the query string"])
+def token_location(request):
+    return request.param
+
+
 @pytest.fixture
-def token_repository(db, curator):
+def token_repository(db, curator, token_location):
     """A repository registered with a token in its URL, whose mining job has failed (nothing listens on port 9)."""
-    repository = repository_register(location=TOKEN_URL, user=curator)
+    repository = repository_register(location=token_location, user=curator)
     job = mine_now(repository)
     assert job.state == MiningJob.State.FAILED
     return repository
@@ -262,7 +268,7 @@ def test_register_rejects_a_repository_already_registered(curator_client, small_
 
 
 @pytest.mark.django_db
-def test_a_token_is_never_shown(curator_client, token_repository, staff_client):
+def test_a_token_is_never_shown(curator_client, token_repository, staff_client, token_location):
     pk = token_repository.pk
     job = token_repository.mining_jobs.get()
     assert job.error_code == "unreachable"
@@ -283,7 +289,7 @@ def test_a_token_is_never_shown(curator_client, token_repository, staff_client):
     assert "stored (hidden)" in html(pages[1])
 
     # A form error does not echo the token back either.
-    again = curator_client.post(reverse("repositories:list"), {"location": TOKEN_URL})
+    again = curator_client.post(reverse("repositories:list"), {"location": token_location})
     assert again.status_code == 400 and TOKEN not in html(again)
 
 

@@ -91,3 +91,17 @@ def test_a_run_is_refused_when_its_cgroups_cannot_be_made_and_leftovers_are_swep
         folder.mkdir()
     assert set(map(str, left)) <= set(cgroups.cgroups_sweep())
     assert not any(folder.exists() for folder in left)
+
+
+def test_capped_folders_a_dead_worker_left_mounted_are_swept(open_folder):
+    from worker.engine.sandbox import disk
+
+    folder, source = open_folder / "jobs" / "run-left", open_folder / "source"
+    folder.mkdir(parents=True)
+    source.mkdir()
+    image = folder.with_name(folder.name + disk._IMAGE_SUFFIX)
+    assert disk._mounted(folder, image, source, Limits(disk_bytes=16 << 20, disk_files=1000))  # and never unmounted
+    assert os.path.ismount(folder)
+    assert disk.capped_folders_sweep(open_folder / "jobs") == [str(folder)]
+    assert not os.path.ismount(folder)
+    image.unlink()

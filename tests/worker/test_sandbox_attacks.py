@@ -320,3 +320,27 @@ def test_the_worker_goes_on_after_each_attack(make_sandbox, workdir):
     assert run(make_sandbox, "print('still here')", workdir).output.strip() == b"still here"
     killed = run(make_sandbox, "import os; os.kill(os.getpid(), 9)", workdir)
     assert killed.status == "killed"
+
+
+BURST = ("import itertools\ntry:\n    for i in itertools.count():\n"
+         "        with open('burst-%d' % i, 'wb') as burst:\n            burst.write(b'x' * (16 << 20))\n"
+         "except OSError as e:\n    print('refused', e.errno)\n")
+
+
+def test_a_burst_of_writes_stops_at_the_working_copys_own_file_system(make_sandbox, open_folder):
+    """Faster than any watch: a validation run's fresh copy has a file system of its own."""
+    from worker.engine.sandbox.disk import capped_folder
+
+    source = open_folder / "source"
+    source.mkdir()
+    (source / "module.py").write_text("x = 1\n")
+    work = open_folder / "capped"
+    limits = Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=1 << 30, processes=64, file_bytes=16 << 20,
+                    disk_bytes=64 << 20, disk_files=10_000)
+    with capped_folder(work, holds=source, limits=limits) as mounted:
+        assert mounted, "the worker runs as root with mkfs.ext4 and loop devices (make test)"
+        result = make_sandbox().run([PYTHON, "-c", BURST], workdir=work, limits=limits)
+        written = sum(path.stat().st_size for path in work.glob("burst-*"))
+    assert result.status == "disk_limit" and b"refused 28" in result.output, result.output  # ENOSPC
+    assert written < (64 << 20) * 1.05 + (16 << 20), written
+    assert not os.path.ismount(work) and not list(open_folder.glob("*.commitgym-disk"))

@@ -19,6 +19,7 @@ from worker.engine.git.working_copy import patch_apply, working_copy_clone, work
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.run.pytest_run import TestRun, pytest_run
 from worker.engine.sandbox.base import Limits
+from worker.engine.sandbox.disk import capped_folder
 from worker.engine.validate.generated_tests import GeneratedFileVerdict, generated_file_verdicts, generated_file_write
 from worker.engine.validate.oracle import (
     Oracle,
@@ -133,13 +134,15 @@ class _Validation:
             limits = Limits(**{**limits.__dict__, "wall_seconds": wall_seconds})
         sandbox = self.builder.sandbox([(self.environment.path, ENV)], image=self.environment.image)
         fresh = Path(tempfile.mkdtemp(prefix="run-", dir=self.work))
-        copy_started = time.monotonic()
-        working_copy_clone(workdir / "repo", fresh / "repo")
-        self.result.copy_seconds += time.monotonic() - copy_started
         try:
-            run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
-                             selection=selection, per_test_timeout=self.settings.per_test_timeout, limits=limits,
-                             mount_at=WORKSPACE)
+            # A file system of its own where the worker can: the run's writes stop at its disk limit.
+            with capped_folder(fresh, holds=workdir / "repo", limits=limits):
+                copy_started = time.monotonic()
+                working_copy_clone(workdir / "repo", fresh / "repo")
+                self.result.copy_seconds += time.monotonic() - copy_started
+                run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo",
+                                 python=f"{ENV}/bin/python", selection=selection,
+                                 per_test_timeout=self.settings.per_test_timeout, limits=limits, mount_at=WORKSPACE)
         finally:
             shutil.rmtree(fresh, ignore_errors=True)
         self.result.runs.append(RunRecord(side=side, scope=scope, index=index, run=run))
