@@ -134,7 +134,7 @@ def _worker_mirror_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def _celery_worker_process(django_db_setup, _worker_mirror_dir):
+def _celery_worker_process(django_db_setup, _worker_mirror_dir, tmp_path_factory):
     """A real Celery worker process on the configured broker, using the test database."""
     import os
     import signal
@@ -157,7 +157,10 @@ def _celery_worker_process(django_db_setup, _worker_mirror_dir):
     # Two runs a side and a 10 s per-test timeout keep validations of hanging tests short.
     env = {**os.environ, "DATABASE_URL": commands_database_url, "CELERY_BROKER_URL": broker,
            "COMMITGYM_MIRROR_DIR": str(_worker_mirror_dir), "COMMITGYM_VALIDATION_RUNS": "2",
-           "COMMITGYM_TEST_TIMEOUT": "10"}
+           "COMMITGYM_TEST_TIMEOUT": "10",
+           # As the web app's settings allow each test's own folder (_local_folders): the worker
+           # checks a local repository's folder again before every fetch.
+           "COMMITGYM_LOCAL_ROOTS": str(tmp_path_factory.getbasetemp())}
     log_path = _worker_mirror_dir.parent / "worker.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(

@@ -46,7 +46,7 @@ class Limits:
     output_bytes: int = 4 << 20  # output kept for the record
     output_file_bytes: int = 64 << 20  # output the worker holds on its disk before the run is stopped
     disk_bytes: int = 8 << 30  # growth of the working copy (and files it deleted but holds open) before it is stopped
-    disk_files: int = 1_000_000  # files and folders in the working copy
+    disk_files: int = 1_000_000  # files and folders the working copy may gain
     open_files: int = 4096  # descriptors each process may hold
 
 
@@ -217,8 +217,8 @@ def folder_usage(folder: Path) -> tuple[int, int]:
     return total, entries
 
 
-def deleted_open_bytes(uid: Optional[int]) -> int:
-    """The disk held by files the user's processes deleted but keep open (a folder's walk misses them)."""
+def deleted_open_bytes(uid: Optional[int], device: int) -> int:
+    """The disk held by files on `device` the user's processes deleted but keep open (a walk misses them)."""
     if uid is None:
         return 0
     total, seen = 0, set()
@@ -232,22 +232,24 @@ def deleted_open_bytes(uid: Optional[int]) -> int:
                 held = os.stat(f"/proc/{pid}/fd/{fd}")
             except OSError:
                 continue
-            if stat.S_ISREG(held.st_mode) and held.st_nlink == 0 and (held.st_dev, held.st_ino) not in seen:
-                seen.add((held.st_dev, held.st_ino))
+            if stat.S_ISREG(held.st_mode) and held.st_nlink == 0 and held.st_dev == device \
+                    and held.st_ino not in seen:
+                seen.add(held.st_ino)
                 total += held.st_blocks * 512
     return total
 
 
 class RunWatch:
     """What a run may not outgrow while it runs, looked at every so often: its working copy
-    (`disk_bytes` more than at the start, files it deleted but holds open included; `disk_files`
-    entries) and its output file on the worker's disk. The walk of the working copy is spaced so it
+    (`disk_bytes` and `disk_files` more than at the start, files it deleted but holds open included)
+    and its output file on the worker's disk. The walk of the working copy is spaced so it
     takes at most a fifth of the time; between two looks a run can overshoot by what it writes
     meanwhile, and no single file can pass `file_bytes`."""
 
     def __init__(self, workdir: Path, output_fd: Optional[int], limits: Limits, uid: Optional[int]):
         self.workdir, self.output_fd, self.limits, self.uid = workdir, output_fd, limits, uid
-        self.start_bytes = folder_usage(workdir)[0]
+        self.start_bytes, self.start_entries = folder_usage(workdir)
+        self.device = os.stat(workdir).st_dev
         self.interval, self.next_look = 0.5, time.monotonic() + 0.5
 
     def wait_slice(self) -> float:
@@ -265,10 +267,11 @@ class RunWatch:
             used, entries = folder_usage(self.workdir)
         except OSError:
             return "disk_limit"  # a working copy that cannot be measured is not let grow
-        grown = used - self.start_bytes + deleted_open_bytes(self.uid)
+        grown = used - self.start_bytes + deleted_open_bytes(self.uid, self.device)
         self.interval = max(0.5, 5 * (time.monotonic() - started))
         self.next_look = time.monotonic() + self.interval
-        return "disk_limit" if grown > self.limits.disk_bytes or entries > self.limits.disk_files else None
+        gained = entries - self.start_entries
+        return "disk_limit" if grown > self.limits.disk_bytes or gained > self.limits.disk_files else None
 
 
 def run_watched(wait_for: Callable[[float], Optional[int]], kill: Callable[[], None], watch: RunWatch,
