@@ -105,3 +105,15 @@ def test_capped_folders_a_dead_worker_left_mounted_are_swept(open_folder):
     assert disk.capped_folders_sweep(open_folder / "jobs") == [str(folder)]
     assert not os.path.ismount(folder)
     image.unlink()
+
+
+def test_a_cgroup_a_run_left_with_tighter_limits_does_not_refuse_the_next_run(workdir):
+    from worker.engine.sandbox import cgroups
+
+    with cgroups.run_cgroup("left-behind", memory_bytes=64 << 20, processes=8) as tight:
+        assert tight is not None
+        folders = list(tight.folders)
+        tight.folders = []  # as if its removal had failed: the folders stay, with their limits
+    with cgroups.run_cgroup("left-behind", memory_bytes=1 << 30, processes=64) as roomy:
+        assert roomy is not None and roomy.folders == folders
+    assert not any(folder.exists() for folder in folders)

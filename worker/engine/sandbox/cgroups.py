@@ -137,13 +137,14 @@ def _made(name: str, memory_bytes: int, processes: int) -> Optional[RunCgroup]:
         # Swap counted too where the kernel accounts it (memsw after the plain limit, which it may not be under).
         limits = {"memory.limit_in_bytes": memory_bytes, "memory.memsw.limit_in_bytes": memory_bytes,
                   "pids.max": processes}
+    cgroup.remove()  # one a run of this user id left (this run holds the id's lock): its limits may not fit
     try:
         for folder in cgroup.folders:
-            folder.mkdir(exist_ok=True)
-        for name, value in limits.items():
+            folder.mkdir()
+        for setting, value in limits.items():
             for folder in cgroup.folders:
-                if (folder / name).exists():
-                    (folder / name).write_text(str(value))
+                if (folder / setting).exists():
+                    (folder / setting).write_text(str(value))
         return cgroup
     except OSError:
         cgroup.remove()
