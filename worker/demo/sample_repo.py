@@ -17,15 +17,15 @@ Standard library only; no Django.
 
 from __future__ import annotations
 
-import os
 import struct
-import subprocess
 import sys
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Optional, Union
+
+from worker.demo.history import Author, author_env, change_apply, edit, git, git_env, write
 
 
 @dataclass(frozen=True)
@@ -43,28 +43,12 @@ class SampleCommit:
     flaky: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Author:
-    name: str
-    email: str
-    tz: str  # "+HHMM", how git shows the date
-
-
 _AUTHORS = {
-    "ada": _Author("Ada Brennan", "ada.brennan@example.org", "+0000"),
-    "tomas": _Author("Tomás Ferreira", "tomas.ferreira@example.org", "+0100"),
-    "priya": _Author("Priya Raman", "priya.raman@example.net", "+0530"),
-    "jonas": _Author("Jonas Keller", "jkeller@example.com", "-0500"),
+    "ada": Author("Ada Brennan", "ada.brennan@example.org", "+0000"),
+    "tomas": Author("Tomás Ferreira", "tomas.ferreira@example.org", "+0100"),
+    "priya": Author("Priya Raman", "priya.raman@example.net", "+0530"),
+    "jonas": Author("Jonas Keller", "jkeller@example.com", "-0500"),
 }
-
-
-# A file change: ("write", path, text-or-bytes) or ("edit", path, old, new); `old` must occur exactly once.
-def _write(path: str, content: Union[str, bytes]) -> tuple:
-    return ("write", path, content)
-
-
-def _edit(path: str, old: str, new: str) -> tuple:
-    return ("edit", path, old, new)
 
 
 @dataclass(frozen=True)
@@ -947,17 +931,17 @@ _STEPS = [
         "initial",
         "Initial commit: slugify, normalize_space and wrap_text\n",
         (
-            _write("pyproject.toml", PYPROJECT),
-            _write("README.md", README),
-            _write(".gitignore", GITIGNORE),
-            _write("LICENSE", LICENSE),
-            _write(_I, INIT),
-            _write(_S, SLUG),
-            _write(_T, TEXT),
-            _write(_W, WRAP),
-            _write("tests/test_slug.py", TEST_SLUG),
-            _write("tests/test_text.py", TEST_TEXT),
-            _write("tests/test_wrap.py", TEST_WRAP),
+            write("pyproject.toml", PYPROJECT),
+            write("README.md", README),
+            write(".gitignore", GITIGNORE),
+            write("LICENSE", LICENSE),
+            write(_I, INIT),
+            write(_S, SLUG),
+            write(_T, TEXT),
+            write(_W, WRAP),
+            write("tests/test_slug.py", TEST_SLUG),
+            write("tests/test_text.py", TEST_TEXT),
+            write("tests/test_wrap.py", TEST_WRAP),
         ),
         # Diffed against the empty tree: 7 non-test files.
         expected_drop_reason="too_many_files",
@@ -966,7 +950,7 @@ _STEPS = [
         "ada",
         "docs_only",
         "Add a docs folder\n",
-        (_write("docs/index.md", DOCS_INDEX), _write("docs/slug.md", DOCS_SLUG)),
+        (write("docs/index.md", DOCS_INDEX), write("docs/slug.md", DOCS_SLUG)),
         expected_drop_reason="no_python_change",
     ),
     _Step(
@@ -976,13 +960,13 @@ _STEPS = [
         'Accented letters were dropped: "Crème Brûlée" became "crme-brle".\n'
         "Decompose them first so the ASCII base letter survives.\n",
         (
-            _edit(_S, "import re\n", "import re\nimport unicodedata\n"),
-            _edit(
+            edit(_S, "import re\n", "import re\nimport unicodedata\n"),
+            edit(
                 _S,
                 '    text = text.encode("ascii"',
                 '    text = unicodedata.normalize("NFKD", text)\n    text = text.encode("ascii"',
             ),
-            _edit(
+            edit(
                 "tests/test_slug.py",
                 "def test_slugify_max_length",
                 'def test_slugify_strips_accents():\n    assert slugify("Crème Brûlée") == "creme-brulee"\n\n\n'
@@ -997,8 +981,8 @@ _STEPS = [
         "wrap_text: count the space between words\n\n"
         "Lines could come out one character longer than the width.\n",
         (
-            _edit(_W, "len(current) + len(word) <= width", "len(current) + 1 + len(word) <= width"),
-            _edit(
+            edit(_W, "len(current) + len(word) <= width", "len(current) + 1 + len(word) <= width"),
+            edit(
                 "tests/test_wrap.py",
                 "def test_wrap_reflows_paragraphs",
                 "def test_wrap_never_exceeds_width():\n"
@@ -1014,18 +998,18 @@ _STEPS = [
         "fix_without_test",
         "slugify: no trailing separator after max_length\n\n"
         'slugify("hello big world", max_length=10) gave "hello-big-".\n',
-        (_edit(_S, "        text = text[:max_length]\n", "        text = text[:max_length].rstrip(separator)\n"),),
+        (edit(_S, "        text = text[:max_length]\n", "        text = text[:max_length].rstrip(separator)\n"),),
     ),
     _Step(
         "tomas",
         "feature",
         "Add an LRU cache\n",
         (
-            _write(_C, CACHE),
-            _write("tests/test_cache.py", TEST_CACHE),
-            _write("docs/cache.md", DOCS_CACHE),
-            _edit(_I, "from textkit.slug", "from textkit.cache import LRUCache\nfrom textkit.slug"),
-            _edit(_I, '__all__ = ["normalize_space"', '__all__ = ["LRUCache", "normalize_space"'),
+            write(_C, CACHE),
+            write("tests/test_cache.py", TEST_CACHE),
+            write("docs/cache.md", DOCS_CACHE),
+            edit(_I, "from textkit.slug", "from textkit.cache import LRUCache\nfrom textkit.slug"),
+            edit(_I, '__all__ = ["normalize_space"', '__all__ = ["LRUCache", "normalize_space"'),
         ),
         expected_drop_reason="patch_too_long",
     ),
@@ -1034,7 +1018,7 @@ _STEPS = [
         "docstring_only",
         "Explain what normalize_space does with newlines\n",
         (
-            _edit(
+            edit(
                 _T,
                 '    """Collapse whitespace."""\n',
                 '    """Collapse every run of whitespace into one space and trim the ends.\n\n'
@@ -1052,8 +1036,8 @@ _STEPS = [
         "Reading an entry did not protect it from eviction, so the cache evicted\n"
         "hot entries first.\n",
         (
-            _edit(_C, "            return default\n        return value\n", "            return default\n        self._data.move_to_end(key)\n        return value\n"),
-            _edit(
+            edit(_C, "            return default\n        return value\n", "            return default\n        self._data.move_to_end(key)\n        return value\n"),
+            edit(
                 "tests/test_cache.py",
                 "def test_capacity_must_be_positive",
                 "def test_get_refreshes_recency():\n"
@@ -1074,11 +1058,11 @@ _STEPS = [
         "feature",
         "Add semantic version parsing and comparison\n",
         (
-            _write(_V, SEMVER),
-            _write("tests/test_semver.py", TEST_SEMVER),
-            _write("docs/semver.md", DOCS_SEMVER),
-            _edit(_I, "from textkit.slug", "from textkit.semver import compare_versions, parse_version\nfrom textkit.slug"),
-            _edit(_I, '"normalize_space", ', '"compare_versions", "normalize_space", "parse_version", '),
+            write(_V, SEMVER),
+            write("tests/test_semver.py", TEST_SEMVER),
+            write("docs/semver.md", DOCS_SEMVER),
+            edit(_I, "from textkit.slug", "from textkit.semver import compare_versions, parse_version\nfrom textkit.slug"),
+            edit(_I, '"normalize_space", ', '"compare_versions", "normalize_space", "parse_version", '),
         ),
         expected_drop_reason="patch_too_long",
     ),
@@ -1088,8 +1072,8 @@ _STEPS = [
         "compare_versions: compare the numbers as numbers\n\n"
         'The parts were compared as strings, so "1.10.0" sorted before "1.9.0".\n',
         (
-            _edit(_V, "    return major, minor, patch, prerelease\n", "    return int(major), int(minor), int(patch), prerelease\n"),
-            _edit(
+            edit(_V, "    return major, minor, patch, prerelease\n", "    return int(major), int(minor), int(patch), prerelease\n"),
+            edit(
                 "tests/test_semver.py",
                 "def test_compare_equal_versions",
                 "def test_compare_multi_digit_parts():\n"
@@ -1105,9 +1089,9 @@ _STEPS = [
         "binary_asset",
         "Add a logo to the docs; close the LRUCache repr\n",
         (
-            _write("docs/logo.png", _tiny_png()),
-            _edit(_C, "size={len(self)}\"\n", "size={len(self)})\"\n"),
-            _edit("docs/index.md", "# textkit documentation\n", "# textkit documentation\n\n![textkit](logo.png)\n"),
+            write("docs/logo.png", _tiny_png()),
+            edit(_C, "size={len(self)}\"\n", "size={len(self)})\"\n"),
+            edit("docs/index.md", "# textkit documentation\n", "# textkit documentation\n\n![textkit](logo.png)\n"),
         ),
         expected_drop_reason="binary_file",
     ),
@@ -1116,12 +1100,12 @@ _STEPS = [
         "feature",
         "Add parse_duration and format_duration\n",
         (
-            _write(_D, DURATIONS),
-            _write("tests/test_durations.py", TEST_DURATIONS),
-            _edit("README.md", "## Development\n", README_DURATIONS + "## Development\n"),
-            _edit(_I, "from textkit.semver", "from textkit.durations import format_duration, parse_duration\nfrom textkit.semver"),
-            _edit(_I, '"compare_versions", ', '"compare_versions", "format_duration", '),
-            _edit(_I, '"normalize_space", ', '"normalize_space", "parse_duration", '),
+            write(_D, DURATIONS),
+            write("tests/test_durations.py", TEST_DURATIONS),
+            edit("README.md", "## Development\n", README_DURATIONS + "## Development\n"),
+            edit(_I, "from textkit.semver", "from textkit.durations import format_duration, parse_duration\nfrom textkit.semver"),
+            edit(_I, '"compare_versions", ', '"compare_versions", "format_duration", '),
+            edit(_I, '"normalize_space", ', '"normalize_space", "parse_duration", '),
         ),
         expected_drop_reason="patch_too_long",
     ),
@@ -1131,9 +1115,9 @@ _STEPS = [
         "parse_duration: accept decimal amounts\n\n"
         'parse_duration("1.5h") raised ValueError although the pattern accepts it.\n',
         (
-            _edit(_D, "        total += int(amount) * UNITS[unit]\n", "        total += float(amount) * UNITS[unit]\n"),
-            _edit(_D, "        raise ValueError(f\"invalid duration: {text!r}\")\n    return total\n", "        raise ValueError(f\"invalid duration: {text!r}\")\n    return int(total)\n"),
-            _edit(
+            edit(_D, "        total += int(amount) * UNITS[unit]\n", "        total += float(amount) * UNITS[unit]\n"),
+            edit(_D, "        raise ValueError(f\"invalid duration: {text!r}\")\n    return total\n", "        raise ValueError(f\"invalid duration: {text!r}\")\n    return int(total)\n"),
+            edit(
                 "tests/test_durations.py",
                 "def test_parse_rejects_garbage",
                 "def test_parse_accepts_decimals():\n"
@@ -1149,8 +1133,8 @@ _STEPS = [
         "docs_only",
         "Document the duration syntax\n",
         (
-            _write("docs/durations.md", DOCS_DURATIONS),
-            _edit("docs/index.md", "- `wrap_text(", "- `parse_duration(text)` and `format_duration(seconds)`: see durations.md.\n- `wrap_text("),
+            write("docs/durations.md", DOCS_DURATIONS),
+            edit("docs/index.md", "- `wrap_text(", "- `parse_duration(text)` and `format_duration(seconds)`: see durations.md.\n- `wrap_text("),
         ),
         expected_drop_reason="no_python_change",
     ),
@@ -1160,8 +1144,8 @@ _STEPS = [
         "format_duration: leave out zero units\n\n"
         'format_duration(3600) returned "1h0m0s" instead of "1h".\n',
         (
-            _edit(_D, "        if amount or parts:\n", "        if amount:\n"),
-            _edit(
+            edit(_D, "        if amount or parts:\n", "        if amount:\n"),
+            edit(
                 "tests/test_durations.py",
                 '    assert format_duration(90) == "1m30s"\n',
                 '    assert format_duration(90) == "1m30s"\n\n\n'
@@ -1177,24 +1161,24 @@ _STEPS = [
         "refactor_large",
         "Add type hints across the package\n",
         (
-            _write("textkit/py.typed", ""),
-            _edit(_S, '"""\n\nimport re\n', '"""\n\nfrom __future__ import annotations\n\nimport re\n'),
-            _edit(_S, 'def slugify(text, separator="-", max_length=None):', 'def slugify(text: str, separator: str = "-", max_length: int | None = None) -> str:'),
-            _edit(_T, "def normalize_space(text):", "def normalize_space(text: str) -> str:"),
-            _edit(_W, '"""\n\nfrom textkit', '"""\n\nfrom __future__ import annotations\n\nfrom textkit'),
-            _edit(_W, "def wrap_text(text, width=70):", "def wrap_text(text: str, width: int = 70) -> list[str]:"),
-            _edit(_C, "from collections import OrderedDict\n", "from __future__ import annotations\n\nfrom collections import OrderedDict\nfrom typing import Any, Hashable\n"),
-            _edit(_C, "def __init__(self, capacity):", "def __init__(self, capacity: int) -> None:"),
-            _edit(_C, "        self._data = OrderedDict()\n", "        self._data: OrderedDict[Hashable, Any] = OrderedDict()\n"),
-            _edit(_C, "def get(self, key, default=None):", "def get(self, key: Hashable, default: Any = None) -> Any:"),
-            _edit(_C, "def put(self, key, value):", "def put(self, key: Hashable, value: Any) -> None:"),
-            _edit(_V, '"""\n\nimport re\n', '"""\n\nfrom __future__ import annotations\n\nimport re\n'),
-            _edit(_V, "def parse_version(text):", "def parse_version(text: str) -> tuple[int, int, int, str | None]:"),
-            _edit(_V, "def compare_versions(a, b):", "def compare_versions(a: str, b: str) -> int:"),
-            _edit(_D, '"""\n\nimport re\n', '"""\n\nfrom __future__ import annotations\n\nimport re\n'),
-            _edit(_D, "def parse_duration(text):", "def parse_duration(text: str) -> int:"),
-            _edit(_D, "def format_duration(seconds):", "def format_duration(seconds: float) -> str:"),
-            _edit(_D, "    total = 0\n", "    total = 0.0\n"),
+            write("textkit/py.typed", ""),
+            edit(_S, '"""\n\nimport re\n', '"""\n\nfrom __future__ import annotations\n\nimport re\n'),
+            edit(_S, 'def slugify(text, separator="-", max_length=None):', 'def slugify(text: str, separator: str = "-", max_length: int | None = None) -> str:'),
+            edit(_T, "def normalize_space(text):", "def normalize_space(text: str) -> str:"),
+            edit(_W, '"""\n\nfrom textkit', '"""\n\nfrom __future__ import annotations\n\nfrom textkit'),
+            edit(_W, "def wrap_text(text, width=70):", "def wrap_text(text: str, width: int = 70) -> list[str]:"),
+            edit(_C, "from collections import OrderedDict\n", "from __future__ import annotations\n\nfrom collections import OrderedDict\nfrom typing import Any, Hashable\n"),
+            edit(_C, "def __init__(self, capacity):", "def __init__(self, capacity: int) -> None:"),
+            edit(_C, "        self._data = OrderedDict()\n", "        self._data: OrderedDict[Hashable, Any] = OrderedDict()\n"),
+            edit(_C, "def get(self, key, default=None):", "def get(self, key: Hashable, default: Any = None) -> Any:"),
+            edit(_C, "def put(self, key, value):", "def put(self, key: Hashable, value: Any) -> None:"),
+            edit(_V, '"""\n\nimport re\n', '"""\n\nfrom __future__ import annotations\n\nimport re\n'),
+            edit(_V, "def parse_version(text):", "def parse_version(text: str) -> tuple[int, int, int, str | None]:"),
+            edit(_V, "def compare_versions(a, b):", "def compare_versions(a: str, b: str) -> int:"),
+            edit(_D, '"""\n\nimport re\n', '"""\n\nfrom __future__ import annotations\n\nimport re\n'),
+            edit(_D, "def parse_duration(text):", "def parse_duration(text: str) -> int:"),
+            edit(_D, "def format_duration(seconds):", "def format_duration(seconds: float) -> str:"),
+            edit(_D, "    total = 0\n", "    total = 0.0\n"),
         ),
         expected_drop_reason="too_many_files",
     ),
@@ -1203,12 +1187,12 @@ _STEPS = [
         "feature",
         "Add a forgiving parser for delimited lines\n",
         (
-            _write(_CSV, CSVISH),
-            _write("tests/test_csvish.py", TEST_CSVISH),
-            _write("docs/csv.md", DOCS_CSV_INTRO),
-            _edit(_I, "from textkit.durations", "from textkit.csvish import parse_line, read_rows\nfrom textkit.durations"),
-            _edit(_I, '"parse_duration", ', '"parse_duration", "parse_line", '),
-            _edit(_I, '"parse_version", ', '"parse_version", "read_rows", '),
+            write(_CSV, CSVISH),
+            write("tests/test_csvish.py", TEST_CSVISH),
+            write("docs/csv.md", DOCS_CSV_INTRO),
+            edit(_I, "from textkit.durations", "from textkit.csvish import parse_line, read_rows\nfrom textkit.durations"),
+            edit(_I, '"parse_duration", ', '"parse_duration", "parse_line", '),
+            edit(_I, '"parse_version", ', '"parse_version", "read_rows", '),
         ),
         expected_drop_reason="patch_too_long",
     ),
@@ -1218,7 +1202,7 @@ _STEPS = [
         "parse_line: keep doubled quotes inside quoted fields\n\n"
         '"say ""hi""" should give say "hi"; the quotes were dropped.\n',
         (
-            _edit(
+            edit(
                 _CSV,
                 "            if char == '\"':\n                quoted = False\n",
                 "            if char == '\"' and line[i + 1 : i + 2] == '\"':\n"
@@ -1227,7 +1211,7 @@ _STEPS = [
                 "            elif char == '\"':\n"
                 "                quoted = False\n",
             ),
-            _edit(
+            edit(
                 "tests/test_csvish.py",
                 "def test_parse_other_delimiter",
                 "def test_parse_doubled_quotes():\n"
@@ -1244,10 +1228,10 @@ _STEPS = [
         b"read_rows: honour the encoding argument (caf\xe9 menu)\n\n"
         b"read_rows always decoded UTF-8, so latin-1 files such as the caf\xe9 menu failed.\n",
         (
-            _edit(_CSV, '    with open(path, encoding="utf-8") as handle:\n', "    with open(path, encoding=encoding) as handle:\n"),
-            _write("tests/data/menu-latin1.csv", LATIN1_MENU),
-            _edit("tests/test_csvish.py", "from textkit.csvish", "from pathlib import Path\n\nfrom textkit.csvish"),
-            _edit(
+            edit(_CSV, '    with open(path, encoding="utf-8") as handle:\n', "    with open(path, encoding=encoding) as handle:\n"),
+            write("tests/data/menu-latin1.csv", LATIN1_MENU),
+            edit("tests/test_csvish.py", "from textkit.csvish", "from pathlib import Path\n\nfrom textkit.csvish"),
+            edit(
                 "tests/test_csvish.py",
                 "def test_read_rows_skips_blank_lines",
                 "def test_read_rows_latin1():\n"
@@ -1264,8 +1248,8 @@ _STEPS = [
         "normalize_space: keep paragraph breaks\n\n"
         "A blank line between paragraphs now survives as one blank line.\n",
         (
-            _edit(_T, '"""\n\n\ndef normalize_space', '"""\n\nfrom __future__ import annotations\n\nimport re\n\n_PARAGRAPH_BREAK = re.compile(r"\\n\\s*\\n")\n\n\ndef normalize_space'),
-            _edit(
+            edit(_T, '"""\n\n\ndef normalize_space', '"""\n\nfrom __future__ import annotations\n\nimport re\n\n_PARAGRAPH_BREAK = re.compile(r"\\n\\s*\\n")\n\n\ndef normalize_space'),
+            edit(
                 _T,
                 '    # str.split() without arguments splits on any whitespace run.\n    return " ".join(text.split())\n',
                 "    Blank lines between paragraphs are kept as one blank line.\n"
@@ -1273,8 +1257,8 @@ _STEPS = [
                 "    paragraphs = _PARAGRAPH_BREAK.split(text.strip())\n"
                 '    return "\\n\\n".join(" ".join(paragraph.split()) for paragraph in paragraphs)\n',
             ),
-            _edit(_T, '    Newlines and tabs count as whitespace, so the result is a single line.\n    """\n', ""),
-            _edit(
+            edit(_T, '    Newlines and tabs count as whitespace, so the result is a single line.\n    """\n', ""),
+            edit(
                 "tests/test_text.py",
                 "def test_normalize_space_trims",
                 "def test_normalize_space_keeps_paragraphs():\n"
@@ -1290,7 +1274,7 @@ _STEPS = [
         "docs_only",
         "Start a changelog\n",
         (
-            _write(
+            write(
                 "CHANGELOG.md",
                 "# Changelog\n\n## Unreleased\n\n- LRU cache, semantic versions, durations, delimited lines.\n"
                 "- normalize_space keeps paragraph breaks.\n\n## 0.1.0\n\n- slugify, normalize_space, wrap_text.\n",
@@ -1306,8 +1290,8 @@ _STEPS = [
         'together with a "\\n\\n" inside a line. Wrap them separately and separate\n'
         "them with an empty line.\n",
         (
-            _edit(_W, "    Words longer than `width` get a line of their own.\n", "    Words longer than `width` get a line of their own. Paragraphs (separated by\n    blank lines) are wrapped separately, with an empty line between them.\n"),
-            _edit(
+            edit(_W, "    Words longer than `width` get a line of their own.\n", "    Words longer than `width` get a line of their own. Paragraphs (separated by\n    blank lines) are wrapped separately, with an empty line between them.\n"),
+            edit(
                 _W,
                 '        raise ValueError("width must be at least 1")\n    lines = []\n    current = ""\n    for word in normalize_space(text).split(" "):\n',
                 '        raise ValueError("width must be at least 1")\n'
@@ -1322,7 +1306,7 @@ _STEPS = [
                 '    current = ""\n'
                 '    for word in paragraph.split(" "):\n',
             ),
-            _edit(
+            edit(
                 "tests/test_wrap.py",
                 'def test_wrap_reflows_paragraphs():\n    assert wrap_text("one two\\n\\nthree   four", 40) == ["one two three four"]\n',
                 'def test_wrap_keeps_paragraphs():\n    assert wrap_text("one two\\n\\nthree   four", 40) == ["one two", "", "three four"]\n',
@@ -1335,10 +1319,10 @@ _STEPS = [
         "feature",
         "Add human_size and backoff helpers\n",
         (
-            _write(_N, NUMBERS),
-            _write("tests/test_numbers.py", TEST_NUMBERS),
-            _write("docs/numbers.md", DOCS_NUMBERS),
-            _write(_I, INIT_WITH_NUMBERS),
+            write(_N, NUMBERS),
+            write("tests/test_numbers.py", TEST_NUMBERS),
+            write("docs/numbers.md", DOCS_NUMBERS),
+            write(_I, INIT_WITH_NUMBERS),
         ),
         expected_drop_reason="patch_too_long",
     ),
@@ -1348,8 +1332,8 @@ _STEPS = [
         "backoff: double the delay on each attempt\n\n"
         "The delay grew linearly (and was 0 for the first retry).\n",
         (
-            _edit(_N, "    delay = min(cap, base * 2 * attempt)\n", "    delay = min(cap, base * 2**attempt)\n"),
-            _edit(
+            edit(_N, "    delay = min(cap, base * 2 * attempt)\n", "    delay = min(cap, base * 2**attempt)\n"),
+            edit(
                 "tests/test_numbers.py",
                 "def test_backoff_is_capped",
                 "def test_backoff_doubles():\n"
@@ -1367,7 +1351,7 @@ _STEPS = [
         "fix_without_test",
         "LRUCache.put: do not evict when updating an existing key\n",
         (
-            _edit(_C, "        if len(self._data) >= self.capacity:\n", "        if key not in self._data and len(self._data) >= self.capacity:\n"),
+            edit(_C, "        if len(self._data) >= self.capacity:\n", "        if key not in self._data and len(self._data) >= self.capacity:\n"),
         ),
     ),
     _Step(
@@ -1375,7 +1359,7 @@ _STEPS = [
         "refactor_large",
         "Rewrite parse_line as a small state machine\n\n"
         "Same behaviour, easier to extend; also adds iter_rows.\n",
-        (_write(_CSV, CSVISH_STATE_MACHINE), _write("docs/csv.md", DOCS_CSV)),
+        (write(_CSV, CSVISH_STATE_MACHINE), write("docs/csv.md", DOCS_CSV)),
         expected_drop_reason="too_many_lines",
     ),
     _Step(
@@ -1384,8 +1368,8 @@ _STEPS = [
         "human_size: whole bytes need no decimals\n\n"
         'human_size(500) said "500.0 B".\n',
         (
-            _edit(_N, "    value = float(num_bytes)\n", '    if num_bytes < 1024:\n        return f"{num_bytes} B"\n    value = float(num_bytes)\n'),
-            _edit(
+            edit(_N, "    value = float(num_bytes)\n", '    if num_bytes < 1024:\n        return f"{num_bytes} B"\n    value = float(num_bytes)\n'),
+            edit(
                 "tests/test_numbers.py",
                 "def test_human_size_rejects_negative",
                 "def test_human_size_bytes():\n"
@@ -1401,28 +1385,28 @@ _STEPS = [
         "fix_without_test",
         "parse_duration: round instead of truncating\n\n"
         'Float error made parse_duration("1.13h") 4067 seconds instead of 4068.\n',
-        (_edit(_D, "    return int(total)\n", "    return round(total)\n"),),
+        (edit(_D, "    return int(total)\n", "    return round(total)\n"),),
     ),
     _Step(
         "ada",
         "refactor_large",
         "Say what was expected in error messages\n",
         (
-            _edit(_D, '        raise ValueError("empty duration")\n', '        raise ValueError("empty duration: expected amounts with units such as \'1h30m\', \'90s\' or \'1.5d\'")\n'),
-            _edit(
+            edit(_D, '        raise ValueError("empty duration")\n', '        raise ValueError("empty duration: expected amounts with units such as \'1h30m\', \'90s\' or \'1.5d\'")\n'),
+            edit(
                 _D,
                 '        if match.start() != position:\n            raise ValueError(f"invalid duration: {text!r}")\n',
                 '        if match.start() != position:\n            raise ValueError(f"invalid duration {text!r}: expected a number then one of d, h, m, s at {position}")\n',
             ),
-            _edit(
+            edit(
                 _D,
                 '    if position != len(compact):\n        raise ValueError(f"invalid duration: {text!r}")\n',
                 '    if position != len(compact):\n        raise ValueError(f"invalid duration {text!r}: unexpected text after position {position}")\n',
             ),
-            _edit(_D, '        raise ValueError("duration must not be negative")\n', '        raise ValueError(f"a duration must not be negative, got {seconds} seconds; pass abs(seconds)")\n'),
-            _edit(_V, '        raise ValueError(f"not a semantic version: {text!r}")\n', '        raise ValueError(f"not a semantic version: {text!r}; expected MAJOR.MINOR.PATCH such as \'1.4.2\' or \'2.0.0-rc.1\'")\n'),
-            _edit(_N, '        raise ValueError("size must not be negative")\n', '        raise ValueError(f"a size in bytes must not be negative, got {num_bytes}; sizes count bytes from zero")\n'),
-            _edit(_W, '        raise ValueError("width must be at least 1")\n', '        raise ValueError(f"width must be at least 1 character, got {width}; wrap_text cannot make empty lines")\n'),
+            edit(_D, '        raise ValueError("duration must not be negative")\n', '        raise ValueError(f"a duration must not be negative, got {seconds} seconds; pass abs(seconds)")\n'),
+            edit(_V, '        raise ValueError(f"not a semantic version: {text!r}")\n', '        raise ValueError(f"not a semantic version: {text!r}; expected MAJOR.MINOR.PATCH such as \'1.4.2\' or \'2.0.0-rc.1\'")\n'),
+            edit(_N, '        raise ValueError("size must not be negative")\n', '        raise ValueError(f"a size in bytes must not be negative, got {num_bytes}; sizes count bytes from zero")\n'),
+            edit(_W, '        raise ValueError("width must be at least 1")\n', '        raise ValueError(f"width must be at least 1 character, got {width}; wrap_text cannot make empty lines")\n'),
         ),
         expected_drop_reason="patch_too_long",
     ),
@@ -1432,7 +1416,7 @@ _STEPS = [
         "Make the backoff jitter test deterministic\n\n"
         "It assumed jitter only adds, so it failed about half the time.\n",
         (
-            _edit(
+            edit(
                 "tests/test_numbers.py",
                 "def test_backoff_jitter_never_shortens_the_delay():\n    assert backoff(2, jitter=0.2) >= backoff(2)\n",
                 "def test_backoff_jitter_stays_within_spread():\n"
@@ -1447,7 +1431,7 @@ _STEPS = [
         "feature",
         "Add truncate\n",
         (
-            _edit(
+            edit(
                 _T,
                 '    return "\\n\\n".join(" ".join(paragraph.split()) for paragraph in paragraphs)\n',
                 '    return "\\n\\n".join(" ".join(paragraph.split()) for paragraph in paragraphs)\n\n\n'
@@ -1457,8 +1441,8 @@ _STEPS = [
                 "        return text\n"
                 "    return text[:width] + placeholder\n",
             ),
-            _edit("tests/test_text.py", "from textkit.text import normalize_space\n", "from textkit.text import normalize_space, truncate\n"),
-            _edit(
+            edit("tests/test_text.py", "from textkit.text import normalize_space\n", "from textkit.text import normalize_space, truncate\n"),
+            edit(
                 "tests/test_text.py",
                 '    assert normalize_space("  padded  ") == "padded"\n',
                 '    assert normalize_space("  padded  ") == "padded"\n\n\n'
@@ -1474,14 +1458,14 @@ _STEPS = [
         "compare_versions: pre-releases come before the release\n\n"
         '"1.0.0-rc.1" compared equal to "1.0.0".\n',
         (
-            _edit(
+            edit(
                 _V,
                 "    major, minor, patch, _prerelease = parse_version(version)\n    return (major, minor, patch)\n",
                 "    major, minor, patch, prerelease = parse_version(version)\n"
                 "    # A pre-release sorts before the release it leads up to.\n"
                 '    return (major, minor, patch, prerelease is None, prerelease or "")\n',
             ),
-            _edit(
+            edit(
                 "tests/test_semver.py",
                 "def test_parse_rejects_garbage",
                 "def test_prerelease_sorts_first():\n"
@@ -1498,8 +1482,8 @@ _STEPS = [
         "slugify: trim the separator actually used\n\n"
         'slugify(" Hello World ", separator="_") gave "_hello_world_".\n',
         (
-            _edit(_S, '    text = text.strip("-")\n', "    text = text.strip(separator)\n"),
-            _edit(
+            edit(_S, '    text = text.strip("-")\n', "    text = text.strip(separator)\n"),
+            edit(
                 "tests/test_slug.py",
                 "def test_slugify_max_length",
                 "def test_slugify_custom_separator():\n"
@@ -1514,9 +1498,9 @@ _STEPS = [
         "docs_only",
         "Fix typos and examples in the docs\n",
         (
-            _edit("docs/cache.md", "The cache is not thread-safe; guard it with a lock if threads share it.\n", "The cache is not thread-safe: guard it with a lock when threads share it.\n"),
-            _edit("docs/durations.md", "returns whole seconds:\n", "returns whole seconds (decimals such as `1.5h` are allowed):\n"),
-            _edit("docs/slug.md", "ends.\n", "ends. Accented letters keep their base letter.\n"),
+            edit("docs/cache.md", "The cache is not thread-safe; guard it with a lock if threads share it.\n", "The cache is not thread-safe: guard it with a lock when threads share it.\n"),
+            edit("docs/durations.md", "returns whole seconds:\n", "returns whole seconds (decimals such as `1.5h` are allowed):\n"),
+            edit("docs/slug.md", "ends.\n", "ends. Accented letters keep their base letter.\n"),
         ),
         expected_drop_reason="no_python_change",
     ),
@@ -1526,8 +1510,8 @@ _STEPS = [
         "truncate: count the placeholder in the width\n\n"
         'truncate("abcdefghij", 8) returned 11 characters.\n',
         (
-            _edit(_T, "    return text[:width] + placeholder\n", "    return text[: max(0, width - len(placeholder))] + placeholder\n"),
-            _edit(
+            edit(_T, "    return text[:width] + placeholder\n", "    return text[: max(0, width - len(placeholder))] + placeholder\n"),
+            edit(
                 "tests/test_text.py",
                 '    assert truncate("short", 10) == "short"\n',
                 '    assert truncate("short", 10) == "short"\n\n\n'
@@ -1543,7 +1527,7 @@ _STEPS = [
         "parse_version: accept a leading v\n\n"
         'Tags are usually written "v1.2.3"; parse_version rejected them.\n',
         (
-            _edit(
+            edit(
                 _V,
                 "    match = _VERSION.match(text.strip())\n",
                 "    text = text.strip()\n"
@@ -1558,9 +1542,9 @@ _STEPS = [
         "release",
         "Release 0.2.0\n",
         (
-            _edit("pyproject.toml", 'version = "0.1.0"', 'version = "0.2.0"'),
-            _edit(_I, '__version__ = "0.1.0"', '__version__ = "0.2.0"'),
-            _edit("CHANGELOG.md", "## Unreleased\n", "## 0.2.0\n"),
+            edit("pyproject.toml", 'version = "0.1.0"', 'version = "0.2.0"'),
+            edit(_I, '__version__ = "0.1.0"', '__version__ = "0.2.0"'),
+            edit("CHANGELOG.md", "## Unreleased\n", "## 0.2.0\n"),
         ),
     ),
 ]
@@ -1581,56 +1565,18 @@ def _commit_dates(count: int, now: datetime) -> list[int]:
     return times
 
 
-def _git_env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-    env.update({"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"})
-    return env
-
-
-_GIT_CONFIG = (
-    "-c", "commit.gpgsign=false",
-    "-c", "init.defaultBranch=main",
-    "-c", "core.autocrlf=false",
-    "-c", "user.name=textkit",
-    "-c", "user.email=textkit@example.org",
-)  # fmt: skip
-
-
-def _git(path: Path, *args: str, env: dict[str, str], stdin: bytes = b"") -> str:
-    result = subprocess.run(
-        ["git", *_GIT_CONFIG, *args], cwd=path, env=env, input=stdin, capture_output=True, check=False
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: {result.stderr.decode(errors='replace')}")
-    return result.stdout.decode("utf-8", errors="replace").strip()
-
-
-def _apply(path: Path, change: tuple) -> None:
-    target = path / change[1]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if change[0] == "write":
-        content = change[2]
-        target.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-        return
-    _op, name, old, new = change
-    text = target.read_text(encoding="utf-8")
-    if text.count(old) != 1:
-        raise ValueError(f"{name}: expected exactly one {old!r}, found {text.count(old)}")
-    target.write_text(text.replace(old, new), encoding="utf-8")
-
-
-def _commit_raw(path: Path, message: bytes, author: _Author, date: str, *, env: dict[str, str]) -> None:
+def _commit_raw(path: Path, message: bytes, author: Author, date: str, *, env: dict[str, str]) -> None:
     """Commit the index with `message` stored byte for byte.
 
     `git commit` would re-encode a message that is not valid UTF-8 (reading it as
     latin-1); real histories do hold such bytes, without an encoding header.
     """
-    tree = _git(path, "write-tree", env=env)
-    parent = _git(path, "rev-parse", "HEAD", env=env)
+    tree = git(path, "write-tree", env=env)
+    parent = git(path, "rev-parse", "HEAD", env=env)
     person = f"{author.name} <{author.email}> {date}".encode("utf-8")
     body = b"tree %s\nparent %s\nauthor %s\ncommitter %s\n\n" % (tree.encode(), parent.encode(), person, person)
-    sha = _git(path, "hash-object", "-t", "commit", "-w", "--stdin", env=env, stdin=body + message)
-    _git(path, "update-ref", "HEAD", sha, parent, env=env)
+    sha = git(path, "hash-object", "-t", "commit", "-w", "--stdin", env=env, stdin=body + message)
+    git(path, "update-ref", "HEAD", sha, parent, env=env)
 
 
 def _subject(message: Union[str, bytes]) -> str:
@@ -1655,31 +1601,23 @@ def sample_repo_write(path: Path, *, now: Optional[datetime] = None) -> list[Sam
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
     path.mkdir(parents=True, exist_ok=True)
-    env = _git_env()
-    _git(path, "init", "-q", "-b", "main", env=env)
+    env = git_env()
+    git(path, "init", "-q", "-b", "main", env=env)
     commits = []
     for step, when in zip(_STEPS, _commit_dates(len(_STEPS), now)):
         for change in step.changes:
-            _apply(path, change)
+            change_apply(path, change)
         author = _AUTHORS[step.author]
         date = f"{when} {author.tz}"
-        commit_env = {
-            **env,
-            "GIT_AUTHOR_NAME": author.name,
-            "GIT_AUTHOR_EMAIL": author.email,
-            "GIT_AUTHOR_DATE": date,
-            "GIT_COMMITTER_NAME": author.name,
-            "GIT_COMMITTER_EMAIL": author.email,
-            "GIT_COMMITTER_DATE": date,
-        }
-        _git(path, "add", "-A", env=commit_env)
+        commit_env = author_env(env, author, date)
+        git(path, "add", "-A", env=commit_env)
         if isinstance(step.message, bytes):
             _commit_raw(path, step.message, author, date, env=env)
         else:
-            _git(path, "commit", "-q", "--no-verify", "-F", "-", env=commit_env, stdin=step.message.encode("utf-8"))
+            git(path, "commit", "-q", "--no-verify", "-F", "-", env=commit_env, stdin=step.message.encode("utf-8"))
         commits.append(
             SampleCommit(
-                sha=_git(path, "rev-parse", "HEAD", env=env),
+                sha=git(path, "rev-parse", "HEAD", env=env),
                 subject=_subject(step.message),
                 kind=step.kind,
                 expected_drop_reason=step.expected_drop_reason,
