@@ -139,6 +139,9 @@ COMMITGYM_MAX_BLOB_BYTES = _env_int("COMMITGYM_MAX_BLOB_BYTES", 5 << 20)
 COMMITGYM_ENV_DIR = Path(os.environ.get("COMMITGYM_ENV_DIR", VAR_DIR / "envs"))
 COMMITGYM_WORK_DIR = Path(os.environ.get("COMMITGYM_WORK_DIR", VAR_DIR / "work"))
 COMMITGYM_CA_BUNDLE = os.environ.get("COMMITGYM_CA_BUNDLE", "")  # an extra CA for builds behind a proxy
+# Runtime dependencies resolve as of a commit's date rounded up to a multiple of this many days, so that
+# neighbouring commits share a lock (0: the exact date). What builds a package is resolved apart from it.
+COMMITGYM_RESOLVE_ROUND_DAYS = _env_int("COMMITGYM_RESOLVE_ROUND_DAYS", 7)
 # Where untrusted code runs: "local" (bubblewrap) or "docker" (a container per run).
 COMMITGYM_SANDBOX = os.environ.get("COMMITGYM_SANDBOX", "local")
 # Without bubblewrap the local sandbox refuses to run untrusted code, unless the operator allows it here.

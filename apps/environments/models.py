@@ -17,6 +17,14 @@ class Environment(models.Model):
     build_network = models.CharField(max_length=32, default=INDEX_PROXY, help_text="The network installs used.")
     repository = models.ForeignKey("repositories.Repository", null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="environments", help_text="The repository it was built for.")
+    strategy = models.CharField(max_length=255, blank=True, help_text="The attempt that built it.")
+    pytest = models.CharField(max_length=128, blank=True, help_text="The pytest it has, and why that one.")
+    lifted = models.JSONField(default=dict, blank=True,
+                              help_text="{package: cutoff}: packages resolved later than the commit's date.")
+    optional_added = models.JSONField(default=list, blank=True,
+                                      help_text="[{requirement, why}]: optional dependencies added for skipped tests.")
+    generated_files = models.JSONField(default=list, blank=True,
+                                       help_text="Files the install wrote into the working copy, laid into every run.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

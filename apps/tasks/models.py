@@ -117,9 +117,16 @@ class EnvironmentAttempt(models.Model):
     step = models.CharField(max_length=16, blank=True)
     output = models.TextField(blank=True)
     seconds = models.FloatField(default=0)
+    reason = models.CharField(max_length=64, blank=True, help_text="Why it was refused (a reason code).")
+    lifted = models.JSONField(default=dict, blank=True, help_text="{package: the date cutoff it was lifted to}")
+    pytest = models.CharField(max_length=128, blank=True, help_text="The pytest it installed, and why that one.")
 
     class Meta:
         ordering = ["id"]
+
+    @property
+    def reason_sentence(self) -> str:
+        return reason_sentence(self.reason) if self.reason else ""
 
 
 class TestRunRecord(models.Model):

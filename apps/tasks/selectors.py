@@ -12,6 +12,7 @@ from django.utils import timezone
 from apps.llm.models import LanguageJob, ModelCall
 from apps.repositories.models import Repository
 from apps.repositories.selectors import repositories_visible
+from worker.engine.reasons import reason_sentence
 from worker.engine.validate.generated_tests import FILE_PREFIX as GENERATED_FILE_PREFIX
 
 from .models import GeneratedTest, IssueVersion, Review, Task, TaskStateChange, TestRunRecord, Validation
@@ -204,6 +205,13 @@ def repository_validation_funnel(*, repository: Repository) -> list[ValidationSt
         steps.append(ValidationStep(label, remaining, dropped, max(before - remaining - dropped, 0), state))
         before = remaining
     return steps
+
+
+def repository_environment_failures(*, repository: Repository) -> list[tuple[str, str, int]]:
+    """(reason, sentence, tasks) for the repository's tasks whose environment failed, most first."""
+    counts = (Task.objects.filter(repository=repository, state=Task.State.ENVIRONMENT_FAILED)
+              .values("reason").annotate(tasks=Count("id")).order_by("-tasks", "reason"))
+    return [(row["reason"], reason_sentence(row["reason"]) if row["reason"] else "", row["tasks"]) for row in counts]
 
 
 # --- the task page ----------------------------------------------------------------------------

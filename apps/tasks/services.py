@@ -158,7 +158,8 @@ def _builder(repository, backend: str) -> EnvironmentBuilder:
     return EnvironmentBuilder(
         env_root=Path(settings.COMMITGYM_ENV_DIR) / backend / f"repository-{repository.pk}", uv=uv,
         namespace=f"repository-{repository.pk}", sandbox_factory=factory, backend=backend, runtimes=runtimes,
-        ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None)
+        ca_bundle=Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else None,
+        round_days=settings.COMMITGYM_RESOLVE_ROUND_DAYS)
 
 
 def _generated_check(validation: Validation, target: CommitToValidate, builder: EnvironmentBuilder,
@@ -185,6 +186,16 @@ def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:
     return [_built(env) for env in environments if Path(env.path).is_dir()]
 
 
+def _how_built(environment: BuiltEnvironment) -> dict:
+    """What the attempt that built an environment did (nothing when it was built before)."""
+    built = [attempt for attempt in environment.attempts if attempt.status == "ok" and attempt.strategy != "reuse"]
+    if not built:
+        return {}
+    return {"strategy": built[-1].strategy[:255], "pytest": built[-1].pytest[:128], "lifted": built[-1].lifted,
+            "optional_added": built[-1].added,
+            "generated_files": [text_storable(path) for path in environment.generated]}
+
+
 def _validation_store(validation: Validation, result) -> None:
     environment = None
     if result.environment:
@@ -193,12 +204,13 @@ def _validation_store(validation: Validation, result) -> None:
             "image": result.environment.image,
             "recipe_key": result.environment.recipe_key, "path": str(result.environment.path),
             "repository": validation.task.repository, "backend": validation.backend,
-            "build_network": INDEX_PROXY})
+            "build_network": INDEX_PROXY, **_how_built(result.environment)})
     oracle = result.oracle
     EnvironmentAttempt.objects.bulk_create([
-        EnvironmentAttempt(validation=validation, strategy=a.strategy, status=a.status, step=a.step,
+        EnvironmentAttempt(validation=validation, strategy=a.strategy[:64], status=a.status, step=a.step,
                            commands=[text_storable(c) for c in a.commands], seconds=a.seconds,
-                           output=text_storable(a.output)[-_OUTPUT_KEPT:])
+                           output=text_storable(a.output)[-_OUTPUT_KEPT:], reason=a.reason, lifted=a.lifted,
+                           pytest=a.pytest[:128])
         for a in result.attempts])
     TestRunRecord.objects.bulk_create([
         TestRunRecord(validation=validation, side=r.side, scope=r.scope, index=r.index, status=r.run.status,

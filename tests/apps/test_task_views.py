@@ -310,6 +310,7 @@ def test_repository_page_shows_the_validation_funnel(curator_client, repository)
         task = make_task(repository, n, state=state)
         if state == "environment_failed":
             make_validation(task, None, verdict=state, runs=0)
+            Task.objects.filter(pk=task.pk).update(reason="build_requirements_unavailable")
         elif state != "mined":
             validation = make_validation(task, environment, verdict="invalid" if state == "invalid" else "valid",
                                          runs=0)
@@ -328,6 +329,37 @@ def test_repository_page_shows_the_validation_funnel(curator_client, repository)
     assert "Environment reuse: 2 of 3 validations (66.7%) reused an environment; 1 distinct environment." in (
         text_of(page))
     assert f'href="{reverse("tasks:list", args=[repository.pk])}">tasks</a>' in page
+    # Why environments failed, by reason, each a link to those tasks.
+    assert ("1 without an environment: build_requirements_unavailable What the build needs cannot be resolved, "
+            "even with its date cutoff lifted.") in text_of(page)
+    assert (f'{reverse("tasks:list", args=[repository.pk])}?state=environment_failed&amp;'
+            f'reason=build_requirements_unavailable') in page
+
+
+def test_environment_page_says_how_it_was_built(curator_client, task):
+    environment = make_environment(task.repository)
+    Environment.objects.filter(pk=environment.pk).update(
+        strategy="python3.9 editable pytest~=6.1.0", pytest="pytest~=6.1.0 (the oldest that runs on Python 3.9)",
+        lifted={"setuptools": "2022-10-24", "six": "none"}, generated_files=["src/pkg/_version.py"],
+        optional_added=[{"requirement": "wcwidth", "why": "tests skipped: could not import 'wcwidth'"}])
+    text = text_of(html(curator_client.get(reverse("environments:detail", args=[environment.key])))).replace(
+        "&#x27;", "'")
+    assert "Built by python3.9 editable pytest~=6.1.0" in text
+    assert "pytest pytest~=6.1.0 (the oldest that runs on Python 3.9)" in text
+    assert "Cutoffs lifted setuptools to 2022-10-24, six to none" in text  # by name
+    assert "Optional dependencies added wcwidth tests skipped: could not import 'wcwidth'" in text
+    assert "Files the install generated src/pkg/_version.py Laid into every run's fresh copy" in text
+
+
+def test_task_page_says_why_each_attempt_was_refused(curator_client, task):
+    validation = make_validation(task, None, verdict="environment_failed", reason="build_failed", runs=0)
+    EnvironmentAttempt.objects.create(validation=validation, strategy="python3.11 editable", status="failed",
+                                      step="install", reason="build_failed", lifted={"setuptools": "none"},
+                                      pytest="pytest>=4.6 (as of the commit)", output="the log")
+    text = text_of(html(curator_client.get(reverse("tasks:detail", args=[task.instance_id]))))
+    assert ("python3.11 editable failed install build_failed The package itself does not build (its setup script "
+            "or build backend fails), with every cutoff of the build's packages tried.") in text.replace("&#x27;", "'")
+    assert "pytest&gt;=4.6 (as of the commit) cutoff lifted: setuptools to none" in text
 
 
 def test_commit_page_links_its_task(curator_client, small_repository):

@@ -156,7 +156,7 @@ def test_hostile_code_is_contained_and_the_worker_goes_on(celery_worker, tmp_pat
     mine_now(attacker_repository)
 
     failed = _validate(installer_repository, refusing)[refusing]
-    assert (failed["verdict"], failed["reason"]) == ("environment_failed", "install_failed")
+    assert (failed["verdict"], failed["reason"]) == ("environment_failed", "build_failed")
     attempt = Validation.objects.get(task__commit__sha=refusing).attempts.first()
     assert "this package refuses to install" in attempt.output and "shadow unreadable" in attempt.output
     assert "DATABASE_URL" not in attempt.output and "SECRET_KEY" not in attempt.output

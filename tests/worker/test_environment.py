@@ -9,8 +9,29 @@ from pathlib import Path
 import pytest
 
 from worker.demo.sample_repo import sample_repo_write
-from worker.engine.env.builder import EnvironmentBuilder, EnvironmentFailed
-from worker.engine.env.recipes import ENV, REPO, WORKSPACE, declared_python, install_strategies, recipe_key
+from worker.engine.env.builder import (
+    Attempt,
+    EnvironmentBuilder,
+    EnvironmentFailed,
+    Cutoffs,
+    install_failure_reason,
+    lifts_wanted,
+    with_era_reason,
+    environment_files,
+    environment_files_lay,
+)
+from worker.engine.env.recipes import (
+    ENV,
+    REPO,
+    WORKSPACE,
+    build_packages,
+    declared_dependencies,
+    declared_python,
+    install_strategies,
+    project_name,
+    recipe_key,
+)
+from worker.engine.reasons import ENVIRONMENT_REASONS
 from worker.engine.env.runtimes import Runtime, default_images, docker_runtimes, local_runtimes, python_order
 from worker.engine.sandbox.docker import DockerSandbox
 
@@ -25,15 +46,154 @@ def _names(recipe):
 
 def test_strategies_follow_what_the_repository_declares():
     pyproject = '[project]\nname = "x"\n[project.optional-dependencies]\ntest = ["pytest"]\ndocs = ["sphinx"]\n'
-    assert _names({"pyproject.toml": pyproject}) == ["editable[test]", "editable"]
+    assert _names({"pyproject.toml": pyproject}) == [
+        "editable[test]", "editable", "editable-compat", "install", "tests-only"]
     setup_py = "setup(name='x', extras_require={'testing': ['pytest'], 'dev': ['tox']})"
-    assert _names({"setup.py": setup_py}) == ["editable[testing]", "editable[dev]", "editable"]
+    assert _names({"setup.py": setup_py}) == [
+        "editable[testing]", "editable[dev]", "editable", "editable-compat", "install", "dependencies", "tests-only"]
     setup_cfg = "[options.extras_require]\ntests = pytest\n"
     assert _names({"setup.cfg": setup_cfg, "setup.py": "setup()", "requirements-dev.txt": "mock\n"}) == [
-        "editable[tests]", "editable+requirements", "editable", "requirements"]
-    assert _names({"requirements.txt": "six\n"}) == ["requirements"]
+        "editable[tests]", "editable+requirements", "editable", "editable-compat", "install", "dependencies",
+        "tests-only"]
+    assert _names({"requirements.txt": "six\n"}) == ["dependencies", "tests-only"]
     assert _names({}) == ["tests-only"]
-    assert _names({"pyproject.toml": "not [toml"}) == ["editable"]
+    assert _names({"pyproject.toml": "not [toml"}) == ["editable", "editable-compat", "install", "tests-only"]
+    hatch = '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n[project]\nname = "x"\n'
+    assert _names({"pyproject.toml": hatch}) == ["editable", "install", "tests-only"]
+
+
+def test_only_what_runs_beside_the_working_copy_puts_it_on_the_path():
+    strategies = {s.name: s for s in install_strategies({"setup.py": "setup(name='old', install_requires=['six'])",
+                                                         "requirements.txt": "mock\n"})}
+    assert not strategies["editable"].working_copy_on_path
+    assert strategies["install"].install_args == (REPO,) and strategies["install"].working_copy_on_path
+    assert strategies["dependencies"].working_copy_on_path and strategies["tests-only"].working_copy_on_path
+    assert strategies["dependencies"].install_args == ("six", "-r", f"{REPO}/requirements.txt")
+    assert strategies["editable-compat"].install_args == (
+        "-e", REPO, "--config-settings-package", "old:editable_mode=compat")
+
+
+def test_dependencies_are_read_from_the_install_files_without_running_them():
+    setup_py = ("import os\nfrom setuptools import setup\nREQS = ['six>=1.4', 'requests']\n"
+                "setup(name='old', version=os.environ['V'], install_requires=REQS, tests_require=['mock'],\n"
+                "      extras_require={'test': ['nose'], 'docs': ['sphinx']})\n")
+    assert declared_dependencies({"setup.py": setup_py}) == ["six>=1.4", "requests", "mock", "nose"]
+    assert project_name({"setup.py": setup_py}) == "old"
+    setup_cfg = "[metadata]\nname = cfgpkg\n[options]\ninstall_requires =\n    attrs>=17\n    # a comment\n"
+    assert declared_dependencies({"setup.cfg": setup_cfg}) == ["attrs>=17"] and project_name(
+        {"setup.cfg": setup_cfg}) == "cfgpkg"
+    poetry = ('[tool.poetry]\nname = "po"\n[tool.poetry.dependencies]\npython = "^3.7"\nclick = "^7.0"\n'
+              '[tool.poetry.dev-dependencies]\npytest = "^6"\nhypothesis = "*"\n')
+    assert declared_dependencies({"pyproject.toml": poetry}) == ["click", "hypothesis"]
+    assert declared_dependencies({"setup.py": "setup(install_requires=compute())"}) == []
+    assert declared_dependencies({"setup.py": "def (:"}) == [] and project_name({"setup.py": "setup(name=x)"}) == ""
+
+
+def test_what_the_build_needs_is_told_apart_from_what_the_code_imports():
+    pyproject = ('[build-system]\nrequires = ["setuptools>=61", "cython", "numpy", "not a requirement!"]\n'
+                 '[project]\nname = "x"\ndependencies = ["numpy>=1.20"]\n')
+    packages = build_packages({"pyproject.toml": pyproject})
+    assert {"setuptools", "wheel", "hatchling", "flit-core", "poetry-core", "cython"} <= set(packages)
+    assert "numpy" not in packages and "pytest" not in packages
+
+
+def test_a_cutoff_is_lifted_a_step_at_a_time_then_dropped():
+    as_of = datetime(2014, 6, 1, tzinfo=timezone.utc)
+    cutoffs = Cutoffs(as_of, {}, ("setuptools",))
+    seen = []
+    while cutoffs.lift(["six"]):
+        seen.append(cutoffs.lifted["six"])
+    assert [s.year if s else None for s in seen] == [2015, 2016, 2018, 2022, None]
+    assert "--exclude-newer-package" in cutoffs.args() and "six=false" in cutoffs.args()
+    assert cutoffs.args()[:2] == ["--exclude-newer", as_of.isoformat()]
+    assert cutoffs.recorded() == {"six": "none"}
+    # A cutoff already past today has nothing newer to let in: it is not stepped through.
+    recent = Cutoffs(datetime(2026, 6, 1, tzinfo=timezone.utc), {}, ())
+    assert recent.lift(["six"]) and recent.lifted["six"] is None and not recent.lift(["six"])
+
+
+UV_HELD = """error: Failed to resolve requirements from `setup.py` build
+  cause: No solution found when resolving: `setuptools>=40.8.0`
+  cause: Because only setuptools<=3.8 is available and you require setuptools>=40.8.0, we can conclude that your requirements are unsatisfiable.
+
+hint: `setuptools` was filtered by `exclude-newer` to only include packages uploaded before 2014-06-02T00:00:00Z. The latest version satisfying the requirement is v84.2.1, published at 2026-10-20T19:01:35.678Z. Consider using `exclude-newer-package` to override the cutoff for this package.
+"""
+UV_DEPENDENCY_BUILD = """error: Failed to build `numpy==1.8.1`
+  cause: The build backend returned an error
+  cause: Call to `setuptools.build_meta:__legacy__.prepare_metadata_for_build_wheel` failed (exit status: 1)
+"""
+UV_OWN_BUILD = """   Building file:///workspace/repo
+error: The build backend returned an error
+  cause: Call to `setuptools.build_meta:__legacy__.build_editable` failed (exit status: 1)
+         AttributeError: '_BuildMetaLegacyBackend' object has no attribute 'build_editable'
+"""
+
+
+def test_what_uv_says_decides_which_cutoff_to_lift_and_the_reason():
+    build = ("setuptools", "wheel")
+    cutoffs = Cutoffs(datetime(2014, 6, 1, tzinfo=timezone.utc), {}, build)
+    assert lifts_wanted(UV_HELD, build) == ["setuptools"]
+    assert install_failure_reason(UV_HELD, cutoffs) == "build_requirements_unavailable"
+    assert install_failure_reason(UV_HELD.replace("setuptools", "six"), cutoffs) == "dependencies_unavailable"
+    assert lifts_wanted(UV_DEPENDENCY_BUILD, build) == ["numpy"]
+    assert install_failure_reason(UV_DEPENDENCY_BUILD, cutoffs) == "dependency_build_failed"
+    assert lifts_wanted(UV_OWN_BUILD, build) == ["setuptools", "wheel"]
+    assert install_failure_reason(UV_OWN_BUILD, cutoffs) == "build_failed"
+    named_own = "error: Failed to build `old @ file:///workspace/repo`\n  cause: The build backend returned an error\n"
+    assert lifts_wanted(named_own, build) == ["setuptools", "wheel"]
+    assert lifts_wanted("error: No solution found when resolving dependencies", build) == []
+    assert install_failure_reason("error: No solution found when resolving dependencies", cutoffs) == "dependencies_unavailable"
+    assert install_failure_reason("error: something else", cutoffs) == "install_failed"
+
+
+def _failed(strategy, step, reason):
+    return Attempt(strategy, [], "failed", step, "", 0.0, reason=reason)
+
+
+def test_a_failed_build_gives_the_reason_of_the_attempt_that_came_closest():
+    attempts = [_failed("3.11 editable", "install", "build_failed"), _failed("3.11 tests-only", "collect",
+                                                                          "tests_do_not_collect"),
+                _failed("3.9 editable", "install", "dependencies_unavailable")]
+    assert EnvironmentFailed(attempts).reason == "tests_do_not_collect"
+    assert EnvironmentFailed(attempts[::2]).reason == "dependencies_unavailable"  # the latest of those as far
+    assert EnvironmentFailed([Attempt("reuse", [], "failed", "collect", "", 0.0)]).reason == "install_failed"
+    assert all(code in ENVIRONMENT_REASONS for code in (
+        "no_python", "no_python_for_era", "build_requirements_unavailable", "build_failed", "dependencies_unavailable",
+        "dependency_build_failed", "pytest_unavailable", "no_test_runner", "tests_do_not_collect", "no_tests_collected"))
+
+
+def test_python_2_code_fails_as_code_of_another_era():
+    python2 = _failed("3.11 tests-only", "collect", "tests_do_not_collect")
+    python2 = Attempt(python2.strategy, [], "failed", "collect",
+                      'print "x"\nSyntaxError: Missing parentheses in call to \'print\'. Did you mean print(...)?',
+                      0.0, reason="tests_do_not_collect")
+    assert EnvironmentFailed(with_era_reason([python2], {}, [Runtime("3.11")])).reason == "no_python_for_era"
+    declared = {"setup.py": "setup(python_requires='>=2.6,<3')"}
+    plain = _failed("3.11 editable", "install", "build_failed")
+    assert EnvironmentFailed(with_era_reason([plain], declared, [Runtime("3.11")])).reason == "no_python_for_era"
+    assert EnvironmentFailed(with_era_reason([plain], {}, [Runtime("3.11")])).reason == "build_failed"
+
+
+def test_generated_files_are_laid_where_the_copy_has_nothing_and_never_through_a_link(tmp_path):
+    env = tmp_path / "envs" / "abc"
+    env.mkdir(parents=True)
+    files = environment_files(env)
+    (files / "src" / "pkg").mkdir(parents=True)
+    (files / "src" / "pkg" / "_version.py").write_text("version = '1.0'\n")
+    (files / "pkg.txt").write_text("generated\n")
+    (files / "linked" ).mkdir()
+    (files / "linked" / "x.py").write_text("x\n")
+    repo = tmp_path / "repo"
+    (repo / "src" / "pkg").mkdir(parents=True)
+    (repo / "pkg.txt").write_text("the commit's own\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / "linked").symlink_to(outside)
+    assert environment_files_lay(env, repo) == ["src/pkg/_version.py"]
+    assert (repo / "src" / "pkg" / "_version.py").read_text() == "version = '1.0'\n"
+    assert (repo / "pkg.txt").read_text() == "the commit's own\n"
+    assert list(outside.iterdir()) == []
+    assert environment_files_lay(tmp_path / "envs" / "none", repo) == []
 
 
 def _versions(recipe, as_of, available=("3.13", "3.11", "3.9", "3.8")):
@@ -109,9 +269,18 @@ def test_an_install_that_fails_records_every_attempt(place):
     with pytest.raises(EnvironmentFailed) as failed:
         _builder(place).build(work, as_of=AS_OF)
     attempts = failed.value.attempts
-    assert [a.strategy for a in attempts] == [f"{PYTHON} editable"]
-    assert attempts[0].step == "install" and attempts[0].status == "failed"
-    assert "this package refuses to install" in attempts[0].output
+    assert [a.strategy for a in attempts] == [f"{PYTHON} {name}" for name in (
+        "editable", "editable-compat", "install", "tests-only")]
+    for attempt in attempts[:3]:
+        assert (attempt.step, attempt.status, attempt.reason) == ("install", "failed", "build_failed")
+        assert "this package refuses to install" in attempt.output
+    # The build failed: tried again with the build's packages as of today (a step past the date is
+    # past today), and no further.
+    installs = attempts[0].commands[1:]
+    assert len(installs) == 2 and "setuptools=" not in installs[0] and "setuptools=false" in installs[1]
+    assert attempts[0].lifted["setuptools"] == "none" and "six" not in attempts[0].lifted
+    assert (attempts[-1].step, attempts[-1].reason) == ("collect", "no_tests_collected") and attempts[-1].on_path
+    assert failed.value.reason == "build_failed"
 
 
 def test_tests_that_do_not_collect_fail_the_attempt(place):
@@ -190,9 +359,9 @@ def test_a_dependency_that_broke_later_is_held_back_until_the_tests_collect(plac
         "        TimedJSONWebSignatureSerializer('k').dumps({'a': 1})) == {'a': 1}\n")
     built = _builder(place).build(work, as_of=AS_OF)
     *held, last = built.attempts
-    assert (last.strategy, last.status) == (f"{PYTHON} requirements itsdangerous<2.1", "ok")
+    assert (last.strategy, last.status) == (f"{PYTHON} dependencies itsdangerous<2.1", "ok")
     assert held and all(a.step == "collect" and "TimedJSONWebSignatureSerializer" in a.output for a in held)
-    assert held[0].strategy == f"{PYTHON} requirements"
+    assert held[0].strategy == f"{PYTHON} dependencies"
     assert "itsdangerous==2.0." in built.lock
 
 

@@ -20,7 +20,7 @@ def builder(open_module_folder):
     return EnvironmentBuilder(env_root=open_module_folder / "envs", uv=UV)
 
 
-def _validate(repo: GitRepo, sha: str, parent: str, builder, place: Path):
+def validate_on_day(repo: GitRepo, sha: str, parent: str, builder, place: Path):
     target = CommitToValidate(mirror_dir=repo.path, sha=sha, parent_sha=parent,
                               committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc))
     return task_validate(target, builder=builder, work_root=place, settings=FAST)
@@ -44,7 +44,7 @@ def test_a_commit_whose_hook_forges_passes_after_the_fix_is_invalid_untrusted(bu
     # The "fix" changes only the value the hook is keyed on: the test fails on every side in truth.
     fix = repo.commit("Fix add", {"calc.py": "VERSION = 2\n\n\ndef add(a, b):\n    return a - b\n",
                                   "tests/test_calc.py": TEST_ADD, "tests/conftest.py": FORGING_CONFTEST})
-    result = _validate(repo, fix, parent, builder, open_module_folder)
+    result = validate_on_day(repo, fix, parent, builder, open_module_folder)
     assert (result.verdict, result.reason, result.oracle) == ("invalid", "untrusted_run", None)
     forged = [record for record in result.runs if record.run.untrusted]
     assert forged and all(record.side in ("after", "gold") for record in forged)
@@ -66,7 +66,7 @@ def test_each_run_gets_a_fresh_copy(builder, open_module_folder):
     parent = repo.commit("init", {"calc.py": "def add(a, b):\n    return a - b\n"})
     fix = repo.commit("Fix add", {"calc.py": "def add(a, b):\n    return a + b\n",
                                   "tests/test_calc.py": TEST_ADD, "tests/test_marker.py": MARKER_TEST})
-    result = _validate(repo, fix, parent, builder, open_module_folder)
+    result = validate_on_day(repo, fix, parent, builder, open_module_folder)
     assert (result.verdict, result.reason) == ("valid", ""), [r.run.output[-2000:] for r in result.runs]
     assert result.oracle.flaky == [] and "tests/test_marker.py::test_leaves_a_marker" in result.oracle.pass_to_pass
     assert result.oracle.fail_to_pass == ["tests/test_calc.py::test_add"]

@@ -42,9 +42,33 @@ VALIDATION_REASONS = {
     "gold_patch_fails": "Graded like a candidate, the commit's own fix does not resolve the task.",
     "empty_patch_resolves": "Graded like a candidate, an empty patch already resolves the task.",
     "install_failed": "No install strategy gave an environment where the tests collect.",
+    "runs_do_not_collect": "The environment's check collected the tests, but a side's runs collected none: "
+                           "the environment does not work for the runs (see the runs' output).",
     "untrusted_run": "A test run's report was forged or tampered with (see which run and why): it counts for nothing.",
     "validation_error": "The last validation stopped on an error before reaching a verdict (see its page).",
     "worker_lost": "The worker running the job stopped reporting (killed, out of memory, or past its hard time limit).",
+}
+
+# Why no environment could be had for a commit (an attempt's reason; the validation's, from the
+# attempt that came closest).
+ENVIRONMENT_REASONS = {
+    "no_python": "No Python is available to the sandbox (docker: no base image; manage.py build_base_images).",
+    "no_python_for_era": "The code needs a Python older than any the sandbox has (its declared Python, or "
+                         "Python 2 syntax).",
+    "build_requirements_unavailable": "What the build needs cannot be resolved, even with its date cutoff lifted.",
+    "build_failed": "The package itself does not build (its setup script or build backend fails), with every "
+                    "cutoff of the build's packages tried.",
+    "dependencies_unavailable": "A dependency cannot be resolved as of the commit's date, even with its cutoff "
+                                "lifted (or the requirements conflict).",
+    "dependency_build_failed": "A dependency has no wheel for the Python and its source does not build, with every "
+                               "cutoff tried.",
+    "pytest_unavailable": "No pytest the report plugin supports (4.6 or later) could be installed.",
+    "no_test_runner": "pytest does not start on this Python (too old for it, or a plugin breaks it).",
+    "tests_do_not_collect": "The package installs, but its tests do not collect.",
+    "no_tests_collected": "The package installs, but pytest finds no test (tests under names it does not look "
+                          "for, such as a nose-era tests.py, or none at all).",
+    "no_fewer_skips": "With the optional dependencies that skipped tests named, no fewer tests skipped: the "
+                      "environment without them was kept.",
 }
 
 # Why a generated test file was dropped.
@@ -69,7 +93,8 @@ REJECT_REASONS = {
     "other": "Another problem, said in the note.",
 }
 
-REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **JOB_FAILURES, **VALIDATION_REASONS, **GENERATED_TEST_REASONS, **REJECT_REASONS}
+REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **JOB_FAILURES, **VALIDATION_REASONS, **ENVIRONMENT_REASONS,
+           **GENERATED_TEST_REASONS, **REJECT_REASONS}
 
 
 def reason_sentence(code: str) -> str:

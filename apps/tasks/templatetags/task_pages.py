@@ -23,6 +23,7 @@ def validation_funnel(repository):
     return {
         "repository": repository,
         "steps": [(step, 100 * step.remaining / total, 100 * step.dropped / total) for step in steps],
+        "environment_failures": selectors.repository_environment_failures(repository=repository),
         "reuse": environment_reuse(validations=Validation.objects.filter(task__repository=repository)),
     }
 

@@ -1,9 +1,17 @@
 """Build the environment a repository had at a commit, in a sandbox of either backend.
 
-The repository's own files say how it installs (recipes.py); versions resolve as of the
-commit's date with uv's --exclude-newer, pytest included. Each Python (runtimes.py) and,
-with each, each strategy is tried in order until the package installs and pytest collects
-the tests. Every attempt is recorded.
+The repository's own files say how it installs (recipes.py). Versions resolve as of the commit's
+date with uv's --exclude-newer, except what the build needs (setuptools, hatchling, ...), which
+starts from the later of that date and its Python's, so that a 2014 setup.py builds on a Python of
+2022. Where a cutoff leaves a requirement unsatisfiable, or a dependency's sdist does not build on
+the Python chosen, the cutoff is lifted for that package alone, a step at a time (a year, two,
+four, eight, then none), and each lift is recorded. pytest is the one of the commit's day, or
+where that does not run on the Python, the oldest that does.
+
+Each Python (runtimes.py) and, with each, each strategy is tried in order until the package
+installs and pytest collects the tests. Every attempt is recorded, with the reason it was refused.
+Files the install wrote into the working copy (a version file from setuptools-scm or hatch-vcs,
+an extension built in place) are kept beside the environment and laid into every run's copy.
 """
 
 import hashlib
@@ -11,10 +19,13 @@ import os
 import re
 import shutil
 import stat
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from worker.engine.env.recipes import (
     ENV,
@@ -22,18 +33,49 @@ from worker.engine.env.recipes import (
     UV,
     WORKSPACE,
     Strategy,
+    build_packages,
+    declared_extras,
+    declared_python,
     install_recipe,
     install_strategies,
     recipe_key,
 )
-from worker.engine.env.runtimes import Runtime, local_runtimes, python_order
-from worker.engine.sandbox.base import Limits, RunStatus, Sandbox
+from worker.engine.env.runtimes import PYTHON_RELEASES, Runtime, local_runtimes, python_order
+from worker.engine.sandbox.base import Limits, RunStatus, Sandbox, sandbox_file_create, sandbox_file_read
 from worker.engine.sandbox.local import LocalSandbox
 
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
 MAX_PINS = 3  # attempts holding packages back, per strategy, before it counts as failed
+MAX_LIFTS = 12  # installs in one attempt with a cutoff lifted, before the attempt counts as failed
+LIFT_YEARS = (1, 2, 4, 8, None)  # a lifted cutoff's steps after the commit's date; None: no cutoff
+# pytest of the commit's day, as long as our report plugin runs with it (4.6 on).
+PYTEST_OF_THE_DAY = "pytest>=4.6"
+# The oldest pytest that runs on each Python, used where the one of the commit's day does not, and
+# the day its series ended: pytest and what it needs resolve as of then.
+PYTEST_FLOOR = {"3.7": ("4.6.0", date(2020, 6, 6)), "3.8": ("4.6.0", date(2020, 6, 6)),
+                "3.9": ("6.1.0", date(2020, 10, 29)), "3.10": ("6.2.5", date(2021, 8, 30)),
+                "3.11": ("6.2.5", date(2021, 8, 30)), "3.12": ("7.4.0", date(2024, 1, 1)),
+                "3.13": ("8.2.0", date(2024, 6, 5)), "3.14": ("8.4.0", date(2025, 9, 10))}
+PYTEST_NEEDS = ("pytest", "pluggy", "py", "iniconfig", "attrs", "more-itertools", "atomicwrites", "toml", "tomli",
+                "exceptiongroup", "packaging", "colorama", "importlib-metadata", "zipp", "wcwidth", "pygments")
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
+# What uv says when the date held a requirement back, and when a package's build failed.
+_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer(?:-package)?`")
+_BUILD_FAILED = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9._-]+)(==| @ )([^`]*)`")
+_INSTALLED_PYTEST = re.compile(r"\+ pytest==([0-9][\w.]*)")
+# What Python 3 says of Python 2 code.
+_PYTHON2 = re.compile(r"Missing parentheses in call to '(print|exec)'|multiple exception types must be parenthesized"
+                      r"|leading zeros in decimal integer literals are not permitted"
+                      r"|cannot import name '(izip|izip_longest|imap|ifilter|ifilterfalse)' from 'itertools'"
+                      r"|No module named '(urllib2|urlparse|StringIO|cStringIO|ConfigParser|Queue|cPickle|httplib|"
+                      r"__builtin__|exceptions|HTMLParser|Cookie|cookielib|SocketServer|Tkinter)'"
+                      r"|name '(xrange|basestring|unicode|unichr|raw_input|execfile|reduce|long|file)' is not defined")
+_NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
+# Folders of a working copy an install or a collection writes that runs do not need.
+_NOT_GENERATED = {"__pycache__", ".pytest_cache", "build", "dist", ".eggs", ".tox", ".git", ".uv-cache"}
+GENERATED_FILES = 500  # files kept from what an install wrote into the working copy, at most
+GENERATED_BYTES = 32 << 20
 # Run in the environment: the distribution that installed a top-level module, and its version.
 _DISTRIBUTION_OF = """
 import importlib.metadata as metadata, sys
@@ -45,6 +87,14 @@ for dist in metadata.distributions():
         print(dist.metadata["Name"], dist.version)
         break
 """
+# Run in the environment: a .pth file putting the working copy's src/ ahead of site-packages, so the
+# code under test is the working copy's even where a regular install put a copy in site-packages
+# (the runner puts the working copy's root first itself).
+_WORKING_COPY_PTH = """
+import sys, sysconfig
+with open(sysconfig.get_paths()["purelib"] + "/_commitgym_working_copy.pth", "w") as pth:
+    pth.write("import sys; sys.path[0:0] = [%r]\\n" % (sys.argv[1] + "/src"))
+"""
 
 
 class EnvironmentFailed(Exception):
@@ -52,10 +102,17 @@ class EnvironmentFailed(Exception):
         super().__init__(f"no install strategy worked ({len(attempts)} tried)")
         self.attempts = attempts
 
+    @property
+    def reason(self) -> str:
+        """Why no environment: the reason of the attempt that came closest."""
+        return failure_reason(self.attempts)
 
-# The step that ended an attempt ("" when all passed): making the virtualenv, installing, collecting
-# the tests, reading the environment back, or checking that an earlier environment fits.
-AttemptStep = Literal["venv", "install", "collect", "keep", ""]
+
+# The step that ended an attempt ("" when all passed): making the virtualenv, installing, putting
+# the working copy on the path, running pytest at all, collecting the tests, reading the
+# environment back, or checking that an earlier environment fits.
+AttemptStep = Literal["venv", "install", "path", "runner", "collect", "probe", "keep", ""]
+_STEP_ORDER = ("venv", "install", "path", "runner", "collect", "probe", "keep")
 
 
 @dataclass(frozen=True)
@@ -66,6 +123,24 @@ class Attempt:
     step: AttemptStep
     output: str
     seconds: float
+    reason: str = ""  # why it was refused: a code of ENVIRONMENT_REASONS ("" when it worked)
+    lifted: dict[str, str] = field(default_factory=dict)  # package -> the cutoff it was lifted to ("none")
+    pytest: str = ""  # the pytest it installed, and why that one
+    added: list[dict[str, str]] = field(default_factory=list)  # optional requirements added: {requirement, why}
+    on_path: bool = False  # the strategy imports the code from the working copy rather than installing it
+    generated: tuple[str, ...] = ()  # files the install wrote into the working copy (not those tests wrote)
+
+
+def failure_reason(attempts: Sequence[Attempt]) -> str:
+    """The reason of the attempt that got furthest (the latest of those that got as far), among those
+    that installed the package where there are any: a fallback that put the working copy on the path
+    fails for want of what the install would have given."""
+    failed = [attempt for attempt in attempts if attempt.status != "ok" and attempt.strategy != "reuse"]
+    failed = [attempt for attempt in failed if not attempt.on_path] or failed
+    if not failed:
+        return "install_failed"
+    closest = max(reversed(failed), key=lambda attempt: _STEP_ORDER.index(attempt.step or "keep"))
+    return closest.reason or "install_failed"
 
 
 @dataclass(frozen=True)
@@ -77,6 +152,42 @@ class BuiltEnvironment:
     attempts: list[Attempt] = field(default_factory=list)
     recipe_key: str = ""  # the install files it was built from
     image: str = ""  # the docker image its Python lives in ("" for the local backend)
+    generated: list[str] = field(default_factory=list)  # files its install wrote into the working copy, laid into runs
+
+
+@dataclass
+class Cutoffs:
+    """The dates an install resolves as of: the commit's, and later ones for the packages lifted."""
+
+    as_of: datetime
+    lifted: dict[str, Optional[datetime]]  # package -> its cutoff (None: none)
+    build: tuple[str, ...]  # what the build needs: lifted together
+
+    def args(self) -> list[str]:
+        args = ["--exclude-newer", self.as_of.isoformat()]
+        for package, cutoff in sorted(self.lifted.items()):
+            args += ["--exclude-newer-package", f"{package}={cutoff.isoformat() if cutoff else 'false'}"]
+        return args
+
+    def lift(self, packages: Sequence[str]) -> bool:
+        """Each package's cutoff one step later; False when none of them can move."""
+        moved = False
+        for package in packages:
+            later = self._next(self.lifted.get(package, self.as_of))
+            if later != "stuck":
+                self.lifted[package], moved = later, True
+        return moved
+
+    def _next(self, cutoff: Optional[datetime]):
+        now = datetime.now(self.as_of.tzinfo)
+        if cutoff is None or cutoff >= now:
+            return "stuck"  # no cutoff, or one no release is newer than
+        steps = [self.as_of + timedelta(days=round(365.25 * years)) if years else None for years in LIFT_YEARS]
+        later = next((step for step in steps if step is None or step > cutoff), None)
+        return None if later is None or later >= now else later
+
+    def recorded(self) -> dict[str, str]:
+        return {package: cutoff.date().isoformat() if cutoff else "none" for package, cutoff in self.lifted.items()}
 
 
 @dataclass
@@ -92,6 +203,9 @@ class EnvironmentBuilder:
     # Makes the sandbox every step runs in: LocalSandbox, or a configured DockerSandbox.
     sandbox_factory: Callable[..., Sandbox] = LocalSandbox
     backend: str = "local"
+    # Runtime dependencies resolve as of the commit's date rounded up to a multiple of this many days
+    # (0: not rounded), so that neighbouring commits land on the same lock; the build's packages do not.
+    round_days: int = 0
 
     def sandbox(self, read_only: Sequence = (), *, image: str = "") -> Sandbox:
         """A sandbox of this builder's backend with `read_only` mounted; for docker, in `image`
@@ -120,38 +234,85 @@ class EnvironmentBuilder:
             env.update(SSL_CERT_FILE="/etc/ssl/certs/ca-certificates.crt")
         return env
 
-    def build(self, workdir: Path, *, as_of: datetime) -> BuiltEnvironment:
+    def build(self, workdir: Path, *, as_of: datetime, probe: Sequence[str] = ()) -> BuiltEnvironment:
         """Try each Python and, with each, each strategy in a fresh virtualenv until one installs
-        and collects."""
+        and collects. `probe`: test files to run once in the environment found (the commit's own),
+        to see which tests skip for want of an optional dependency."""
         recipe = install_recipe(workdir / "repo")
-        attempts = []
         if not self.runtimes:
             raise EnvironmentFailed([Attempt("python", [], "failed", "venv", f"No Python is available to the "
                                              f"{self.backend} sandbox (docker: no base image is present; "
-                                             f"manage.py build_base_images builds them).", 0.0)])
+                                             f"manage.py build_base_images builds them).", 0.0, reason="no_python")])
+        before = _working_copy_files(workdir / "repo")
+        attempts = []
         for runtime in python_order(self.runtimes, recipe, as_of):
+            floor = False  # once pytest of the commit's day fails on this Python, the next strategies skip it
             for strategy in install_strategies(recipe):
-                attempts += self._attempts_pinning(workdir, runtime, strategy, as_of)
+                tried, pins, floor = self._attempts_adjusting(workdir, runtime, strategy, as_of, recipe, probe, before,
+                                                              floor)
+                attempts += tried
                 if attempts[-1].status == "ok":
+                    attempts += self._optional_dependencies(workdir, runtime, strategy, as_of, recipe, probe, before,
+                                                            attempts[-1], pins, floor)
                     return self._keep(workdir, runtime, attempts, recipe)
                 if attempts[-1].step == "venv":
                     break  # this Python is not there: no strategy can work with it
-        raise EnvironmentFailed(attempts)
+                if attempts[-1].step == "collect" and _PYTHON2.search(attempts[-1].output):
+                    raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))  # no Python 2 here
+        raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))
 
-    def _attempts_pinning(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime) -> list:
-        """One strategy; while the tests fail to import from a dependency, again with that dependency
-        held below the release line it came in (a package that broke later than the code was written)."""
+    def _attempts_adjusting(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime,
+                            recipe: dict[str, str], probe: Sequence[str], before: set[str],
+                            floor: bool) -> tuple[list[Attempt], dict, bool]:
+        """One strategy; again with the oldest pytest that runs on the Python where the one of the
+        commit's day does not; and while the tests fail to import from a dependency, again with that
+        dependency held below the release line it came in (a package that broke later than the code)."""
         pins: dict[str, str] = {}
-        attempts = [self._attempt(workdir, runtime, strategy, as_of, pins)]
-        for _ in range(MAX_PINS):
-            if attempts[-1].step != "collect":
-                break
-            pin = self._pin_for(workdir, runtime, attempts[-1].output)
-            if pin is None or pins.get(pin[0]) == pin[1]:
-                break
-            pins[pin[0]] = pin[1]
-            attempts.append(self._attempt(workdir, runtime, strategy, as_of, pins))
-        return attempts
+        attempts = [self._attempt(workdir, runtime, strategy, as_of, recipe, pins, floor, probe, before)]
+        for _ in range(MAX_PINS + 1):
+            last = attempts[-1]
+            if not floor and self._pytest_too_old(last, runtime):
+                floor = True
+            else:
+                pin = self._pin_for(workdir, runtime, last.output) if last.step == "collect" else None
+                if pin is None or pins.get(pin[0]) == pin[1] or len(pins) >= MAX_PINS:
+                    break
+                pins[pin[0]] = pin[1]
+            attempts.append(self._attempt(workdir, runtime, strategy, as_of, recipe, pins, floor, probe, before))
+        return attempts, pins, floor
+
+    def _optional_dependencies(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime,
+                               recipe: dict[str, str], probe: Sequence[str], before: set[str], found: Attempt,
+                               pins: dict[str, str], floor: bool) -> list[Attempt]:
+        """Where tests skipped for want of a module, the same attempt again with what provides it (the
+        package's own extras first), kept if fewer tests skip; otherwise the environment found stays."""
+        wanted = optional_requirements(_missing_modules(found.output), recipe)
+        if not wanted:
+            return []
+        env, kept = workdir / "env", workdir / "env.kept"
+        if env.is_symlink() or not env.is_dir():
+            return []  # what the build left is refused as it is kept
+        os.rename(env, kept)
+        more = self._attempt(workdir, runtime, strategy, as_of, recipe, pins, floor, probe, before, wanted)
+        if more.status == "ok" and _skipped(more.output) < _skipped(found.output):
+            shutil.rmtree(kept)
+            return [more]
+        shutil.rmtree(env, ignore_errors=True)
+        os.rename(kept, env)
+        refused = more.reason if more.status != "ok" else "no_fewer_skips"
+        return [replace(more, status=more.status if more.status != "ok" else "failed", reason=refused)]
+
+    @staticmethod
+    def _pytest_too_old(attempt: Attempt, runtime: Runtime) -> bool:
+        """pytest of the commit's day could not be had, or did not run or collect on this Python,
+        and is older than the oldest that does."""
+        if attempt.reason == "pytest_unavailable" or attempt.step == "runner":
+            return True  # the floor also brings what pytest needs as of the Python's day
+        if attempt.step != "collect":
+            return False
+        installed = _INSTALLED_PYTEST.search(attempt.output)
+        floor = PYTEST_FLOOR.get(runtime.version)
+        return bool(installed and floor and _release(installed.group(1)) < _release(floor[0]))
 
     def _pin_for(self, workdir: Path, runtime: Runtime, output: str) -> Optional[tuple[str, str]]:
         """(distribution, requirement) holding back the installed package the tests failed to import from."""
@@ -173,31 +334,68 @@ class EnvironmentBuilder:
         return fields[0].lower(), f"{fields[0]}<{release.group(0)}"
 
     def _attempt(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime,
-                 pins: dict[str, str]) -> Attempt:
+                 recipe: dict[str, str], pins: dict[str, str], floor: bool, probe: Sequence[str],
+                 before: set[str], optional: Sequence[tuple[str, str]] = ()) -> Attempt:
         shutil.rmtree(workdir / "env", ignore_errors=True)
-        steps = [
-            ("venv", [UV, "venv", "--quiet", "--python", runtime.interpreter, ENV], False),
-            ("install", [UV, "pip", "install", "--python", f"{ENV}/bin/python",
-                         "--exclude-newer", as_of.isoformat(), *strategy.install_args, "pytest", *pins.values()],
-             True),
-            ("collect", [f"{ENV}/bin/python", "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
-             False),
-        ]
-        outputs, seconds, commands = [], 0.0, []
-        sandbox = self._sandbox(runtime)
-        name = " ".join([runtime.interpreter, strategy.name, *pins.values()])
-        for step, argv, network in steps:
-            commands.append(" ".join(argv))
-            result = sandbox.run(argv, workdir=workdir, mount_at=WORKSPACE, cwd=REPO, network=network,
-                                 limits=self.limits, env=self._env())
-            seconds += result.seconds
-            outputs.append(f"$ {commands[-1]}\n{result.output.decode('utf-8', 'replace')}")
-            if not result.ok:
-                return Attempt(name, commands, result.status, step, "\n".join(outputs), seconds)
-        return Attempt(name, commands, "ok", "", "\n".join(outputs), seconds)
+        build = tuple(build_packages(recipe))
+        released = PYTHON_RELEASES.get(runtime.version)
+        build_from = max(as_of, datetime.combine(released, as_of.timetz())) if released else as_of
+        resolved_as_of = date_rounded_up(as_of, self.round_days)
+        cutoffs = Cutoffs(resolved_as_of, {package: build_from for package in build} if build_from > resolved_as_of
+                           else {}, build)
+        pytest = PYTEST_OF_THE_DAY
+        if floor:
+            version, until = PYTEST_FLOOR.get(runtime.version, ("8.0.0", None))
+            pytest = f"pytest~={version}"
+            # What pytest needs, as of the later of its series' end and the Python's release (an older
+            # `py` or `pluggy` may not import on that Python), to the end of that day.
+            series = datetime.combine(max(until, released or until), time(23, 59, 59), as_of.tzinfo) if until else None
+            for package in PYTEST_NEEDS:
+                current = cutoffs.lifted.get(package, resolved_as_of)
+                if current is not None and (series is None or series > current):
+                    cutoffs.lifted[package] = series
+        added = [requirement for requirement, _why in optional]
+        run = _AttemptRun(self, workdir, runtime, " ".join(
+            [runtime.interpreter, strategy.name, *pins.values(), *([pytest] if floor else []), *added]))
+        run.added = [{"requirement": requirement, "why": why} for requirement, why in optional]
+        run.on_path = strategy.working_copy_on_path
+        if not run.step("venv", [UV, "venv", "--quiet", "--python", runtime.interpreter, ENV]):
+            return run.end("no_python")
+        installed = self._install(run, [*strategy.install_args, pytest, *pins.values(), *added], cutoffs)
+        pytest_note = f"{pytest} ({'the oldest that runs on Python ' + runtime.version if floor else 'as of the commit'})"
+        if not installed:
+            return run.end(install_failure_reason(run.last_output, cutoffs), cutoffs.recorded(), pytest_note)
+        run.generated = tuple(sorted(_working_copy_files(workdir / "repo") - before))
+        if strategy.working_copy_on_path and not run.step(
+                "path", [f"{ENV}/bin/python", "-c", _WORKING_COPY_PTH, REPO], network=False):
+            return run.end("install_failed", cutoffs.recorded(), pytest_note)
+        if not run.step("runner", [f"{ENV}/bin/python", "-m", "pytest", "--version"], network=False):
+            return run.end("no_test_runner", cutoffs.recorded(), pytest_note)
+        if not run.step("collect", _collect_argv(probe), network=False):
+            nothing = _NO_TESTS.search(run.last_output) and "error" not in run.last_output.lower()
+            return run.end("no_tests_collected" if nothing else "tests_do_not_collect", cutoffs.recorded(), pytest_note)
+        if probe:  # what the commit's own tests skip; that they fail or pass here decides nothing
+            run.step("probe", [f"{ENV}/bin/python", "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *probe],
+                     required=False)
+        return run.end("", cutoffs.recorded(), pytest_note)
 
-    def _keep(self, workdir: Path, runtime: Runtime, attempts: list[Attempt],
-              recipe: dict[str, str]) -> BuiltEnvironment:
+    def _install(self, run: "_AttemptRun", requirements: list[str], cutoffs: Cutoffs) -> bool:
+        """`uv pip install` as of the cutoffs, lifting a cutoff a step for each package it held back
+        or that did not build, until the install works or nothing more can be lifted."""
+        for _ in range(MAX_LIFTS):
+            argv = [UV, "pip", "install", "--python", f"{ENV}/bin/python", *cutoffs.args(), *requirements]
+            if run.step("install", argv, network=True, required=False):
+                return True
+            held = lifts_wanted(run.last_output, cutoffs.build)
+            if "pytest" in held and "pytest" not in cutoffs.lifted:
+                run.pytest_unavailable = True
+                break
+            if not held or not cutoffs.lift(held):
+                break
+        run.status, run.failed_step = run.last_status, "install"
+        return False
+
+    def _keep(self, workdir: Path, runtime: Runtime, attempts: list[Attempt], recipe: dict[str, str]) -> BuiltEnvironment:
         sandbox = self._sandbox(runtime)
         freeze = sandbox.run([UV, "pip", "freeze", "--python", f"{ENV}/bin/python"], workdir=workdir,
                              mount_at=WORKSPACE, limits=self.limits, env=self._env())
@@ -207,27 +405,212 @@ class EnvironmentBuilder:
         # The build ran the repository's code: what it left must be a plain folder, not a link elsewhere.
         if not (freeze.ok and version.ok) or built.is_symlink() or not built.is_dir():
             raise EnvironmentFailed([*attempts, Attempt("keep", [], "failed", "keep",
-                                                        "the environment could not be read back after the build", 0)])
+                                                        "the environment could not be read back after the build", 0,
+                                                        reason="install_failed")])
         lock = "\n".join(line for line in freeze.output.decode().splitlines() if _PINNED.match(line)) + "\n"
         python_version = version.output.decode().strip()[:32]
+        generated = list(attempts[-1].generated)
         # Environments are never shared across namespaces (repositories): a build is the repository's code.
         key = hashlib.sha256(
-            f"{self.backend}\n{self.namespace}\n{runtime.image}\n{python_version}\n{lock}".encode()).hexdigest()[:16]
+            f"{self.backend}\n{self.namespace}\n{runtime.image}\n{python_version}\n{lock}\n{generated}".encode()
+        ).hexdigest()[:16]
         target = self.env_root / key
         if not target.exists():
             self.env_root.mkdir(parents=True, exist_ok=True)
+            files = environment_files(target)
+            shutil.rmtree(files, ignore_errors=True)
+            _generated_files_keep(workdir / "repo", generated, files)
             environment_seal(built)
             shutil.move(built, target)
         return BuiltEnvironment(path=target, key=key, python_version=python_version, lock=lock, attempts=attempts,
-                                recipe_key=recipe_key(recipe), image=runtime.image)
+                                recipe_key=recipe_key(recipe), image=runtime.image, generated=generated)
 
-    def reuse_check(self, environment: BuiltEnvironment, workdir: Path) -> Attempt:
+    def reuse_check(self, environment: BuiltEnvironment, workdir: Path, probe: Sequence[str] = ()) -> Attempt:
         """Does an environment built for another commit install this one? (Its tests collect.)"""
-        argv = [f"{ENV}/bin/python", "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        environment_files_lay(environment.path, workdir / "repo")
+        argv = _collect_argv(probe)
         result = self.sandbox([(environment.path, ENV)], image=environment.image).run(
             argv, workdir=workdir, mount_at=WORKSPACE, cwd=REPO, limits=self.limits)
         return Attempt("reuse", [" ".join(argv)], result.status, "" if result.ok else "collect",
-                       result.output.decode("utf-8", "replace"), result.seconds)
+                       result.output.decode("utf-8", "replace"), result.seconds,
+                       reason="" if result.ok else "tests_do_not_collect")
+
+
+def _collect_argv(probe: Sequence[str]) -> list[str]:
+    """pytest collecting the commit's own test files where they are known (a nose-era `tests.py` is
+    collected when named, not by pytest's default patterns), else the whole suite."""
+    return [f"{ENV}/bin/python", "-m", "pytest", "--collect-only", "-q", "-rs", "-p", "no:cacheprovider", *probe]
+
+
+class _AttemptRun:
+    """The steps of one attempt, run in order in the attempt's sandbox, with what each printed."""
+
+    def __init__(self, builder: EnvironmentBuilder, workdir: Path, runtime: Runtime, name: str):
+        self.builder, self.workdir, self.name = builder, workdir, name
+        self.sandbox = builder._sandbox(runtime)
+        self.commands: list[str] = []
+        self.outputs: list[str] = []
+        self.seconds = 0.0
+        self.status: RunStatus = "ok"
+        self.failed_step: AttemptStep = ""
+        self.last_output = ""
+        self.last_status: RunStatus = "ok"
+        self.pytest_unavailable = False
+        self.added: list[dict[str, str]] = []
+        self.on_path = False
+        self.generated: tuple[str, ...] = ()
+
+    def step(self, step: AttemptStep, argv: list[str], *, network: bool = False, required: bool = True) -> bool:
+        self.commands.append(" ".join(argv))
+        result = self.sandbox.run(argv, workdir=self.workdir, mount_at=WORKSPACE, cwd=REPO, network=network,
+                                  limits=self.builder.limits, env=self.builder._env())
+        self.seconds += result.seconds
+        self.last_output, self.last_status = result.output.decode("utf-8", "replace"), result.status
+        self.outputs.append(f"$ {self.commands[-1]}\n{self.last_output}")
+        if not result.ok and required:
+            self.status, self.failed_step = result.status, step
+        return result.ok
+
+    def end(self, reason: str, lifted: Optional[dict] = None, pytest: str = "") -> Attempt:
+        if self.pytest_unavailable:
+            reason = "pytest_unavailable"
+        ok = self.failed_step == ""
+        return Attempt(self.name, self.commands, "ok" if ok else self.status, self.failed_step,
+                       "\n".join(self.outputs), self.seconds, reason="" if ok else reason, lifted=dict(lifted or {}),
+                       pytest=pytest, added=self.added, on_path=self.on_path, generated=self.generated)
+
+
+def lifts_wanted(output: str, build: Sequence[str]) -> list[str]:
+    """The packages whose cutoff to lift after a failed install: those the date held back (uv's
+    hint), else the one whose build failed (the build packages, when it is the repository itself)."""
+    held = [canonicalize_name(name) for name in _FILTERED.findall(output)]
+    if held:
+        return list(dict.fromkeys(held))
+    failed = _BUILD_FAILED.search(output)
+    if failed and not failed.group(3).startswith("file://"):
+        return [canonicalize_name(failed.group(1))]
+    if failed or "build backend" in output or "build_editable" in output:
+        return list(build)
+    return []
+
+
+def install_failure_reason(output: str, cutoffs: Cutoffs) -> str:
+    held = {canonicalize_name(name) for name in _FILTERED.findall(output)}
+    if held:
+        return "build_requirements_unavailable" if held & set(cutoffs.build) else "dependencies_unavailable"
+    failed = _BUILD_FAILED.search(output)
+    if failed and not failed.group(3).startswith("file://"):
+        return "dependency_build_failed"
+    if failed or "build backend" in output or "build_editable" in output:
+        return "build_failed"
+    if "No solution found" in output:
+        return "dependencies_unavailable"
+    return "install_failed"
+
+
+def with_era_reason(attempts: list[Attempt], recipe: dict[str, str], runtimes: Sequence[Runtime]) -> list[Attempt]:
+    """Attempts that failed because the code is older than every Python here say so."""
+    declared = declared_python(recipe)
+    too_new = declared is not None and not any(
+        declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99))
+    python2 = any(attempt.step == "collect" and _PYTHON2.search(attempt.output) for attempt in attempts)
+    if not (too_new or python2):
+        return attempts
+    return [replace(a, reason="no_python_for_era") if a.status != "ok" else a for a in attempts]
+
+
+# A skip in pytest's -rs summary ("SKIPPED [2] tests/test_x.py:3: reason"), and reasons naming a missing import.
+_SKIP_LINE = re.compile(r"^SKIPPED \[(\d+)\] [^\n]*?: (.*)$", re.MULTILINE)
+_MISSING_IMPORT = re.compile(r"could not import '([A-Za-z_][\w.]*)'|No module named '([A-Za-z_][\w.]*)'"
+                             r"|^([A-Za-z_][\w.-]*) (?:is )?not (?:installed|available)", re.IGNORECASE)
+OPTIONAL_AT_MOST = 5  # optional requirements added for skipped tests, at most
+# Import names that differ from the distribution's.
+_DISTRIBUTION_OF_MODULE = {"yaml": "pyyaml", "dateutil": "python-dateutil", "PIL": "pillow", "bs4": "beautifulsoup4",
+                           "sklearn": "scikit-learn", "cv2": "opencv-python-headless", "magic": "python-magic"}
+
+
+def _skipped(output: str) -> int:
+    return sum(int(count) for count, _reason in _SKIP_LINE.findall(output))
+
+
+def _missing_modules(output: str) -> dict[str, str]:
+    """Top-level module -> the skip reason that names it, for tests skipped for want of an import."""
+    missing = {}
+    for _count, reason in _SKIP_LINE.findall(output):
+        found = _MISSING_IMPORT.search(reason.strip())
+        if found:
+            name = next(group for group in found.groups() if group).split(".")[0]
+            missing.setdefault(name, reason.strip()[:200])
+    return missing
+
+
+def optional_requirements(missing: dict[str, str], recipe: dict[str, str]) -> list[tuple[str, str]]:
+    """(requirement, why) for missing modules: a requirement of the package's own extras that provides
+    the module, else the distribution of that name."""
+    extras = [requirement for requirements in declared_extras(recipe).values() for requirement in requirements]
+    wanted = []
+    for module, why in missing.items():
+        name = canonicalize_name(_DISTRIBUTION_OF_MODULE.get(module, module))
+        own = next((text for text in extras if canonicalize_name(Requirement(text).name) == name), None)
+        requirement = own or name
+        if requirement not in [w for w, _ in wanted] and name != "pytest":
+            wanted.append((requirement, f"{'an extra of the package; ' if own else ''}tests skipped: {why}"))
+    return wanted[:OPTIONAL_AT_MOST]
+
+
+def date_rounded_up(moment: datetime, days: int) -> datetime:
+    """The end of the `days`-long period (counted from the Unix epoch) that holds `moment`."""
+    if days <= 0:
+        return moment
+    epoch = datetime(1970, 1, 1, tzinfo=moment.tzinfo)
+    period = timedelta(days=days)
+    return epoch + period * ((moment - epoch) // period + 1) - timedelta(seconds=1)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def _working_copy_files(repo: Path) -> set[str]:
+    """The plain files of a working copy, relative to it, outside the folders nothing needs kept."""
+    found = set()
+    for root, dirs, files in os.walk(repo):  # does not follow links to folders
+        dirs[:] = [name for name in dirs if name not in _NOT_GENERATED and not os.path.islink(os.path.join(root, name))]
+        for name in files:
+            path = os.path.join(root, name)
+            if not name.endswith((".pyc", ".pyo")) and stat.S_ISREG(os.lstat(path).st_mode):
+                found.add(os.path.relpath(path, repo))
+    return found
+
+
+def environment_files(environment_path: Path) -> Path:
+    """Where the files an environment's install wrote into the working copy are kept."""
+    return environment_path.with_name(environment_path.name + ".files")
+
+
+def _generated_files_keep(repo: Path, paths: list[str], files: Path) -> None:
+    files.mkdir(parents=True)
+    total = 0
+    for path in paths[:GENERATED_FILES]:
+        data = sandbox_file_read(repo, path, max_bytes=GENERATED_BYTES - total)
+        total += len(data)
+        if total >= GENERATED_BYTES:
+            break
+        sandbox_file_create(files, path, data)
+    environment_seal(files)
+
+
+def environment_files_lay(environment_path: Path, repo: Path) -> list[str]:
+    """Lay the files the environment's install generated into a fresh working copy, where the copy
+    has nothing at that path (a file of the commit, or of a patch, always wins); returns those laid."""
+    files = environment_files(environment_path)
+    if not files.is_dir() or files.is_symlink():
+        return []
+    laid = []
+    for path in sorted(_working_copy_files(files)):
+        if sandbox_file_create(repo, path, sandbox_file_read(files, path, max_bytes=GENERATED_BYTES)):
+            laid.append(path)
+    return laid
 
 
 def environment_seal(path: Path) -> None:

@@ -6,6 +6,7 @@ Inside the sandbox the working copy is always at /workspace/repo and the virtual
 serve another with the same dependencies.
 """
 
+import ast
 import configparser
 import hashlib
 import re
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 
 from worker.engine.sandbox.base import sandbox_file_read
 
@@ -24,12 +27,21 @@ ENV = f"{WORKSPACE}/env"
 UV = "/opt/commitgym/uv"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 _INSTALL_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "Pipfile")
+# Build backends and their plugins: what building a package needs, not what its code runs with.
+BUILD_PACKAGES = (
+    "setuptools", "wheel", "setuptools-scm", "hatchling", "hatch-vcs", "hatch-fancy-pypi-readme", "editables",
+    "trove-classifiers", "flit-core", "flit-scm", "poetry-core", "poetry-dynamic-versioning", "pdm-backend",
+    "pdm-pep517", "setuptools-rust", "scikit-build-core", "meson-python", "maturin", "pbr", "incremental", "calver",
+)
 
 
 @dataclass(frozen=True)
 class Strategy:
     name: str
     install_args: tuple[str, ...]  # given to `uv pip install`, pytest is added
+    # A .pth file in the environment puts the working copy (and its src/) on sys.path: the code under
+    # test is imported from the working copy without being installed.
+    working_copy_on_path: bool = False
 
 
 def install_recipe(repo_dir: Path) -> dict[str, str]:
@@ -87,7 +99,9 @@ def declared_python(recipe: dict[str, str]) -> Optional[SpecifierSet]:
 
 
 def install_strategies(recipe: dict[str, str]) -> list[Strategy]:
-    """What to try, most specific first."""
+    """What to try, most specific first: editable installs (PEP 660, then setuptools' compatibility
+    mode, which is the legacy `develop`); a regular install; the dependencies alone, read from the
+    install files; the tests alone. The last three import the code from the working copy."""
     installable = any(name in recipe for name in ("pyproject.toml", "setup.py", "setup.cfg"))
     requirements = [path for path in recipe if path.endswith(".txt")]
     test_requirements = [path for path in requirements if re.search(r"test|dev", path)]
@@ -99,8 +113,147 @@ def install_strategies(recipe: dict[str, str]) -> list[Strategy]:
         strategies.append(Strategy("editable+requirements", ("-e", REPO, *reqs)))
     if installable:
         strategies.append(Strategy("editable", ("-e", REPO)))
-    if reqs:
-        strategies.append(Strategy("requirements", reqs))
-    if not strategies:
-        strategies.append(Strategy("tests-only", ()))
+    if installable and _built_by_setuptools(recipe):
+        name = project_name(recipe)
+        setting = ("--config-settings-package", f"{name}:editable_mode=compat") if name else (
+            "--config-settings", "editable_mode=compat")
+        strategies.append(Strategy("editable-compat", ("-e", f"{REPO}[{','.join(_declared_extras(recipe))}]"
+                                                       if _declared_extras(recipe) else REPO, *setting)))
+    if installable:  # built as a wheel, its code imported from the working copy all the same
+        strategies.append(Strategy("install", (f"{REPO}[{','.join(_declared_extras(recipe))}]"
+                                               if _declared_extras(recipe) else REPO,), working_copy_on_path=True))
+    dependencies = tuple(declared_dependencies(recipe))
+    all_reqs = tuple(arg for path in requirements for arg in ("-r", f"{REPO}/{path}"))
+    if dependencies or all_reqs:
+        strategies.append(Strategy("dependencies", (*dependencies, *all_reqs), working_copy_on_path=True))
+    strategies.append(Strategy("tests-only", (), working_copy_on_path=True))
     return strategies
+
+
+def _built_by_setuptools(recipe: dict[str, str]) -> bool:
+    backend = _pyproject(recipe).get("build-system", {}).get("build-backend", "")
+    return backend.startswith("setuptools") or not backend  # with none declared, setuptools builds (PEP 517)
+
+
+def _pyproject(recipe: dict[str, str]) -> dict:
+    try:
+        return tomllib.loads(recipe.get("pyproject.toml", ""))
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def _setup_cfg(recipe: dict[str, str]) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(recipe.get("setup.cfg", ""))
+    except configparser.Error:
+        return configparser.ConfigParser(interpolation=None)
+    return parser
+
+
+def _setup_py_keywords(recipe: dict[str, str]) -> dict[str, object]:
+    """The literal keyword arguments of the setup() call in setup.py (a name bound to a literal at
+    module level counts as that literal); what is not a literal is left out."""
+    try:
+        module = ast.parse(recipe.get("setup.py", ""))
+    except (SyntaxError, ValueError):
+        return {}
+    names = {}
+    for node in module.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = node.value
+    keywords: dict[str, object] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "setup":
+            for keyword in node.keywords:
+                value = keyword.value
+                if isinstance(value, ast.Name) and value.id in names:
+                    value = names[value.id]
+                try:
+                    keywords[keyword.arg] = ast.literal_eval(value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    pass
+    return keywords
+
+
+def project_name(recipe: dict[str, str]) -> str:
+    """The distribution's name as the install files declare it ("" when they do not say it plainly)."""
+    pyproject = _pyproject(recipe)
+    name = (pyproject.get("project", {}).get("name") or pyproject.get("tool", {}).get("poetry", {}).get("name")
+            or _setup_cfg(recipe).get("metadata", "name", fallback="") or _setup_py_keywords(recipe).get("name"))
+    return name if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) else ""
+
+
+def declared_dependencies(recipe: dict[str, str]) -> list[str]:
+    """The runtime and test requirements the install files declare, read without running anything:
+    for a package whose build fails, its dependencies can still be installed beside the working copy."""
+    pyproject = _pyproject(recipe)
+    project = pyproject.get("project", {})
+    found = list(project.get("dependencies", []))
+    for extra in TEST_EXTRAS:
+        found += project.get("optional-dependencies", {}).get(extra, [])
+    poetry = pyproject.get("tool", {}).get("poetry", {})
+    for table in (poetry.get("dependencies", {}), poetry.get("dev-dependencies", {}),
+                  poetry.get("group", {}).get("dev", {}).get("dependencies", {}),
+                  poetry.get("group", {}).get("test", {}).get("dependencies", {})):
+        found += [name for name in table if name.lower() != "python"]  # versions as of the date, not poetry's ^
+    setup_cfg = _setup_cfg(recipe)
+    found += setup_cfg.get("options", "install_requires", fallback="").splitlines()
+    found += setup_cfg.get("options", "tests_require", fallback="").splitlines()
+    for extra in TEST_EXTRAS:
+        found += setup_cfg.get("options.extras_require", extra, fallback="").splitlines()
+    keywords = _setup_py_keywords(recipe)
+    for key in ("install_requires", "tests_require"):
+        found += _strings(keywords.get(key))
+    extras = keywords.get("extras_require")
+    for extra in TEST_EXTRAS:
+        found += _strings(extras.get(extra)) if isinstance(extras, dict) else []
+    return [text for text in _requirements(found) if canonicalize_name(Requirement(text).name) != "pytest"]
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return value.splitlines()
+    return [item for item in value if isinstance(item, str)] if isinstance(value, (list, tuple)) else []
+
+
+def declared_extras(recipe: dict[str, str]) -> dict[str, list[str]]:
+    """Every extra the install files declare, with its requirements (those that parse)."""
+    extras: dict[str, list] = {}
+    for extra, requirements in _pyproject(recipe).get("project", {}).get("optional-dependencies", {}).items():
+        extras.setdefault(extra, []).extend(requirements if isinstance(requirements, list) else [])
+    setup_cfg = _setup_cfg(recipe)
+    if setup_cfg.has_section("options.extras_require"):
+        for extra, text in setup_cfg.items("options.extras_require"):
+            extras.setdefault(extra, []).extend(text.splitlines())
+    setup_extras = _setup_py_keywords(recipe).get("extras_require")
+    for extra, requirements in (setup_extras.items() if isinstance(setup_extras, dict) else []):
+        extras.setdefault(str(extra), []).extend(_strings(requirements))
+    return {extra: _requirements(texts) for extra, texts in extras.items()}
+
+
+def _requirements(texts) -> list[str]:
+    found = []
+    for text in texts:
+        try:
+            requirement = str(Requirement(text.split("#")[0].strip()))
+        except (InvalidRequirement, TypeError, AttributeError):
+            continue
+        if requirement not in found:
+            found.append(requirement)
+    return found
+
+
+def build_packages(recipe: dict[str, str]) -> list[str]:
+    """What building this package needs (the known backends, and its [build-system] requirements that
+    its code does not also import at run time): resolved apart from the commit's date."""
+    names = {canonicalize_name(name) for name in BUILD_PACKAGES}
+    runtime = {canonicalize_name(Requirement(text).name) for text in declared_dependencies(recipe)}
+    for text in _pyproject(recipe).get("build-system", {}).get("requires", []):
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except (InvalidRequirement, TypeError):
+            continue
+        if name not in runtime and name != "pytest":
+            names.add(name)
+    return sorted(names)

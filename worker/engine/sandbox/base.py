@@ -115,6 +115,33 @@ def sandbox_file_read(directory: Union[Path, int], relative: str, *, max_bytes: 
         return file.read(max_bytes) if file is not None else b""
 
 
+def sandbox_file_create(directory: Path, relative: str, data: bytes) -> bool:
+    """Write a new file below a folder code in a sandbox may have shaped, making the folders on the
+    way: no link followed at any component, nothing there already replaced. False when a link, a
+    file or anything else stands in the way."""
+    parts = PurePosixPath(relative).parts
+    if not parts or any(part in ("..", "/", ".") for part in parts):
+        return False
+    folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in parts[:-1]:
+            try:
+                os.mkdir(part, 0o755, dir_fd=folder)
+            except FileExistsError:
+                pass
+            below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = below
+        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
+    except OSError:
+        return False
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+    return True
+
+
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 

@@ -12,7 +12,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, Optional
 
-from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed
+from worker.engine.env.builder import (
+    Attempt,
+    BuiltEnvironment,
+    EnvironmentBuilder,
+    EnvironmentFailed,
+    environment_files_lay,
+    failure_reason,
+)
 from worker.engine.env.recipes import ENV, WORKSPACE, install_recipe, recipe_key
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.working_copy import patch_apply, working_copy_clone, working_copy_write
@@ -81,8 +88,10 @@ class ValidationResult:
     copy_seconds: float = 0.0  # of `seconds`, making the fresh copies the runs ran in
 
 
-def _test_files(paths: list[str]) -> list[str]:
-    return sorted(path for path in paths if path.endswith(".py") and Path(path).name != "conftest.py")
+def test_files_present(paths: list[str], repo_dir: Path) -> list[str]:
+    """The commit's test files that pytest runs (Python files other than conftest.py) present in a copy."""
+    return sorted(path for path in paths
+                  if path.endswith(".py") and Path(path).name != "conftest.py" and (repo_dir / path).is_file())
 
 
 class _Validation:
@@ -103,17 +112,19 @@ class _Validation:
                 raise RuntimeError(f"a patch of the commit does not apply to its parent: {output}")
         return workdir
 
-    def environment_for(self, workdir: Path, reusable: list[BuiltEnvironment]) -> bool:
+    def environment_for(self, workdir: Path, reusable: list[BuiltEnvironment], probe: list[str] = ()) -> bool:
+        """An environment whose tests collect on this commit: one built for another commit first, else
+        a new one; False (the attempts recorded) when none can be had."""
         for candidate in reusable:
             if not self.builder.runs(candidate):
                 continue  # its Python is no longer among this builder's runtimes
-            check = self.builder.reuse_check(candidate, workdir)
+            check = self.builder.reuse_check(candidate, workdir, probe)
             self.result.attempts.append(check)
             if check.status == "ok":
                 self.environment, self.result.environment_reused = candidate, True
                 return True
         try:
-            self.environment = self.builder.build(workdir, as_of=self.commit.committed_at)
+            self.environment = self.builder.build(workdir, as_of=self.commit.committed_at, probe=probe)
         except EnvironmentFailed as failed:
             self.result.attempts += failed.attempts
             return False
@@ -139,6 +150,7 @@ class _Validation:
             with capped_folder(fresh, holds=workdir / "repo", limits=limits):
                 copy_started = time.monotonic()
                 working_copy_clone(workdir / "repo", fresh / "repo")
+                environment_files_lay(self.environment.path, fresh / "repo")
                 self.result.copy_seconds += time.monotonic() - copy_started
                 run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo",
                                  python=f"{ENV}/bin/python", selection=selection,
@@ -178,13 +190,14 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     # Installing runs the repository's code: it gets a copy of its own, thrown away after.
     build = v.copy("build", commit.sha)
     recipe = recipe_key(install_recipe(build / "repo"))
-    if not v.environment_for(build, [env for env in reusable if env.recipe_key == recipe]):
-        result.verdict, result.reason = "environment_failed", "install_failed"
+    probe = test_files_present(patches.test_files, build / "repo")
+    if not v.environment_for(build, [env for env in reusable if env.recipe_key == recipe], probe):
+        result.verdict, result.reason = "environment_failed", failure_reason(result.attempts)
         return
     shutil.rmtree(build, ignore_errors=True)
     result.environment = v.environment
     after = v.copy("after", commit.sha)
-    selection = [path for path in _test_files(patches.test_files) if (after / "repo" / path).is_file()]
+    selection = test_files_present(patches.test_files, after / "repo")
     if not commit.parent_sha:
         result.reason = "no_fail_to_pass"
         return
@@ -197,6 +210,11 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
                                     for copy, side in ((before, "before"), (after, "after"))])
     suite_before = v.run(before, "before", "suite", 0, [], wall_seconds=settings.suite_seconds)
     suite_after = v.run(after, "after", "suite", 0, [], wall_seconds=settings.suite_seconds)
+    if _collected_nothing(result.runs, side="after"):
+        # The environment's check collected the commit's tests; runs that collect none of them say
+        # the environment does not serve the runs, not that the commit has no oracle.
+        result.verdict, result.reason = "environment_failed", "runs_do_not_collect"
+        return
     if suite_before.complete and suite_after.complete:
         suite = oracle_from_runs([suite_before.outcomes], [suite_after.outcomes])
         oracle = _with_suite(oracle, breaks_confirmed(v, before, after, suite))
@@ -213,6 +231,12 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
                                  for test, status in record.run.outcomes.items() if status == "XFAIL"}}
     result.verdict, result.reason = task_verdict(
         oracle, gold_resolves=run_resolves(gold, **grade), empty_resolves=run_resolves(empty, **grade))
+
+
+def _collected_nothing(records: list[RunRecord], *, side: Side) -> bool:
+    """Every run of a side ended in a collection error with no test's outcome."""
+    runs = [record.run for record in records if record.side == side]
+    return bool(runs) and all(run.collection_error and not run.outcomes and not run.untrusted for run in runs)
 
 
 def breaks_confirmed(v: _Validation, before: Path, after: Path, suite: Oracle) -> Oracle:
