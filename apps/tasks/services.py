@@ -192,7 +192,7 @@ def _how_built(environment: BuiltEnvironment) -> dict:
     if not built:
         return {}
     return {"strategy": built[-1].strategy[:255], "pytest": built[-1].pytest[:128], "lifted": built[-1].lifted,
-            "optional_added": built[-1].added,
+            "optional_added": [{key: text_storable(value) for key, value in added.items()} for added in built[-1].added],
             "generated_files": [text_storable(path) for path in environment.generated]}
 
 

@@ -11,6 +11,7 @@ import pytest
 from worker.demo.sample_repo import sample_repo_write
 from worker.engine.env.builder import (
     Attempt,
+    missing_modules,
     EnvironmentBuilder,
     EnvironmentFailed,
     Cutoffs,
@@ -19,6 +20,7 @@ from worker.engine.env.builder import (
     with_era_reason,
     environment_files,
     environment_files_lay,
+    optional_requirements,
 )
 from worker.engine.env.recipes import (
     ENV,
@@ -181,7 +183,10 @@ def test_generated_files_are_laid_where_the_copy_has_nothing_and_never_through_a
     (files / "src" / "pkg").mkdir(parents=True)
     (files / "src" / "pkg" / "_version.py").write_text("version = '1.0'\n")
     (files / "pkg.txt").write_text("generated\n")
-    (files / "linked" ).mkdir()
+    # What changes how pytest or the interpreter starts is never laid, whoever wrote it there.
+    for never in ("conftest.py", "src/sitecustomize.py", "evil.pth", "pytest.ini"):
+        (files / never).write_text("raise SystemExit('planted')\n")
+    (files / "linked").mkdir()
     (files / "linked" / "x.py").write_text("x\n")
     repo = tmp_path / "repo"
     (repo / "src" / "pkg").mkdir(parents=True)
@@ -374,3 +379,49 @@ def test_an_import_error_in_the_repositorys_own_code_holds_nothing_back(place):
     with pytest.raises(EnvironmentFailed) as failed:
         _builder(place).build(work, as_of=AS_OF)
     assert [a.strategy for a in failed.value.attempts] == [f"{PYTHON} tests-only"]
+
+
+def test_what_a_sandbox_left_is_read_without_following_a_swapped_working_copy(tmp_path):
+    from worker.engine.env.builder import generated_files_keep, working_copy_files
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "shadow").write_text("TOPSECRET\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "repo").symlink_to(secret)  # the build swapped its working copy for a link
+    assert working_copy_files(work / "repo") == set()
+    generated_files_keep(work / "repo", ["shadow"], tmp_path / "kept.files")
+    assert list((tmp_path / "kept.files").iterdir()) == []
+
+
+def test_skip_reasons_never_become_options_or_the_standard_library():
+    missing = {"_tkinter": "could not import '_tkinter'", "-e": "x", "json": "could not import 'json'",
+               "yaml": "could not import 'yaml'", "wcwidth": "could not import 'wcwidth'"}
+    recipe = {"pyproject.toml": '[project]\nname = "x"\n[project.optional-dependencies]\nwide = ["wcwidth>=0.2"]\n'}
+    assert optional_requirements(missing, recipe) == [
+        ("pyyaml", "tests skipped: could not import 'yaml'"),
+        ("wcwidth>=0.2", "an extra of the package; tests skipped: could not import 'wcwidth'")]
+    assert missing_modules("SKIPPED [2] tests/test_x.py:3: could not import 'a.b': No module named 'a'\n"
+                            "SKIPPED [1] tests/test_y.py:9: PyYAML is not installed\n"
+                            "SKIPPED [1] tests/test_z.py:1: unrelated reason\n") == {
+        "a": "could not import 'a.b': No module named 'a'", "PyYAML": "PyYAML is not installed"}
+
+
+def test_untrusted_install_files_of_any_shape_are_read_without_a_crash():
+    for pyproject in ('project = 1\n', '[project]\ndependencies = "abc"\noptional-dependencies = [1]\n',
+                      '[tool]\npoetry = "x"\n', '[build-system]\nrequires = "setuptools"\nbuild-backend = 3\n'):
+        recipe = {"pyproject.toml": pyproject, "setup.py": "(" * 200_000}
+        assert isinstance(declared_dependencies(recipe), list) and isinstance(install_strategies(recipe), list)
+        assert isinstance(build_packages(recipe), list) and project_name(recipe) in ("", "x")
+    assert declared_dependencies({"pyproject.toml": '[project]\ndependencies = "abc"\n'}) == ["abc"]
+
+
+def test_dates_round_up_the_same_whatever_the_time_zone():
+    from datetime import timedelta
+    from worker.engine.env.builder import date_rounded_up
+
+    utc = datetime(2020, 3, 4, 23, 30, tzinfo=timezone.utc)
+    east = utc.astimezone(timezone(timedelta(hours=9)))  # already the 5th there
+    assert date_rounded_up(utc, 7) == date_rounded_up(east, 7) >= utc
+    assert date_rounded_up(utc, 7) - utc < timedelta(days=7) and date_rounded_up(utc, 0) == utc

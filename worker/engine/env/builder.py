@@ -19,8 +19,10 @@ import os
 import re
 import shutil
 import stat
+import sys
+import tempfile
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
 
@@ -41,6 +43,7 @@ from worker.engine.env.recipes import (
     recipe_key,
 )
 from worker.engine.env.runtimes import PYTHON_RELEASES, Runtime, local_runtimes, python_order
+from worker.engine.git.working_copy import working_copy_clone
 from worker.engine.sandbox.base import Limits, RunStatus, Sandbox, sandbox_file_create, sandbox_file_read
 from worker.engine.sandbox.local import LocalSandbox
 
@@ -52,7 +55,7 @@ LIFT_YEARS = (1, 2, 4, 8, None)  # a lifted cutoff's steps after the commit's da
 PYTEST_OF_THE_DAY = "pytest>=4.6"
 # The oldest pytest that runs on each Python, used where the one of the commit's day does not, and
 # the day its series ended: pytest and what it needs resolve as of then.
-PYTEST_FLOOR = {"3.7": ("4.6.0", date(2020, 6, 6)), "3.8": ("4.6.0", date(2020, 6, 6)),
+PYTEST_FLOOR = {"3.6": ("4.6.0", date(2020, 6, 6)), "3.7": ("4.6.0", date(2020, 6, 6)), "3.8": ("4.6.0", date(2020, 6, 6)),
                 "3.9": ("6.1.0", date(2020, 10, 29)), "3.10": ("6.2.5", date(2021, 8, 30)),
                 "3.11": ("6.2.5", date(2021, 8, 30)), "3.12": ("7.4.0", date(2024, 1, 1)),
                 "3.13": ("8.2.0", date(2024, 6, 5)), "3.14": ("8.4.0", date(2025, 9, 10))}
@@ -61,7 +64,7 @@ PYTEST_NEEDS = ("pytest", "pluggy", "py", "iniconfig", "attrs", "more-itertools"
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
 # What uv says when the date held a requirement back, and when a package's build failed.
-_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)` was filtered by `exclude-newer(?:-package)?`")
+_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)`\s+was\s+filtered\s+by\s+`exclude-newer(?:-package)?`")
 _BUILD_FAILED = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9._-]+)(==| @ )([^`]*)`")
 _INSTALLED_PYTEST = re.compile(r"\+ pytest==([0-9][\w.]*)")
 # What Python 3 says of Python 2 code.
@@ -74,7 +77,12 @@ _PYTHON2 = re.compile(r"Missing parentheses in call to '(print|exec)'|multiple e
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
 # Folders of a working copy an install or a collection writes that runs do not need.
 _NOT_GENERATED = {"__pycache__", ".pytest_cache", "build", "dist", ".eggs", ".tox", ".git", ".uv-cache"}
+# Never kept from what an install wrote: what changes how pytest or the interpreter starts, which a
+# candidate's patch may not change either (grading drops it as tampering).
+_NEVER_GENERATED = {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini", "tox.ini",
+                    "setup.cfg", "pyproject.toml", "setup.py"}
 GENERATED_FILES = 500  # files kept from what an install wrote into the working copy, at most
+GENERATED_SCAN = 200_000  # files of a working copy looked at, at most
 GENERATED_BYTES = 32 << 20
 # Run in the environment: the distribution that installed a top-level module, and its version.
 _DISTRIBUTION_OF = """
@@ -93,7 +101,8 @@ for dist in metadata.distributions():
 _WORKING_COPY_PTH = """
 import sys, sysconfig
 with open(sysconfig.get_paths()["purelib"] + "/_commitgym_working_copy.pth", "w") as pth:
-    pth.write("import sys; sys.path[0:0] = [%r]\\n" % (sys.argv[1] + "/src"))
+    pth.write("import sys; sys.path.insert(next((i for i, p in enumerate(sys.path) if p.endswith('-packages')), "
+              "len(sys.path)), %r)\\n" % (sys.argv[1] + "/src"))
 """
 
 
@@ -206,6 +215,7 @@ class EnvironmentBuilder:
     # Runtime dependencies resolve as of the commit's date rounded up to a multiple of this many days
     # (0: not rounded), so that neighbouring commits land on the same lock; the build's packages do not.
     round_days: int = 0
+    search_seconds: float = 3600  # the search stops trying further strategies past this much sandbox time
 
     def sandbox(self, read_only: Sequence = (), *, image: str = "") -> Sandbox:
         """A sandbox of this builder's backend with `read_only` mounted; for docker, in `image`
@@ -243,7 +253,7 @@ class EnvironmentBuilder:
             raise EnvironmentFailed([Attempt("python", [], "failed", "venv", f"No Python is available to the "
                                              f"{self.backend} sandbox (docker: no base image is present; "
                                              f"manage.py build_base_images builds them).", 0.0, reason="no_python")])
-        before = _working_copy_files(workdir / "repo")
+        before = working_copy_files(workdir / "repo")
         attempts = []
         for runtime in python_order(self.runtimes, recipe, as_of):
             floor = False  # once pytest of the commit's day fails on this Python, the next strategies skip it
@@ -257,8 +267,10 @@ class EnvironmentBuilder:
                     return self._keep(workdir, runtime, attempts, recipe)
                 if attempts[-1].step == "venv":
                     break  # this Python is not there: no strategy can work with it
-                if attempts[-1].step == "collect" and _PYTHON2.search(attempts[-1].output):
+                if attempts[-1].step in ("install", "collect") and _PYTHON2.search(attempts[-1].output):
                     raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))  # no Python 2 here
+                if sum(attempt.seconds for attempt in attempts) > self.search_seconds:
+                    raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))
         raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))
 
     def _attempts_adjusting(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime,
@@ -286,12 +298,15 @@ class EnvironmentBuilder:
                                pins: dict[str, str], floor: bool) -> list[Attempt]:
         """Where tests skipped for want of a module, the same attempt again with what provides it (the
         package's own extras first), kept if fewer tests skip; otherwise the environment found stays."""
-        wanted = optional_requirements(_missing_modules(found.output), recipe)
+        wanted = optional_requirements(missing_modules(found.output), recipe)
         if not wanted:
             return []
         env, kept = workdir / "env", workdir / "env.kept"
         if env.is_symlink() or not env.is_dir():
             return []  # what the build left is refused as it is kept
+        if kept.is_symlink() or kept.is_file():
+            kept.unlink()
+        shutil.rmtree(kept, ignore_errors=True)
         os.rename(env, kept)
         more = self._attempt(workdir, runtime, strategy, as_of, recipe, pins, floor, probe, before, wanted)
         if more.status == "ok" and _skipped(more.output) < _skipped(found.output):
@@ -365,18 +380,23 @@ class EnvironmentBuilder:
         pytest_note = f"{pytest} ({'the oldest that runs on Python ' + runtime.version if floor else 'as of the commit'})"
         if not installed:
             return run.end(install_failure_reason(run.last_output, cutoffs), cutoffs.recorded(), pytest_note)
-        run.generated = tuple(sorted(_working_copy_files(workdir / "repo") - before))
+        after_install = working_copy_files(workdir / "repo")
+        run.generated = tuple(sorted(after_install - before))[:GENERATED_FILES]
         if strategy.working_copy_on_path and not run.step(
                 "path", [f"{ENV}/bin/python", "-c", _WORKING_COPY_PTH, REPO], network=False):
             return run.end("install_failed", cutoffs.recorded(), pytest_note)
         if not run.step("runner", [f"{ENV}/bin/python", "-m", "pytest", "--version"], network=False):
             return run.end("no_test_runner", cutoffs.recorded(), pytest_note)
-        if not run.step("collect", _collect_argv(probe), network=False):
+        if not run.step("collect", _collect_argv(probe), network=False, required=False):
             nothing = _NO_TESTS.search(run.last_output) and "error" not in run.last_output.lower()
-            return run.end("no_tests_collected" if nothing else "tests_do_not_collect", cutoffs.recorded(), pytest_note)
+            if not (nothing and _skipped(run.last_output)):  # all skipped at collection is not none there
+                run.status, run.failed_step = run.last_status, "collect"
+                return run.end("no_tests_collected" if nothing else "tests_do_not_collect", cutoffs.recorded(),
+                               pytest_note)
         if probe:  # what the commit's own tests skip; that they fail or pass here decides nothing
             run.step("probe", [f"{ENV}/bin/python", "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *probe],
                      required=False)
+        before |= working_copy_files(workdir / "repo") - after_install  # the tests wrote these, not the install
         return run.end("", cutoffs.recorded(), pytest_note)
 
     def _install(self, run: "_AttemptRun", requirements: list[str], cutoffs: Cutoffs) -> bool:
@@ -409,7 +429,7 @@ class EnvironmentBuilder:
                                                         reason="install_failed")])
         lock = "\n".join(line for line in freeze.output.decode().splitlines() if _PINNED.match(line)) + "\n"
         python_version = version.output.decode().strip()[:32]
-        generated = list(attempts[-1].generated)
+        generated = list(next(attempt for attempt in reversed(attempts) if attempt.status == "ok").generated)
         # Environments are never shared across namespaces (repositories): a build is the repository's code.
         key = hashlib.sha256(
             f"{self.backend}\n{self.namespace}\n{runtime.image}\n{python_version}\n{lock}\n{generated}".encode()
@@ -419,18 +439,24 @@ class EnvironmentBuilder:
             self.env_root.mkdir(parents=True, exist_ok=True)
             files = environment_files(target)
             shutil.rmtree(files, ignore_errors=True)
-            _generated_files_keep(workdir / "repo", generated, files)
+            generated_files_keep(workdir / "repo", generated, files)
             environment_seal(built)
             shutil.move(built, target)
         return BuiltEnvironment(path=target, key=key, python_version=python_version, lock=lock, attempts=attempts,
                                 recipe_key=recipe_key(recipe), image=runtime.image, generated=generated)
 
     def reuse_check(self, environment: BuiltEnvironment, workdir: Path, probe: Sequence[str] = ()) -> Attempt:
-        """Does an environment built for another commit install this one? (Its tests collect.)"""
-        environment_files_lay(environment.path, workdir / "repo")
-        argv = _collect_argv(probe)
-        result = self.sandbox([(environment.path, ENV)], image=environment.image).run(
-            argv, workdir=workdir, mount_at=WORKSPACE, cwd=REPO, limits=self.limits)
+        """Does an environment built for another commit install this one? (Its tests collect, in a copy
+        of the working copy of their own, with the environment's generated files laid in.)"""
+        check = Path(tempfile.mkdtemp(prefix="reuse-", dir=workdir.parent))
+        try:
+            working_copy_clone(workdir / "repo", check / "repo")
+            environment_files_lay(environment.path, check / "repo")
+            argv = _collect_argv(probe)
+            result = self.sandbox([(environment.path, ENV)], image=environment.image).run(
+                argv, workdir=check, mount_at=WORKSPACE, cwd=REPO, limits=self.limits)
+        finally:
+            shutil.rmtree(check, ignore_errors=True)
         return Attempt("reuse", [" ".join(argv)], result.status, "" if result.ok else "collect",
                        result.output.decode("utf-8", "replace"), result.seconds,
                        reason="" if result.ok else "tests_do_not_collect")
@@ -512,7 +538,8 @@ def with_era_reason(attempts: list[Attempt], recipe: dict[str, str], runtimes: S
     """Attempts that failed because the code is older than every Python here say so."""
     declared = declared_python(recipe)
     too_new = declared is not None and not any(
-        declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99))
+        declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
+        declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
     python2 = any(attempt.step == "collect" and _PYTHON2.search(attempt.output) for attempt in attempts)
     if not (too_new or python2):
         return attempts
@@ -533,7 +560,7 @@ def _skipped(output: str) -> int:
     return sum(int(count) for count, _reason in _SKIP_LINE.findall(output))
 
 
-def _missing_modules(output: str) -> dict[str, str]:
+def missing_modules(output: str) -> dict[str, str]:
     """Top-level module -> the skip reason that names it, for tests skipped for want of an import."""
     missing = {}
     for _count, reason in _SKIP_LINE.findall(output):
@@ -550,6 +577,8 @@ def optional_requirements(missing: dict[str, str], recipe: dict[str, str]) -> li
     extras = [requirement for requirements in declared_extras(recipe).values() for requirement in requirements]
     wanted = []
     for module, why in missing.items():
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", module) or module in sys.stdlib_module_names:
+            continue  # nothing an install could provide, or what uv would read as an option
         name = canonicalize_name(_DISTRIBUTION_OF_MODULE.get(module, module))
         own = next((text for text in extras if canonicalize_name(Requirement(text).name) == name), None)
         requirement = own or name
@@ -562,7 +591,8 @@ def date_rounded_up(moment: datetime, days: int) -> datetime:
     """The end of the `days`-long period (counted from the Unix epoch) that holds `moment`."""
     if days <= 0:
         return moment
-    epoch = datetime(1970, 1, 1, tzinfo=moment.tzinfo)
+    moment = moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     period = timedelta(days=days)
     return epoch + period * ((moment - epoch) // period + 1) - timedelta(seconds=1)
 
@@ -571,15 +601,27 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
 
-def _working_copy_files(repo: Path) -> set[str]:
-    """The plain files of a working copy, relative to it, outside the folders nothing needs kept."""
-    found = set()
-    for root, dirs, files in os.walk(repo):  # does not follow links to folders
-        dirs[:] = [name for name in dirs if name not in _NOT_GENERATED and not os.path.islink(os.path.join(root, name))]
-        for name in files:
-            path = os.path.join(root, name)
-            if not name.endswith((".pyc", ".pyo")) and stat.S_ISREG(os.lstat(path).st_mode):
-                found.add(os.path.relpath(path, repo))
+def working_copy_files(repo: Path) -> set[str]:
+    """The plain files of a working copy, relative to it, outside the folders nothing needs kept; no
+    link followed, the working copy's own name included (code in the sandbox may have swapped it)."""
+    found: set[str] = set()
+    try:
+        top = os.open(repo, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return found
+    try:
+        for root, dirs, files, _fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            dirs[:] = [name for name in dirs if name not in _NOT_GENERATED]
+            for name in files:
+                path = os.path.normpath(os.path.join(root, name))
+                if name.endswith((".pyc", ".pyo", ".pth")) or name in _NEVER_GENERATED or "\n" in path:
+                    continue
+                if stat.S_ISREG(os.lstat(name, dir_fd=_fd).st_mode):
+                    found.add(path)
+                if len(found) > GENERATED_SCAN:
+                    return set()  # a working copy this large is no install's doing: keep nothing
+    finally:
+        os.close(top)
     return found
 
 
@@ -588,15 +630,21 @@ def environment_files(environment_path: Path) -> Path:
     return environment_path.with_name(environment_path.name + ".files")
 
 
-def _generated_files_keep(repo: Path, paths: list[str], files: Path) -> None:
+def generated_files_keep(repo: Path, paths: list[str], files: Path) -> None:
     files.mkdir(parents=True)
     total = 0
+    try:
+        top = os.open(repo, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        paths, top = [], None
     for path in paths[:GENERATED_FILES]:
-        data = sandbox_file_read(repo, path, max_bytes=GENERATED_BYTES - total)
+        data = sandbox_file_read(top, path, max_bytes=GENERATED_BYTES - total)
         total += len(data)
         if total >= GENERATED_BYTES:
             break
         sandbox_file_create(files, path, data)
+    if top is not None:
+        os.close(top)
     environment_seal(files)
 
 
@@ -607,7 +655,7 @@ def environment_files_lay(environment_path: Path, repo: Path) -> list[str]:
     if not files.is_dir() or files.is_symlink():
         return []
     laid = []
-    for path in sorted(_working_copy_files(files)):
+    for path in sorted(working_copy_files(files)):
         if sandbox_file_create(repo, path, sandbox_file_read(files, path, max_bytes=GENERATED_BYTES)):
             laid.append(path)
     return laid

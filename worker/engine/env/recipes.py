@@ -63,12 +63,7 @@ def recipe_key(recipe: dict[str, str]) -> str:
 
 def _declared_extras(recipe: dict[str, str]) -> list[str]:
     extras: set[str] = set()
-    if "pyproject.toml" in recipe:
-        try:
-            project = tomllib.loads(recipe["pyproject.toml"]).get("project", {})
-            extras |= set(project.get("optional-dependencies", {}))
-        except tomllib.TOMLDecodeError:
-            pass
+    extras |= set(_at(_pyproject(recipe), "project", "optional-dependencies"))
     if "setup.cfg" in recipe:
         parser = configparser.ConfigParser()
         try:
@@ -84,11 +79,7 @@ def _declared_extras(recipe: dict[str, str]) -> list[str]:
 def declared_python(recipe: dict[str, str]) -> Optional[SpecifierSet]:
     """The Pythons the repository says it supports (requires-python, python_requires), if it says."""
     declared = None
-    if "pyproject.toml" in recipe:
-        try:
-            declared = tomllib.loads(recipe["pyproject.toml"]).get("project", {}).get("requires-python")
-        except tomllib.TOMLDecodeError:
-            pass
+    declared = _at(_pyproject(recipe), "project").get("requires-python")
     for name in ("setup.cfg", "setup.py"):
         match = re.search(r"""python_requires\s*[=:]\s*['"]?([^'"\n]+)""", recipe.get(name, ""))
         declared = declared or (match and match.group(1).strip())
@@ -131,15 +122,22 @@ def install_strategies(recipe: dict[str, str]) -> list[Strategy]:
 
 
 def _built_by_setuptools(recipe: dict[str, str]) -> bool:
-    backend = _pyproject(recipe).get("build-system", {}).get("build-backend", "")
-    return backend.startswith("setuptools") or not backend  # with none declared, setuptools builds (PEP 517)
+    backend = _at(_pyproject(recipe), "build-system").get("build-backend", "")
+    return not isinstance(backend, str) or backend.startswith("setuptools") or not backend  # with none declared, setuptools builds (PEP 517)
 
 
 def _pyproject(recipe: dict[str, str]) -> dict:
     try:
         return tomllib.loads(recipe.get("pyproject.toml", ""))
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return {}
+
+
+def _at(table: dict, *keys: str) -> dict:
+    """The table at `keys` in a parsed TOML document, {} where any level is missing or not a table."""
+    for key in keys:
+        table = table.get(key) if isinstance(table, dict) else None
+    return table if isinstance(table, dict) else {}
 
 
 def _setup_cfg(recipe: dict[str, str]) -> configparser.ConfigParser:
@@ -156,7 +154,7 @@ def _setup_py_keywords(recipe: dict[str, str]) -> dict[str, object]:
     module level counts as that literal); what is not a literal is left out."""
     try:
         module = ast.parse(recipe.get("setup.py", ""))
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return {}
     names = {}
     for node in module.body:
@@ -179,7 +177,7 @@ def _setup_py_keywords(recipe: dict[str, str]) -> dict[str, object]:
 def project_name(recipe: dict[str, str]) -> str:
     """The distribution's name as the install files declare it ("" when they do not say it plainly)."""
     pyproject = _pyproject(recipe)
-    name = (pyproject.get("project", {}).get("name") or pyproject.get("tool", {}).get("poetry", {}).get("name")
+    name = (_at(pyproject, "project").get("name") or _at(pyproject, "tool", "poetry").get("name")
             or _setup_cfg(recipe).get("metadata", "name", fallback="") or _setup_py_keywords(recipe).get("name"))
     return name if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) else ""
 
@@ -188,14 +186,12 @@ def declared_dependencies(recipe: dict[str, str]) -> list[str]:
     """The runtime and test requirements the install files declare, read without running anything:
     for a package whose build fails, its dependencies can still be installed beside the working copy."""
     pyproject = _pyproject(recipe)
-    project = pyproject.get("project", {})
-    found = list(project.get("dependencies", []))
+    found = _strings(_at(pyproject, "project").get("dependencies"))
     for extra in TEST_EXTRAS:
-        found += project.get("optional-dependencies", {}).get(extra, [])
-    poetry = pyproject.get("tool", {}).get("poetry", {})
-    for table in (poetry.get("dependencies", {}), poetry.get("dev-dependencies", {}),
-                  poetry.get("group", {}).get("dev", {}).get("dependencies", {}),
-                  poetry.get("group", {}).get("test", {}).get("dependencies", {})):
+        found += _strings(_at(pyproject, "project", "optional-dependencies").get(extra))
+    poetry = _at(pyproject, "tool", "poetry")
+    for table in (_at(poetry, "dependencies"), _at(poetry, "dev-dependencies"),
+                  _at(poetry, "group", "dev", "dependencies"), _at(poetry, "group", "test", "dependencies")):
         found += [name for name in table if name.lower() != "python"]  # versions as of the date, not poetry's ^
     setup_cfg = _setup_cfg(recipe)
     found += setup_cfg.get("options", "install_requires", fallback="").splitlines()
@@ -212,6 +208,7 @@ def declared_dependencies(recipe: dict[str, str]) -> list[str]:
 
 
 def _strings(value) -> list[str]:
+    """The strings of a list as the install files give it (a setup.cfg value: one a line)."""
     if isinstance(value, str):
         return value.splitlines()
     return [item for item in value if isinstance(item, str)] if isinstance(value, (list, tuple)) else []
@@ -220,8 +217,8 @@ def _strings(value) -> list[str]:
 def declared_extras(recipe: dict[str, str]) -> dict[str, list[str]]:
     """Every extra the install files declare, with its requirements (those that parse)."""
     extras: dict[str, list] = {}
-    for extra, requirements in _pyproject(recipe).get("project", {}).get("optional-dependencies", {}).items():
-        extras.setdefault(extra, []).extend(requirements if isinstance(requirements, list) else [])
+    for extra, requirements in _at(_pyproject(recipe), "project", "optional-dependencies").items():
+        extras.setdefault(extra, []).extend(_strings(requirements))
     setup_cfg = _setup_cfg(recipe)
     if setup_cfg.has_section("options.extras_require"):
         for extra, text in setup_cfg.items("options.extras_require"):
@@ -249,7 +246,7 @@ def build_packages(recipe: dict[str, str]) -> list[str]:
     its code does not also import at run time): resolved apart from the commit's date."""
     names = {canonicalize_name(name) for name in BUILD_PACKAGES}
     runtime = {canonicalize_name(Requirement(text).name) for text in declared_dependencies(recipe)}
-    for text in _pyproject(recipe).get("build-system", {}).get("requires", []):
+    for text in _strings(_at(_pyproject(recipe), "build-system").get("requires")):
         try:
             name = canonicalize_name(Requirement(text).name)
         except (InvalidRequirement, TypeError):

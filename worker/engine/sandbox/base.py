@@ -87,8 +87,13 @@ def sandbox_file_open(directory: Union[Path, int], relative: str) -> Iterator[Op
     if not parts or any(part in ("..", "/") for part in parts):
         yield None
         return
-    folder = os.dup(directory) if isinstance(directory, int) else os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     fd = None
+    try:
+        folder = os.dup(directory) if isinstance(directory, int) else os.open(
+            directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        yield None
+        return
     try:
         for part in parts[:-1]:
             below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
@@ -122,7 +127,10 @@ def sandbox_file_create(directory: Path, relative: str, data: bytes) -> bool:
     parts = PurePosixPath(relative).parts
     if not parts or any(part in ("..", "/", ".") for part in parts):
         return False
-    folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
     try:
         for part in parts[:-1]:
             try:
