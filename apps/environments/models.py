@@ -25,6 +25,8 @@ class Environment(models.Model):
                                       help_text="[{requirement, why}]: optional dependencies added for skipped tests.")
     generated_files = models.JSONField(default=list, blank=True,
                                        help_text="Files the install wrote into the working copy, laid into every run.")
+    suite_args = models.JSONField(default=list, blank=True,
+                                  help_text="What a run of the whole suite gives pytest (nose-era test folders).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -178,7 +178,8 @@ def _generated_check(validation: Validation, target: CommitToValidate, builder: 
 def _built(environment: Environment) -> BuiltEnvironment:
     return BuiltEnvironment(path=Path(environment.path), key=environment.key,
                             python_version=environment.python_version, lock=environment.lock,
-                            recipe_key=environment.recipe_key, image=environment.image)
+                            recipe_key=environment.recipe_key, image=environment.image,
+                            generated=list(environment.generated_files), suite_args=tuple(environment.suite_args))
 
 
 def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:
@@ -193,7 +194,8 @@ def _how_built(environment: BuiltEnvironment) -> dict:
         return {}
     return {"strategy": built[-1].strategy[:255], "pytest": built[-1].pytest[:128], "lifted": built[-1].lifted,
             "optional_added": [{key: text_storable(value) for key, value in added.items()} for added in built[-1].added],
-            "generated_files": [text_storable(path) for path in environment.generated]}
+            "generated_files": [text_storable(path) for path in environment.generated],
+            "suite_args": [text_storable(arg) for arg in environment.suite_args]}
 
 
 def _validation_store(validation: Validation, result) -> None:

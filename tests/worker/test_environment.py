@@ -425,3 +425,22 @@ def test_dates_round_up_the_same_whatever_the_time_zone():
     east = utc.astimezone(timezone(timedelta(hours=9)))  # already the 5th there
     assert date_rounded_up(utc, 7) == date_rounded_up(east, 7) >= utc
     assert date_rounded_up(utc, 7) - utc < timedelta(days=7) and date_rounded_up(utc, 0) == utc
+
+
+def test_nose_era_tests_in_modules_pytest_does_not_look_for_are_collected_from_their_folder(place):
+    work = place / "nose-era"
+    (work / "repo" / "tests").mkdir(parents=True)
+    (work / "repo" / "tests" / "__init__.py").write_text("")
+    (work / "repo" / "tests" / "number.py").write_text(
+        "import unittest\n\n\nclass NumberTests(unittest.TestCase):\n    def test_one(self):\n"
+        "        self.assertEqual(1 + 1, 2)\n")
+    builder = _builder(place)
+    built = builder.build(work, as_of=AS_OF)
+    assert built.suite_args == ("-o", "python_files=*.py", "tests")
+    assert "no tests" in built.attempts[-1].output and "tests/number.py::NumberTests::test_one" in (
+        built.attempts[-1].output)
+    run = builder.sandbox([(built.path, ENV)]).run(
+        [f"{ENV}/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *built.suite_args], workdir=work,
+        mount_at=WORKSPACE, cwd=REPO)
+    assert run.ok and b"1 passed" in run.output, run.output
+    assert builder.reuse_check(built, work).status == "ok"

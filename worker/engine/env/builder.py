@@ -138,6 +138,7 @@ class Attempt:
     added: list[dict[str, str]] = field(default_factory=list)  # optional requirements added: {requirement, why}
     on_path: bool = False  # the strategy imports the code from the working copy rather than installing it
     generated: tuple[str, ...] = ()  # files the install wrote into the working copy (not those tests wrote)
+    suite_args: tuple[str, ...] = ()  # what the suite needed to collect (BuiltEnvironment.suite_args)
 
 
 def failure_reason(attempts: Sequence[Attempt]) -> str:
@@ -162,6 +163,9 @@ class BuiltEnvironment:
     recipe_key: str = ""  # the install files it was built from
     image: str = ""  # the docker image its Python lives in ("" for the local backend)
     generated: list[str] = field(default_factory=list)  # files its install wrote into the working copy, laid into runs
+    # What a run of the whole suite gives pytest: nothing, or for nose-era tests in modules not named
+    # test_*.py, their folders with every module in them collected.
+    suite_args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -389,7 +393,10 @@ class EnvironmentBuilder:
             return run.end("no_test_runner", cutoffs.recorded(), pytest_note)
         if not run.step("collect", _collect_argv(probe), network=False, required=False):
             nothing = _NO_TESTS.search(run.last_output) and "error" not in run.last_output.lower()
-            if not (nothing and _skipped(run.last_output)):  # all skipped at collection is not none there
+            folders = nose_era_test_folders(workdir / "repo") if nothing and not probe else []
+            if folders and run.step("collect", _collect_argv(_nose_era_args(folders)), network=False, required=False):
+                run.suite_args = _nose_era_args(folders)
+            elif not (nothing and _skipped(run.last_output)):  # all skipped at collection is not none there
                 run.status, run.failed_step = run.last_status, "collect"
                 return run.end("no_tests_collected" if nothing else "tests_do_not_collect", cutoffs.recorded(),
                                pytest_note)
@@ -429,7 +436,8 @@ class EnvironmentBuilder:
                                                         reason="install_failed")])
         lock = "\n".join(line for line in freeze.output.decode().splitlines() if _PINNED.match(line)) + "\n"
         python_version = version.output.decode().strip()[:32]
-        generated = list(next(attempt for attempt in reversed(attempts) if attempt.status == "ok").generated)
+        kept = next(attempt for attempt in reversed(attempts) if attempt.status == "ok")
+        generated = list(kept.generated)
         # Environments are never shared across namespaces (repositories): a build is the repository's code.
         key = hashlib.sha256(
             f"{self.backend}\n{self.namespace}\n{runtime.image}\n{python_version}\n{lock}\n{generated}".encode()
@@ -443,7 +451,8 @@ class EnvironmentBuilder:
             environment_seal(built)
             shutil.move(built, target)
         return BuiltEnvironment(path=target, key=key, python_version=python_version, lock=lock, attempts=attempts,
-                                recipe_key=recipe_key(recipe), image=runtime.image, generated=generated)
+                                recipe_key=recipe_key(recipe), image=runtime.image, generated=generated,
+                                suite_args=kept.suite_args)
 
     def reuse_check(self, environment: BuiltEnvironment, workdir: Path, probe: Sequence[str] = ()) -> Attempt:
         """Does an environment built for another commit install this one? (Its tests collect, in a copy
@@ -452,7 +461,7 @@ class EnvironmentBuilder:
         try:
             working_copy_clone(workdir / "repo", check / "repo")
             environment_files_lay(environment.path, check / "repo")
-            argv = _collect_argv(probe)
+            argv = _collect_argv(probe or environment.suite_args)
             result = self.sandbox([(environment.path, ENV)], image=environment.image).run(
                 argv, workdir=check, mount_at=WORKSPACE, cwd=REPO, limits=self.limits)
         finally:
@@ -460,6 +469,21 @@ class EnvironmentBuilder:
         return Attempt("reuse", [" ".join(argv)], result.status, "" if result.ok else "collect",
                        result.output.decode("utf-8", "replace"), result.seconds,
                        reason="" if result.ok else "tests_do_not_collect")
+
+
+def nose_era_test_folders(repo: Path) -> list[str]:
+    """Test folders (tests/, test/, at the top or one package down) holding modules pytest's default
+    names (test_*.py, *_test.py) miss, as nose and unittest discovery found them."""
+    folders = []
+    for folder in sorted([*repo.glob("test"), *repo.glob("tests"), *repo.glob("*/test"), *repo.glob("*/tests")]):
+        if folder.is_dir() and not folder.is_symlink() and any(
+                path.suffix == ".py" and path.name != "__init__.py" for path in folder.iterdir()):
+            folders.append(str(folder.relative_to(repo)))
+    return folders[:10]
+
+
+def _nose_era_args(folders: list[str]) -> tuple[str, ...]:
+    return ("-o", "python_files=*.py", *folders)
 
 
 def _collect_argv(probe: Sequence[str]) -> list[str]:
@@ -485,6 +509,7 @@ class _AttemptRun:
         self.added: list[dict[str, str]] = []
         self.on_path = False
         self.generated: tuple[str, ...] = ()
+        self.suite_args: tuple[str, ...] = ()
 
     def step(self, step: AttemptStep, argv: list[str], *, network: bool = False, required: bool = True) -> bool:
         self.commands.append(" ".join(argv))
@@ -503,7 +528,8 @@ class _AttemptRun:
         ok = self.failed_step == ""
         return Attempt(self.name, self.commands, "ok" if ok else self.status, self.failed_step,
                        "\n".join(self.outputs), self.seconds, reason="" if ok else reason, lifted=dict(lifted or {}),
-                       pytest=pytest, added=self.added, on_path=self.on_path, generated=self.generated)
+                       pytest=pytest, added=self.added, on_path=self.on_path, generated=self.generated,
+                       suite_args=self.suite_args)
 
 
 def lifts_wanted(output: str, build: Sequence[str]) -> list[str]:

@@ -208,8 +208,9 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     if selection:
         oracle = oracle_from_runs(*[v.runs(copy, side, selection)
                                     for copy, side in ((before, "before"), (after, "after"))])
-    suite_before = v.run(before, "before", "suite", 0, [], wall_seconds=settings.suite_seconds)
-    suite_after = v.run(after, "after", "suite", 0, [], wall_seconds=settings.suite_seconds)
+    suite = list(v.environment.suite_args)
+    suite_before = v.run(before, "before", "suite", 0, suite, wall_seconds=settings.suite_seconds)
+    suite_after = v.run(after, "after", "suite", 0, suite, wall_seconds=settings.suite_seconds)
     if _collected_nothing(result.runs, side="after"):
         # The environment's check collected the commit's tests; runs that collect none of them say
         # the environment does not serve the runs, not that the commit has no oracle.
