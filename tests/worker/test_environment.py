@@ -9,19 +9,8 @@ from pathlib import Path
 import pytest
 
 from worker.demo.sample_repo import sample_repo_write
-from worker.engine.env.builder import (
-    Attempt,
-    missing_modules,
-    EnvironmentBuilder,
-    EnvironmentFailed,
-    Cutoffs,
-    install_failure_reason,
-    lifts_wanted,
-    with_era_reason,
-    environment_files,
-    environment_files_lay,
-    optional_requirements,
-)
+from worker.engine.env.builder import Attempt, EnvironmentBuilder, EnvironmentFailed, with_era_reason
+from worker.engine.env.files import environment_files, environment_files_lay
 from worker.engine.env.recipes import (
     ENV,
     REPO,
@@ -33,8 +22,10 @@ from worker.engine.env.recipes import (
     project_name,
     recipe_key,
 )
-from worker.engine.reasons import ENVIRONMENT_REASONS
+from worker.engine.env.resolve import Cutoffs, install_failure_reason, lifts_wanted
 from worker.engine.env.runtimes import Runtime, default_images, docker_runtimes, local_runtimes, python_order
+from worker.engine.env.skips import missing_modules, optional_requirements
+from worker.engine.reasons import ENVIRONMENT_REASONS
 from worker.engine.sandbox.docker import DockerSandbox
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
@@ -317,7 +308,7 @@ def test_a_build_that_swaps_its_environment_for_a_link_is_refused(place):
 
 
 def test_a_file_hard_linked_into_the_working_copy_is_copied_when_the_environment_is_kept(place):
-    from worker.engine.env.builder import environment_seal
+    from worker.engine.env.files import environment_seal
 
     env = place / "linked-env"
     (env / "lib").mkdir(parents=True)
@@ -382,7 +373,7 @@ def test_an_import_error_in_the_repositorys_own_code_holds_nothing_back(place):
 
 
 def test_what_a_sandbox_left_is_read_without_following_a_swapped_working_copy(tmp_path):
-    from worker.engine.env.builder import generated_files_keep, working_copy_files
+    from worker.engine.env.files import generated_files_keep, working_copy_files
 
     secret = tmp_path / "secret"
     secret.mkdir()
@@ -419,7 +410,7 @@ def test_untrusted_install_files_of_any_shape_are_read_without_a_crash():
 
 def test_dates_round_up_the_same_whatever_the_time_zone():
     from datetime import timedelta
-    from worker.engine.env.builder import date_rounded_up
+    from worker.engine.env.resolve import date_rounded_up
 
     utc = datetime(2020, 3, 4, 23, 30, tzinfo=timezone.utc)
     east = utc.astimezone(timezone(timedelta(hours=9)))  # already the 5th there

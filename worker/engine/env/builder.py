@@ -18,16 +18,11 @@ import hashlib
 import os
 import re
 import shutil
-import stat
-import sys
 import tempfile
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import datetime, time
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
-
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 from worker.engine.env.recipes import (
     ENV,
@@ -36,36 +31,40 @@ from worker.engine.env.recipes import (
     WORKSPACE,
     Strategy,
     build_packages,
-    declared_extras,
     declared_python,
     install_recipe,
     install_strategies,
     recipe_key,
 )
+from worker.engine.env.files import (
+    GENERATED_FILES,
+    environment_files,
+    environment_files_lay,
+    environment_seal,
+    generated_files_keep,
+    working_copy_files,
+)
+from worker.engine.env.resolve import (
+    PYTEST_FLOOR,
+    PYTEST_NEEDS,
+    PYTEST_OF_THE_DAY,
+    Cutoffs,
+    date_rounded_up,
+    install_failure_reason,
+    lifts_wanted,
+    release_tuple,
+)
 from worker.engine.env.runtimes import PYTHON_RELEASES, Runtime, local_runtimes, python_order
+from worker.engine.env.skips import missing_modules, optional_requirements, skipped_count
 from worker.engine.git.working_copy import working_copy_clone
-from worker.engine.sandbox.base import Limits, RunStatus, Sandbox, sandbox_file_create, sandbox_file_read
+from worker.engine.sandbox.base import Limits, RunStatus, Sandbox
 from worker.engine.sandbox.local import LocalSandbox
 
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
 MAX_PINS = 3  # attempts holding packages back, per strategy, before it counts as failed
 MAX_LIFTS = 12  # installs in one attempt with a cutoff lifted, before the attempt counts as failed
-LIFT_YEARS = (1, 2, 4, 8, None)  # a lifted cutoff's steps after the commit's date; None: no cutoff
-# pytest of the commit's day, as long as our report plugin runs with it (4.6 on).
-PYTEST_OF_THE_DAY = "pytest>=4.6"
-# The oldest pytest that runs on each Python, used where the one of the commit's day does not, and
-# the day its series ended: pytest and what it needs resolve as of then.
-PYTEST_FLOOR = {"3.6": ("4.6.0", date(2020, 6, 6)), "3.7": ("4.6.0", date(2020, 6, 6)), "3.8": ("4.6.0", date(2020, 6, 6)),
-                "3.9": ("6.1.0", date(2020, 10, 29)), "3.10": ("6.2.5", date(2021, 8, 30)),
-                "3.11": ("6.2.5", date(2021, 8, 30)), "3.12": ("7.4.0", date(2024, 1, 1)),
-                "3.13": ("8.2.0", date(2024, 6, 5)), "3.14": ("8.4.0", date(2025, 9, 10))}
-PYTEST_NEEDS = ("pytest", "pluggy", "py", "iniconfig", "attrs", "more-itertools", "atomicwrites", "toml", "tomli",
-                "exceptiongroup", "packaging", "colorama", "importlib-metadata", "zipp", "wcwidth", "pygments")
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
-# What uv says when the date held a requirement back, and when a package's build failed.
-_FILTERED = re.compile(r"`([A-Za-z0-9._-]+)`\s+was\s+filtered\s+by\s+`exclude-newer(?:-package)?`")
-_BUILD_FAILED = re.compile(r"Failed to (?:download and )?build `([A-Za-z0-9._-]+)(==| @ )([^`]*)`")
 _INSTALLED_PYTEST = re.compile(r"\+ pytest==([0-9][\w.]*)")
 # What Python 3 says of Python 2 code.
 _PYTHON2 = re.compile(r"Missing parentheses in call to '(print|exec)'|multiple exception types must be parenthesized"
@@ -75,15 +74,6 @@ _PYTHON2 = re.compile(r"Missing parentheses in call to '(print|exec)'|multiple e
                       r"__builtin__|exceptions|HTMLParser|Cookie|cookielib|SocketServer|Tkinter)'"
                       r"|name '(xrange|basestring|unicode|unichr|raw_input|execfile|reduce|long|file)' is not defined")
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
-# Folders of a working copy an install or a collection writes that runs do not need.
-_NOT_GENERATED = {"__pycache__", ".pytest_cache", "build", "dist", ".eggs", ".tox", ".git", ".uv-cache"}
-# Never kept from what an install wrote: what changes how pytest or the interpreter starts, which a
-# candidate's patch may not change either (grading drops it as tampering).
-_NEVER_GENERATED = {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini", "tox.ini",
-                    "setup.cfg", "pyproject.toml", "setup.py"}
-GENERATED_FILES = 500  # files kept from what an install wrote into the working copy, at most
-GENERATED_SCAN = 200_000  # files of a working copy looked at, at most
-GENERATED_BYTES = 32 << 20
 # Run in the environment: the distribution that installed a top-level module, and its version.
 _DISTRIBUTION_OF = """
 import importlib.metadata as metadata, sys
@@ -166,41 +156,6 @@ class BuiltEnvironment:
     # What a run of the whole suite gives pytest: nothing, or for nose-era tests in modules not named
     # test_*.py, their folders with every module in them collected.
     suite_args: tuple[str, ...] = ()
-
-
-@dataclass
-class Cutoffs:
-    """The dates an install resolves as of: the commit's, and later ones for the packages lifted."""
-
-    as_of: datetime
-    lifted: dict[str, Optional[datetime]]  # package -> its cutoff (None: none)
-    build: tuple[str, ...]  # what the build needs: lifted together
-
-    def args(self) -> list[str]:
-        args = ["--exclude-newer", self.as_of.isoformat()]
-        for package, cutoff in sorted(self.lifted.items()):
-            args += ["--exclude-newer-package", f"{package}={cutoff.isoformat() if cutoff else 'false'}"]
-        return args
-
-    def lift(self, packages: Sequence[str]) -> bool:
-        """Each package's cutoff one step later; False when none of them can move."""
-        moved = False
-        for package in packages:
-            later = self._next(self.lifted.get(package, self.as_of))
-            if later != "stuck":
-                self.lifted[package], moved = later, True
-        return moved
-
-    def _next(self, cutoff: Optional[datetime]):
-        now = datetime.now(self.as_of.tzinfo)
-        if cutoff is None or cutoff >= now:
-            return "stuck"  # no cutoff, or one no release is newer than
-        steps = [self.as_of + timedelta(days=round(365.25 * years)) if years else None for years in LIFT_YEARS]
-        later = next((step for step in steps if step is None or step > cutoff), None)
-        return None if later is None or later >= now else later
-
-    def recorded(self) -> dict[str, str]:
-        return {package: cutoff.date().isoformat() if cutoff else "none" for package, cutoff in self.lifted.items()}
 
 
 @dataclass
@@ -313,7 +268,7 @@ class EnvironmentBuilder:
         shutil.rmtree(kept, ignore_errors=True)
         os.rename(env, kept)
         more = self._attempt(workdir, runtime, strategy, as_of, recipe, pins, floor, probe, before, wanted)
-        if more.status == "ok" and _skipped(more.output) < _skipped(found.output):
+        if more.status == "ok" and skipped_count(more.output) < skipped_count(found.output):
             shutil.rmtree(kept)
             return [more]
         shutil.rmtree(env, ignore_errors=True)
@@ -331,7 +286,7 @@ class EnvironmentBuilder:
             return False
         installed = _INSTALLED_PYTEST.search(attempt.output)
         floor = PYTEST_FLOOR.get(runtime.version)
-        return bool(installed and floor and _release(installed.group(1)) < _release(floor[0]))
+        return bool(installed and floor and release_tuple(installed.group(1)) < release_tuple(floor[0]))
 
     def _pin_for(self, workdir: Path, runtime: Runtime, output: str) -> Optional[tuple[str, str]]:
         """(distribution, requirement) holding back the installed package the tests failed to import from."""
@@ -396,7 +351,7 @@ class EnvironmentBuilder:
             folders = nose_era_test_folders(workdir / "repo") if nothing and not probe else []
             if folders and run.step("collect", _collect_argv(_nose_era_args(folders)), network=False, required=False):
                 run.suite_args = _nose_era_args(folders)
-            elif not (nothing and _skipped(run.last_output)):  # all skipped at collection is not none there
+            elif not (nothing and skipped_count(run.last_output)):  # all skipped at collection is not none there
                 run.status, run.failed_step = run.last_status, "collect"
                 return run.end("no_tests_collected" if nothing else "tests_do_not_collect", cutoffs.recorded(),
                                pytest_note)
@@ -532,34 +487,6 @@ class _AttemptRun:
                        suite_args=self.suite_args)
 
 
-def lifts_wanted(output: str, build: Sequence[str]) -> list[str]:
-    """The packages whose cutoff to lift after a failed install: those the date held back (uv's
-    hint), else the one whose build failed (the build packages, when it is the repository itself)."""
-    held = [canonicalize_name(name) for name in _FILTERED.findall(output)]
-    if held:
-        return list(dict.fromkeys(held))
-    failed = _BUILD_FAILED.search(output)
-    if failed and not failed.group(3).startswith("file://"):
-        return [canonicalize_name(failed.group(1))]
-    if failed or "build backend" in output or "build_editable" in output:
-        return list(build)
-    return []
-
-
-def install_failure_reason(output: str, cutoffs: Cutoffs) -> str:
-    held = {canonicalize_name(name) for name in _FILTERED.findall(output)}
-    if held:
-        return "build_requirements_unavailable" if held & set(cutoffs.build) else "dependencies_unavailable"
-    failed = _BUILD_FAILED.search(output)
-    if failed and not failed.group(3).startswith("file://"):
-        return "dependency_build_failed"
-    if failed or "build backend" in output or "build_editable" in output:
-        return "build_failed"
-    if "No solution found" in output:
-        return "dependencies_unavailable"
-    return "install_failed"
-
-
 def with_era_reason(attempts: list[Attempt], recipe: dict[str, str], runtimes: Sequence[Runtime]) -> list[Attempt]:
     """Attempts that failed because the code is older than every Python here say so."""
     declared = declared_python(recipe)
@@ -570,135 +497,3 @@ def with_era_reason(attempts: list[Attempt], recipe: dict[str, str], runtimes: S
     if not (too_new or python2):
         return attempts
     return [replace(a, reason="no_python_for_era") if a.status != "ok" else a for a in attempts]
-
-
-# A skip in pytest's -rs summary ("SKIPPED [2] tests/test_x.py:3: reason"), and reasons naming a missing import.
-_SKIP_LINE = re.compile(r"^SKIPPED \[(\d+)\] [^\n]*?: (.*)$", re.MULTILINE)
-_MISSING_IMPORT = re.compile(r"could not import '([A-Za-z_][\w.]*)'|No module named '([A-Za-z_][\w.]*)'"
-                             r"|^([A-Za-z_][\w.-]*) (?:is )?not (?:installed|available)", re.IGNORECASE)
-OPTIONAL_AT_MOST = 5  # optional requirements added for skipped tests, at most
-# Import names that differ from the distribution's.
-_DISTRIBUTION_OF_MODULE = {"yaml": "pyyaml", "dateutil": "python-dateutil", "PIL": "pillow", "bs4": "beautifulsoup4",
-                           "sklearn": "scikit-learn", "cv2": "opencv-python-headless", "magic": "python-magic"}
-
-
-def _skipped(output: str) -> int:
-    return sum(int(count) for count, _reason in _SKIP_LINE.findall(output))
-
-
-def missing_modules(output: str) -> dict[str, str]:
-    """Top-level module -> the skip reason that names it, for tests skipped for want of an import."""
-    missing = {}
-    for _count, reason in _SKIP_LINE.findall(output):
-        found = _MISSING_IMPORT.search(reason.strip())
-        if found:
-            name = next(group for group in found.groups() if group).split(".")[0]
-            missing.setdefault(name, reason.strip()[:200])
-    return missing
-
-
-def optional_requirements(missing: dict[str, str], recipe: dict[str, str]) -> list[tuple[str, str]]:
-    """(requirement, why) for missing modules: a requirement of the package's own extras that provides
-    the module, else the distribution of that name."""
-    extras = [requirement for requirements in declared_extras(recipe).values() for requirement in requirements]
-    wanted = []
-    for module, why in missing.items():
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", module) or module in sys.stdlib_module_names:
-            continue  # nothing an install could provide, or what uv would read as an option
-        name = canonicalize_name(_DISTRIBUTION_OF_MODULE.get(module, module))
-        own = next((text for text in extras if canonicalize_name(Requirement(text).name) == name), None)
-        requirement = own or name
-        if requirement not in [w for w, _ in wanted] and name != "pytest":
-            wanted.append((requirement, f"{'an extra of the package; ' if own else ''}tests skipped: {why}"))
-    return wanted[:OPTIONAL_AT_MOST]
-
-
-def date_rounded_up(moment: datetime, days: int) -> datetime:
-    """The end of the `days`-long period (counted from the Unix epoch) that holds `moment`."""
-    if days <= 0:
-        return moment
-    moment = moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
-    period = timedelta(days=days)
-    return epoch + period * ((moment - epoch) // period + 1) - timedelta(seconds=1)
-
-
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
-
-
-def working_copy_files(repo: Path) -> set[str]:
-    """The plain files of a working copy, relative to it, outside the folders nothing needs kept; no
-    link followed, the working copy's own name included (code in the sandbox may have swapped it)."""
-    found: set[str] = set()
-    try:
-        top = os.open(repo, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return found
-    try:
-        for root, dirs, files, _fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
-            dirs[:] = [name for name in dirs if name not in _NOT_GENERATED]
-            for name in files:
-                path = os.path.normpath(os.path.join(root, name))
-                if name.endswith((".pyc", ".pyo", ".pth")) or name in _NEVER_GENERATED or "\n" in path:
-                    continue
-                if stat.S_ISREG(os.lstat(name, dir_fd=_fd).st_mode):
-                    found.add(path)
-                if len(found) > GENERATED_SCAN:
-                    return set()  # a working copy this large is no install's doing: keep nothing
-    finally:
-        os.close(top)
-    return found
-
-
-def environment_files(environment_path: Path) -> Path:
-    """Where the files an environment's install wrote into the working copy are kept."""
-    return environment_path.with_name(environment_path.name + ".files")
-
-
-def generated_files_keep(repo: Path, paths: list[str], files: Path) -> None:
-    files.mkdir(parents=True)
-    total = 0
-    try:
-        top = os.open(repo, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        paths, top = [], None
-    for path in paths[:GENERATED_FILES]:
-        data = sandbox_file_read(top, path, max_bytes=GENERATED_BYTES - total)
-        total += len(data)
-        if total >= GENERATED_BYTES:
-            break
-        sandbox_file_create(files, path, data)
-    if top is not None:
-        os.close(top)
-    environment_seal(files)
-
-
-def environment_files_lay(environment_path: Path, repo: Path) -> list[str]:
-    """Lay the files the environment's install generated into a fresh working copy, where the copy
-    has nothing at that path (a file of the commit, or of a patch, always wins); returns those laid."""
-    files = environment_files(environment_path)
-    if not files.is_dir() or files.is_symlink():
-        return []
-    laid = []
-    for path in sorted(working_copy_files(files)):
-        if sandbox_file_create(repo, path, sandbox_file_read(files, path, max_bytes=GENERATED_BYTES)):
-            laid.append(path)
-    return laid
-
-
-def environment_seal(path: Path) -> None:
-    """A finished environment belongs to the worker, readable by every sandbox user, writable by none.
-    A file hard-linked elsewhere (into a working copy, say) is replaced by a copy of its own."""
-    for root, dirs, files in os.walk(path):  # `path` is a real folder: os.walk does not follow links below it
-        for name in dirs + files:
-            item = os.path.join(root, name)
-            info = os.lstat(item)
-            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
-                shutil.copy2(item, item + ".copy", follow_symlinks=False)
-                os.replace(item + ".copy", item)
-            os.lchown(item, 0, 0)
-            if not stat.S_ISLNK(info.st_mode):
-                os.chmod(item, stat.S_IMODE(os.lstat(item).st_mode) & ~0o022)
-    os.chown(path, 0, 0)
-    path.chmod(0o755)

@@ -12,14 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, Optional
 
-from worker.engine.env.builder import (
-    Attempt,
-    BuiltEnvironment,
-    EnvironmentBuilder,
-    EnvironmentFailed,
-    environment_files_lay,
-    failure_reason,
-)
+from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed, failure_reason
+from worker.engine.env.files import environment_files_lay
 from worker.engine.env.recipes import ENV, WORKSPACE, install_recipe, recipe_key
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.working_copy import patch_apply, working_copy_clone, working_copy_write
