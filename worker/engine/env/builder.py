@@ -62,6 +62,7 @@ from worker.engine.sandbox.local import LocalSandbox
 
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
 MAX_PINS = 3  # attempts holding packages back, per strategy, before it counts as failed
+PROBE_SECONDS = 60  # the run of the commit's own test files that reads their skips: a hanging test ends it
 MAX_LIFTS = 12  # installs in one attempt with a cutoff lifted, before the attempt counts as failed
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
@@ -357,7 +358,7 @@ class EnvironmentBuilder:
                                pytest_note)
         if probe:  # what the commit's own tests skip; that they fail or pass here decides nothing
             run.step("probe", [f"{ENV}/bin/python", "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *probe],
-                     required=False)
+                     required=False, limits=replace(self.limits, wall_seconds=PROBE_SECONDS, cpu_seconds=PROBE_SECONDS))
         before |= working_copy_files(workdir / "repo") - after_install  # the tests wrote these, not the install
         return run.end("", cutoffs.recorded(), pytest_note)
 
@@ -466,10 +467,11 @@ class _AttemptRun:
         self.generated: tuple[str, ...] = ()
         self.suite_args: tuple[str, ...] = ()
 
-    def step(self, step: AttemptStep, argv: list[str], *, network: bool = False, required: bool = True) -> bool:
+    def step(self, step: AttemptStep, argv: list[str], *, network: bool = False, required: bool = True,
+             limits: Optional[Limits] = None) -> bool:
         self.commands.append(" ".join(argv))
         result = self.sandbox.run(argv, workdir=self.workdir, mount_at=WORKSPACE, cwd=REPO, network=network,
-                                  limits=self.builder.limits, env=self.builder._env())
+                                  limits=limits or self.builder.limits, env=self.builder._env())
         self.seconds += result.seconds
         self.last_output, self.last_status = result.output.decode("utf-8", "replace"), result.status
         self.outputs.append(f"$ {self.commands[-1]}\n{self.last_output}")
