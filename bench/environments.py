@@ -48,15 +48,16 @@ from worker.demo.sample_repo import sample_repo_write  # noqa: E402
 from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed  # noqa: E402
 from worker.engine.env.recipes import build_packages, install_recipe, recipe_key  # noqa: E402
 from worker.engine.env.runtimes import default_images, docker_runtimes, local_runtimes  # noqa: E402
-from worker.engine.git.repo import BlobReader, GitError  # noqa: E402
+from worker.engine.git.repo import GitError  # noqa: E402
 from worker.engine.git.patches import commit_patches  # noqa: E402
 from worker.engine.git.working_copy import working_copy_write  # noqa: E402
-from worker.engine.mine.filters import MiningFilters, TestFileRules, drop_reason, size_drop_reason  # noqa: E402
-from worker.engine.mine.walk import MinedCommit, commits_walk, python_changes_checked  # noqa: E402
+from worker.engine.mine.filters import TestFileRules  # noqa: E402
 from worker.engine.sandbox.docker import DockerSandbox  # noqa: E402
 from worker.engine.sandbox.index_proxy import index_hosts_from  # noqa: E402
 from worker.engine.sandbox.local import LocalSandbox  # noqa: E402
 from worker.engine.validate.pipeline import test_files_present  # noqa: E402
+from _kept_commits import kept_commits  # noqa: E402
+from _report import report  # noqa: E402
 
 COMMITS = int(os.environ.get("BENCH_ENV_COMMITS", "20"))
 BACKENDS = [name.strip() for name in os.environ.get("BENCH_ENV_BACKENDS", "local,docker").split(",") if name.strip()]
@@ -64,12 +65,6 @@ BACKENDS = [name.strip() for name in os.environ.get("BENCH_ENV_BACKENDS", "local
 SOURCES = {name.strip() for name in os.environ.get("BENCH_ENV_SOURCES", "sample,era,repo").split(",")}
 INDEX_HOSTS = index_hosts_from(os.environ.get("COMMITGYM_INDEX_HOSTS", ""))  # as the product reads it
 REUSE_TRIES = 3
-
-
-def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:
-    ratio = value / baseline if baseline else float("inf")
-    print(f"{name}: {value:.3f} {unit} (baseline: {baseline:.3f} {baseline_unit or unit}, ratio: {ratio:.2f})",
-          flush=True)
 
 
 def note(text: str) -> None:
@@ -109,27 +104,6 @@ class _Built:
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-
-
-def kept_commits(mirror: Path, tip: str) -> list[tuple[str, str, datetime]]:
-    """The commits the mining filters keep (with a parent), oldest first, as (sha, parent, committer date)."""
-    filters = MiningFilters()
-
-    def needs_check(mined: MinedCommit) -> bool:
-        return bool(mined.stats.source_file_count) and not size_drop_reason(mined.stats, filters)
-
-    kept = []
-    with BlobReader(mirror) as blobs:
-        walk = commits_walk(mirror, tip, hunks_up_to=filters.max_patch_chars)
-        try:
-            for mined in python_changes_checked(walk, blobs, needs_check=needs_check):
-                if mined.parent_sha and not drop_reason(mined.stats, filters):
-                    # The walk's committed_at is git's %cI, as `git show -s --format=%cI SHA` says it.
-                    kept.append((mined.sha, mined.parent_sha, datetime.fromisoformat(mined.committed_at)))
-        finally:
-            walk.close()
-    kept.reverse()
-    return kept
 
 
 def spread(items: list, count: int) -> list:

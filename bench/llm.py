@@ -27,16 +27,11 @@ from django.core.management import call_command  # noqa: E402
 from apps.llm.calls import model_call  # noqa: E402
 from worker.engine.llm.clients import EmbeddedClient, ModelSettings  # noqa: E402
 from worker.engine.llm.prompts import prompt_load  # noqa: E402
+from _report import report  # noqa: E402
 
 CANDIDATES = 26
 ISSUE = ("slugify() leaves a trailing separator when max_length cuts the text right after a word.\n\n"
          "slugify('hello big world', max_length=10) returns 'hello-big-'; I expected 'hello-big'. " * 12)
-
-
-def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:
-    ratio = value / baseline if baseline else float("inf")
-    print(f"{name}: {value:.3f} {unit} (baseline: {baseline:.3f} {baseline_unit or unit}, ratio: {ratio:.2f})",
-          flush=True)
 
 
 def judge_messages(n: int) -> list[dict[str, str]]:

@@ -38,6 +38,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from _report import report  # noqa: E402
 from _synthetic_history import commits_append, history_write  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
@@ -47,12 +48,6 @@ from apps.repositories.services import (  # noqa: E402
     repository_delete,
     repository_register,
 )
-
-
-def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:
-    ratio = value / baseline if baseline else float("inf")
-    print(f"{name}: {value:.3f} {unit} (baseline: {baseline:.3f} {baseline_unit or unit}, ratio: {ratio:.2f})",
-          flush=True)
 
 
 def git_log_floor(repo: Path, revisions: list[str], runs: int = 3) -> float:

@@ -30,22 +30,15 @@ from tests.gitrepo import GitRepo  # noqa: E402
 from worker.demo.sample_repo import sample_repo_write  # noqa: E402
 from worker.engine.env.builder import EnvironmentBuilder  # noqa: E402
 from worker.engine.env.runtimes import default_images, docker_runtimes  # noqa: E402
-from worker.engine.git.repo import BlobReader  # noqa: E402
 from worker.engine.git.working_copy import working_copy_clone  # noqa: E402
-from worker.engine.mine.filters import MiningFilters, drop_reason  # noqa: E402
-from worker.engine.mine.walk import commits_walk, python_changes_checked  # noqa: E402
 from worker.engine.sandbox.base import SANDBOX_UIDS, hand_over  # noqa: E402
 from worker.engine.sandbox.docker import DockerSandbox  # noqa: E402
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate  # noqa: E402
+from _kept_commits import kept_commits  # noqa: E402
+from _report import report  # noqa: E402
 
 AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SLOW_TESTS = 24  # x 0.45 s: a run of the file takes over 10 s
-
-
-def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:
-    ratio = value / baseline if baseline else float("inf")
-    print(f"{name}: {value:.3f} {unit} (baseline: {baseline:.3f} {baseline_unit or unit}, ratio: {ratio:.2f})",
-          flush=True)
 
 
 def slow_repository(path: Path) -> tuple[str, str]:
@@ -132,17 +125,12 @@ def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:
     repo = place / "sample"
     sample_repo_write(repo)
     tip = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    kept = []
-    with BlobReader(repo) as blobs:
-        for mined in commits_walk(repo, tip):
-            if mined.stats.source_file_count and not drop_reason(
-                    _checked(mined, blobs), MiningFilters()) and mined.parent_sha:
-                kept.append(mined)
+    kept = kept_commits(repo, tip)
     settings = ValidationSettings(runs_per_side=1, per_test_timeout=30, suite_seconds=120)
     environments, reused, stored_bytes = [], 0, 0
-    for mined in reversed(kept):
+    for sha, parent_sha, _ in kept:
         result = task_validate(
-            CommitToValidate(mirror_dir=repo, sha=mined.sha, parent_sha=mined.parent_sha, committed_at=AS_OF),
+            CommitToValidate(mirror_dir=repo, sha=sha, parent_sha=parent_sha, committed_at=AS_OF),
             builder=builder, work_root=place, settings=settings, reusable=environments[-3:])
         reused += result.environment_reused
         if result.environment and not result.environment_reused:
@@ -157,11 +145,6 @@ def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:
            1000.0, "MB (the goal: 1 GB)")
     print(f"validate.environment_bytes: {env_bytes / 1e6:.1f} MB for {len(environments)} distinct environments",
           flush=True)
-
-
-def _checked(mined, blobs):
-    (checked,) = python_changes_checked([mined], blobs)
-    return checked.stats
 
 
 def main() -> None:

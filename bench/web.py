@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _database import bench_database_url, database_recreate  # noqa: E402
+from _report import report  # noqa: E402
 
 DATABASE_NAME = "commitgym_webbench"
 TASKS = 10_000
@@ -49,12 +50,6 @@ REQUEST_TIMEOUT = 10.0  # seconds; a request still unanswered then is an error
 LIST_PATHS = ["/tasks/", "/tasks/?state=needs_review", "/tasks/?sort=-leak&flaky=yes", "/tasks/?page=50",
               "/tasks/?state=needs_review&sort=updated&verdict=valid"]
 STATIC_PATH = "/static/css/app.css"
-
-
-def report(name: str, value: float, unit: str, baseline: float, baseline_unit: str = "") -> None:
-    ratio = value / baseline if baseline else float("inf")
-    print(f"{name}: {value:.3f} {unit} (baseline: {baseline:.3f} {baseline_unit or unit}, ratio: {ratio:.2f})",
-          flush=True)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -7,8 +7,6 @@ import pytest
 from tests.worker.test_validate import UV
 from worker.demo.era_repo import ERA_STYLES, era_repo_write
 from worker.engine.env.builder import EnvironmentBuilder
-from worker.engine.env.runtimes import default_images, docker_runtimes
-from worker.engine.sandbox.docker import DockerSandbox
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
 
 FAST = ValidationSettings(runs_per_side=2, per_test_timeout=20, suite_seconds=120)
@@ -27,11 +25,8 @@ def eras(place):
 
 
 @pytest.fixture(scope="module")
-def docker_builder(place):
-    if not DockerSandbox.available():
-        pytest.fail("no Docker engine answers: make test starts one (deploy/dev/docker.sh)")
-    return EnvironmentBuilder(env_root=place / "envs-docker", uv=UV, sandbox_factory=DockerSandbox,
-                              backend="docker", runtimes=docker_runtimes(default_images()), round_days=7)
+def docker_builder(place, docker_builder_make):
+    return docker_builder_make(place / "envs-docker", round_days=7)
 
 
 def _validate(eras, builder, place, style):

@@ -20,12 +20,10 @@ from typing import Callable, Optional
 
 import pytest
 
-from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.env.recipes import ENV, WORKSPACE
 from worker.engine.env.runtimes import default_images, docker_runtimes
 from worker.engine.run.pytest_run import outcomes_from_events, pytest_run, report_check
 from worker.engine.sandbox.base import Limits
-from worker.engine.sandbox.docker import DockerSandbox
 from worker.engine.sandbox.local import LocalSandbox
 
 UV = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv")
@@ -155,16 +153,13 @@ class Sandboxed:
 
 
 @pytest.fixture(scope="module", params=[*PYTEST_VERSIONS, "docker"])
-def sandboxed(request, shared_dir) -> Sandboxed:
+def sandboxed(request, shared_dir, docker_builder_make) -> Sandboxed:
     """Every forgery is tried in the local sandbox with each pytest, and in the docker sandbox with
     an environment its builder made (the newest pytest)."""
     if request.param != "docker":
         environment = venv_with(shared_dir / f"venv-{PYTEST_VERSIONS.index(request.param)}", request.param)
         return Sandboxed(environment, lambda: LocalSandbox(read_only=[environment]))
-    if not DockerSandbox.available():
-        pytest.fail("no Docker engine answers: make test starts one (deploy/dev/docker.sh)")
-    builder = EnvironmentBuilder(env_root=shared_dir / "envs-docker", uv=Path(UV), sandbox_factory=DockerSandbox,
-                                 backend="docker", runtimes=docker_runtimes(default_images())[:1])
+    builder = docker_builder_make(shared_dir / "envs-docker", runtimes=docker_runtimes(default_images())[:1])
     work = Path(tempfile.mkdtemp(prefix="build-", dir=shared_dir))
     work.chmod(0o755)
     make_repo(work, {"tests/test_x.py": "def test_x():\n    pass\n"})

@@ -7,8 +7,6 @@ import pytest
 
 from worker.demo.sample_repo import sample_repo_write
 from worker.engine.env.builder import EnvironmentBuilder
-from worker.engine.env.runtimes import default_images, docker_runtimes
-from worker.engine.sandbox.docker import DockerSandbox
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate, task_validate_generated
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
@@ -28,13 +26,10 @@ def sample(place):
 
 
 @pytest.fixture(scope="module", params=["local", "docker"])
-def builder(place, request):
+def builder(place, request, docker_builder_make):
     """Every case runs with both sandboxes."""
     if request.param == "docker":
-        if not DockerSandbox.available():
-            pytest.fail("no Docker engine answers: make test starts one (deploy/dev/docker.sh)")
-        return EnvironmentBuilder(env_root=place / "envs-docker", uv=UV, sandbox_factory=DockerSandbox,
-                                  backend="docker", runtimes=docker_runtimes(default_images()))
+        return docker_builder_make(place / "envs-docker")
     return EnvironmentBuilder(env_root=place / "envs-local", uv=UV)
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Callable, Iterable, Optional, Union
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,15 @@ def author_env(env: dict[str, str], author: Author, date: str) -> dict[str, str]
     """`env` with `author` as the author and committer of the next commit, at `date` (git's format)."""
     return {**env, "GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email, "GIT_AUTHOR_DATE": date,
             "GIT_COMMITTER_NAME": author.name, "GIT_COMMITTER_EMAIL": author.email, "GIT_COMMITTER_DATE": date}
+
+
+def history_main(module: str, history_write: Callable[[Path], Iterable], line: Callable[[object], str],
+                 argv: Optional[list[str]] = None) -> int:
+    """`python -m <module> PATH`: writes the repository at PATH and prints a line per commit."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0].startswith("-"):
+        print(f"usage: python -m {module} PATH", file=sys.stderr)
+        return 2
+    for commit in history_write(Path(args[0])):
+        print(line(commit))
+    return 0

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Optional, Union
 
-from worker.demo.history import Author, author_env, change_apply, edit, git, git_env, write
+from worker.demo.history import Author, author_env, change_apply, edit, git, git_env, history_main, write
 
 
 @dataclass(frozen=True)
@@ -1630,13 +1630,8 @@ def sample_repo_write(path: Path, *, now: Optional[datetime] = None) -> list[Sam
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m worker.demo.sample_repo PATH", file=sys.stderr)
-        return 2
-    for commit in sample_repo_write(Path(args[0])):
-        print(f"{commit.sha}\t{commit.kind}\t{commit.subject}")
-    return 0
+    return history_main("worker.demo.sample_repo", sample_repo_write,
+                        lambda commit: f"{commit.sha}\t{commit.kind}\t{commit.subject}", argv)
 
 
 if __name__ == "__main__":
