@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from worker.demo.sample_repo import sample_repo_write
-from worker.engine.env.builder import Attempt, EnvironmentBuilder, EnvironmentFailed, with_era_reason
+from worker.engine.env.builder import Attempt, EnvironmentBuilder, EnvironmentFailed
+from worker.engine.env.era import python2_code, removed_in, with_era_reason
 from worker.engine.env.files import environment_files, environment_files_lay
 from worker.engine.env.recipes import (
     ENV,
@@ -26,7 +27,6 @@ from worker.engine.env.resolve import Cutoffs, install_failure_reason, lifts_wan
 from worker.engine.env.runtimes import Runtime, default_images, docker_runtimes, local_runtimes, python_order
 from worker.engine.env.skips import missing_modules, optional_requirements
 from worker.engine.reasons import ENVIRONMENT_REASONS
-from worker.engine.sandbox.docker import DockerSandbox
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
 AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -167,6 +167,64 @@ def test_python_2_code_fails_as_code_of_another_era():
     assert EnvironmentFailed(with_era_reason([plain], {}, [Runtime("3.11")])).reason == "build_failed"
 
 
+# What Python 3.9 printed building a 2012 package, and collecting its tests: only "invalid syntax".
+_BUILD_OF_PYTHON2 = """  File "<string>", line 9, in <module>
+  File "/workspace/repo/pkg/__init__.py", line 17, in <module>
+    from pkg import lexer
+  File "/workspace/repo/pkg/lexer.py", line 82
+    except Exception, err:
+                    ^
+SyntaxError: invalid syntax
+"""
+_COLLECTION_OF_PYTHON2 = """tests/test_format.py:3: in <module>
+    from tests.utils import TestCaseBase
+E     File "/workspace/repo/tests/utils.py", line 38
+E       print fp.getvalue()
+E             ^
+E   SyntaxError: invalid syntax
+"""
+
+
+def test_python_2_code_is_known_by_the_line_shown_where_the_python_says_only_invalid_syntax():
+    assert python2_code(_COLLECTION_OF_PYTHON2) and python2_code(_BUILD_OF_PYTHON2, installing=True)
+    # A dependency's sdist of Python 2 code fails the install without saying anything of the code here.
+    dependency = _BUILD_OF_PYTHON2.replace("/workspace/repo/pkg", "/root/.cache/uv/sdists/oldlib/oldlib")
+    assert not python2_code(dependency, installing=True)
+    assert not python2_code("SyntaxError: Missing parentheses in call to 'print'", installing=True)
+    # Python 3 lines of the same look are not Python 2.
+    assert not python2_code('  File "/workspace/repo/a.py", line 3\n    print(x, y\n          ^\nSyntaxError: invalid syntax')
+    assert not python2_code("E   SyntaxError: invalid syntax\nE       except (A, B) as e:")
+    attempt = Attempt("python3.9 editable", [], "failed", "install", _BUILD_OF_PYTHON2, 0.0, reason="build_failed")
+    assert EnvironmentFailed(with_era_reason([attempt], {}, [Runtime("3.9")])).reason == "no_python_for_era"
+
+
+def test_what_a_later_python_removed_from_the_standard_library_is_told_by_its_message():
+    assert removed_in("E   AttributeError: module 'collections' has no attribute 'MutableMapping'") == "3.10"
+    assert removed_in("ImportError: cannot import name 'Mapping' from 'collections' (/usr/lib/...)") == "3.10"
+    assert removed_in("ModuleNotFoundError: No module named 'imp'") == "3.12"
+    assert removed_in("ModuleNotFoundError: No module named 'distutils'") == "3.12"
+    assert removed_in("AttributeError: module 'inspect' has no attribute 'getargspec'") == "3.11"
+    assert removed_in("AttributeError: module 'time' has no attribute 'clock'") == "3.8"
+    # Two removals in one output: the earlier Python is the one that matters.
+    assert removed_in("No module named 'imp'\nmodule 'base64' has no attribute 'encodestring'") == "3.9"
+    # Neither a module of the same name's start nor a name the module still has.
+    assert removed_in("No module named 'impala'") == ""
+    assert removed_in("module 'collections' has no attribute 'OrderedDict2'") == ""
+    assert removed_in("cannot import name 'OrderedDict' from 'collections'") == ""
+
+
+def test_code_reaching_for_a_removed_module_is_of_another_era_only_without_an_older_python():
+    gone = Attempt("python3.11 tests-only", [], "failed", "collect",
+                   "E   AttributeError: module 'collections' has no attribute 'Mapping'", 0.0,
+                   reason="tests_do_not_collect")
+    assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11")])).reason == "no_python_for_era"
+    assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11"), Runtime("3.10")])).reason \
+        == "no_python_for_era"
+    # Python 3.9 still had it: the failure there (if any) was something else.
+    assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11"), Runtime("3.9")])).reason \
+        == "tests_do_not_collect"
+
+
 def test_generated_files_are_laid_where_the_copy_has_nothing_and_never_through_a_link(tmp_path):
     env = tmp_path / "envs" / "abc"
     env.mkdir(parents=True)
@@ -279,6 +337,23 @@ def test_an_install_that_fails_records_every_attempt(place):
     assert failed.value.reason == "build_failed"
 
 
+def test_code_using_what_this_python_removed_stops_the_search_on_it(place):
+    work = place / "removed"
+    (work / "repo" / "tests").mkdir(parents=True)
+    (work / "repo" / "setup.py").write_text("from setuptools import setup\nsetup(name='old', py_modules=['old'])\n")
+    (work / "repo" / "old.py").write_text("import collections\n\n\nclass Store(collections.MutableMapping):\n"
+                                           "    pass\n")
+    (work / "repo" / "tests" / "test_old.py").write_text("import old\n\n\ndef test_old():\n    assert old.Store\n")
+    with pytest.raises(EnvironmentFailed) as failed:
+        _builder(place).build(work, as_of=AS_OF)
+    # The first strategy installed and failed to collect for want of what Python 3.10 removed: no other
+    # strategy on this Python (or a later one) can change that.
+    (attempt,) = failed.value.attempts
+    assert (attempt.strategy, attempt.step) == (f"{PYTHON} editable", "collect"), attempt.output
+    assert "MutableMapping" in attempt.output
+    assert failed.value.reason == "no_python_for_era"
+
+
 def test_tests_that_do_not_collect_fail_the_attempt(place):
     work = place / "uncollectable"
     (work / "repo" / "tests").mkdir(parents=True)
@@ -321,7 +396,7 @@ def test_a_file_hard_linked_into_the_working_copy_is_copied_when_the_environment
     assert os.stat(env / "lib" / "sitecustomize.py").st_nlink == 1
 
 
-def test_old_code_gets_the_older_python_it_needs_from_the_docker_backend(place):
+def test_old_code_gets_the_older_python_it_needs_from_the_docker_backend(place, docker_builder_make):
     runtimes = docker_runtimes(default_images())
     assert {"3.11", "3.9"} <= {runtime.version for runtime in runtimes}, \
         "make test builds commitgym-base:bookworm and commitgym-base:bullseye (deploy/dev/docker.sh)"
@@ -330,8 +405,7 @@ def test_old_code_gets_the_older_python_it_needs_from_the_docker_backend(place):
     # collections.Mapping went away in Python 3.10.
     (work / "repo" / "tests" / "test_old.py").write_text(
         "from collections import Mapping\n\n\ndef test_mapping():\n    assert isinstance({}, Mapping)\n")
-    builder = EnvironmentBuilder(env_root=place / "envs-docker", uv=UV, sandbox_factory=DockerSandbox,
-                                 backend="docker", runtimes=runtimes)
+    builder = docker_builder_make(place / "envs-docker", runtimes=runtimes)
     built = builder.build(work, as_of=AS_OF)
     assert [(a.strategy, a.step, a.status) for a in built.attempts] == [
         ("python3.11 tests-only", "collect", "failed"), ("python3.9 tests-only", "", "ok")]

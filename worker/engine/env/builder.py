@@ -31,11 +31,11 @@ from worker.engine.env.recipes import (
     WORKSPACE,
     Strategy,
     build_packages,
-    declared_python,
     install_recipe,
     install_strategies,
     recipe_key,
 )
+from worker.engine.env.era import python2_code, removed_in, with_era_reason
 from worker.engine.env.files import (
     GENERATED_FILES,
     environment_files,
@@ -67,13 +67,6 @@ MAX_LIFTS = 12  # installs in one attempt with a cutoff lifted, before the attem
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
 _INSTALLED_PYTEST = re.compile(r"\+ pytest==([0-9][\w.]*)")
-# What Python 3 says of Python 2 code.
-_PYTHON2 = re.compile(r"Missing parentheses in call to '(print|exec)'|multiple exception types must be parenthesized"
-                      r"|leading zeros in decimal integer literals are not permitted"
-                      r"|cannot import name '(izip|izip_longest|imap|ifilter|ifilterfalse)' from 'itertools'"
-                      r"|No module named '(urllib2|urlparse|StringIO|cStringIO|ConfigParser|Queue|cPickle|httplib|"
-                      r"__builtin__|exceptions|HTMLParser|Cookie|cookielib|SocketServer|Tkinter)'"
-                      r"|name '(xrange|basestring|unicode|unichr|raw_input|execfile|reduce|long|file)' is not defined")
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
 # Run in the environment: the distribution that installed a top-level module, and its version.
 _DISTRIBUTION_OF = """
@@ -213,62 +206,65 @@ class EnvironmentBuilder:
             raise EnvironmentFailed([Attempt("python", [], "failed", "venv", f"No Python is available to the "
                                              f"{self.backend} sandbox (docker: no base image is present; "
                                              f"manage.py build_base_images builds them).", 0.0, reason="no_python")])
-        before = working_copy_files(workdir / "repo")
+        build = _Build(workdir, as_of, recipe, tuple(probe), working_copy_files(workdir / "repo"))
         attempts = []
+        removed = ""  # a Python that removed what the code reaches for: it and later ones are not tried further
         for runtime in python_order(self.runtimes, recipe, as_of):
+            if removed and release_tuple(runtime.version) >= release_tuple(removed):
+                continue
             floor = False  # once pytest of the commit's day fails on this Python, the next strategies skip it
             for strategy in install_strategies(recipe):
-                tried, pins, floor = self._attempts_adjusting(workdir, runtime, strategy, as_of, recipe, probe, before,
-                                                              floor)
+                tried, pins, floor = self._attempts_adjusting(build, runtime, strategy, floor)
                 attempts += tried
                 if attempts[-1].status == "ok":
-                    attempts += self._optional_dependencies(workdir, runtime, strategy, as_of, recipe, probe, before,
-                                                            attempts[-1], pins, floor)
+                    attempts += self._optional_dependencies(build, runtime, strategy, attempts[-1], pins, floor)
                     return self._keep(workdir, runtime, attempts, recipe)
                 if attempts[-1].step == "venv":
                     break  # this Python is not there: no strategy can work with it
-                if attempts[-1].step in ("install", "collect") and _PYTHON2.search(attempts[-1].output):
+                if attempts[-1].step in ("install", "collect") and python2_code(
+                        attempts[-1].output, installing=attempts[-1].step == "install"):
                     raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))  # no Python 2 here
+                removed = (attempts[-1].step == "collect" and removed_in(attempts[-1].output)) or removed
+                if removed and release_tuple(runtime.version) >= release_tuple(removed):
+                    break
                 if sum(attempt.seconds for attempt in attempts) > self.search_seconds:
                     raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))
         raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))
 
-    def _attempts_adjusting(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime,
-                            recipe: dict[str, str], probe: Sequence[str], before: set[str],
+    def _attempts_adjusting(self, build: "_Build", runtime: Runtime, strategy: Strategy,
                             floor: bool) -> tuple[list[Attempt], dict, bool]:
         """One strategy; again with the oldest pytest that runs on the Python where the one of the
         commit's day does not; and while the tests fail to import from a dependency, again with that
         dependency held below the release line it came in (a package that broke later than the code)."""
         pins: dict[str, str] = {}
-        attempts = [self._attempt(workdir, runtime, strategy, as_of, recipe, pins, floor, probe, before)]
+        attempts = [self._attempt(build, runtime, strategy, pins, floor)]
         for _ in range(MAX_PINS + 1):
             last = attempts[-1]
             if not floor and self._pytest_too_old(last, runtime):
                 floor = True
             else:
-                pin = self._pin_for(workdir, runtime, last.output) if last.step == "collect" else None
+                pin = self._pin_for(build.workdir, runtime, last.output) if last.step == "collect" else None
                 if pin is None or pins.get(pin[0]) == pin[1] or len(pins) >= MAX_PINS:
                     break
                 pins[pin[0]] = pin[1]
-            attempts.append(self._attempt(workdir, runtime, strategy, as_of, recipe, pins, floor, probe, before))
+            attempts.append(self._attempt(build, runtime, strategy, pins, floor))
         return attempts, pins, floor
 
-    def _optional_dependencies(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime,
-                               recipe: dict[str, str], probe: Sequence[str], before: set[str], found: Attempt,
+    def _optional_dependencies(self, build: "_Build", runtime: Runtime, strategy: Strategy, found: Attempt,
                                pins: dict[str, str], floor: bool) -> list[Attempt]:
         """Where tests skipped for want of a module, the same attempt again with what provides it (the
         package's own extras first), kept if fewer tests skip; otherwise the environment found stays."""
-        wanted = optional_requirements(missing_modules(found.output), recipe)
+        wanted = optional_requirements(missing_modules(found.output), build.recipe)
         if not wanted:
             return []
-        env, kept = workdir / "env", workdir / "env.kept"
+        env, kept = build.workdir / "env", build.workdir / "env.kept"
         if env.is_symlink() or not env.is_dir():
             return []  # what the build left is refused as it is kept
         if kept.is_symlink() or kept.is_file():
             kept.unlink()
         shutil.rmtree(kept, ignore_errors=True)
         os.rename(env, kept)
-        more = self._attempt(workdir, runtime, strategy, as_of, recipe, pins, floor, probe, before, wanted)
+        more = self._attempt(build, runtime, strategy, pins, floor, wanted)
         if more.status == "ok" and skipped_count(more.output) < skipped_count(found.output):
             shutil.rmtree(kept)
             return [more]
@@ -308,27 +304,11 @@ class EnvironmentBuilder:
             return None
         return fields[0].lower(), f"{fields[0]}<{release.group(0)}"
 
-    def _attempt(self, workdir: Path, runtime: Runtime, strategy: Strategy, as_of: datetime,
-                 recipe: dict[str, str], pins: dict[str, str], floor: bool, probe: Sequence[str],
-                 before: set[str], optional: Sequence[tuple[str, str]] = ()) -> Attempt:
+    def _attempt(self, build: "_Build", runtime: Runtime, strategy: Strategy, pins: dict[str, str], floor: bool,
+                 optional: Sequence[tuple[str, str]] = ()) -> Attempt:
+        workdir, probe = build.workdir, build.probe
         shutil.rmtree(workdir / "env", ignore_errors=True)
-        build = tuple(build_packages(recipe))
-        released = PYTHON_RELEASES.get(runtime.version)
-        build_from = max(as_of, datetime.combine(released, as_of.timetz())) if released else as_of
-        resolved_as_of = date_rounded_up(as_of, self.round_days)
-        cutoffs = Cutoffs(resolved_as_of, {package: build_from for package in build} if build_from > resolved_as_of
-                           else {}, build)
-        pytest = PYTEST_OF_THE_DAY
-        if floor:
-            version, until = PYTEST_FLOOR.get(runtime.version, ("8.0.0", None))
-            pytest = f"pytest~={version}"
-            # What pytest needs, as of the later of its series' end and the Python's release (an older
-            # `py` or `pluggy` may not import on that Python), to the end of that day.
-            series = datetime.combine(max(until, released or until), time(23, 59, 59), as_of.tzinfo) if until else None
-            for package in PYTEST_NEEDS:
-                current = cutoffs.lifted.get(package, resolved_as_of)
-                if current is not None and (series is None or series > current):
-                    cutoffs.lifted[package] = series
+        cutoffs, pytest = self._cutoffs(build, runtime, floor)
         added = [requirement for requirement, _why in optional]
         run = _AttemptRun(self, workdir, runtime, " ".join(
             [runtime.interpreter, strategy.name, *pins.values(), *([pytest] if floor else []), *added]))
@@ -341,7 +321,7 @@ class EnvironmentBuilder:
         if not installed:
             return run.end(install_failure_reason(run.last_output, cutoffs), cutoffs.recorded(), pytest_note)
         after_install = working_copy_files(workdir / "repo")
-        run.generated = tuple(sorted(after_install - before))[:GENERATED_FILES]
+        run.generated = tuple(sorted(after_install - build.before))[:GENERATED_FILES]
         if strategy.working_copy_on_path and not run.step(
                 "path", [f"{ENV}/bin/python", "-c", _WORKING_COPY_PTH, REPO], network=False):
             return run.end("install_failed", cutoffs.recorded(), pytest_note)
@@ -359,8 +339,31 @@ class EnvironmentBuilder:
         if probe:  # what the commit's own tests skip; that they fail or pass here decides nothing
             run.step("probe", [f"{ENV}/bin/python", "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *probe],
                      required=False, limits=replace(self.limits, wall_seconds=PROBE_SECONDS, cpu_seconds=PROBE_SECONDS))
-        before |= working_copy_files(workdir / "repo") - after_install  # the tests wrote these, not the install
+        build.before |= working_copy_files(workdir / "repo") - after_install  # the tests wrote these, not the install
         return run.end("", cutoffs.recorded(), pytest_note)
+
+    def _cutoffs(self, build: "_Build", runtime: Runtime, floor: bool) -> tuple[Cutoffs, str]:
+        """The cutoffs an attempt installs under, and the pytest it asks for: the commit's date (rounded
+        up) for what the code runs with; the later of that and the Python's release for what the build
+        needs; with the oldest pytest that runs on the Python (`floor`), what pytest needs as of the
+        later of its series' end and the Python's release, to the end of that day (an older `py` or
+        `pluggy` may not import on that Python)."""
+        as_of = build.as_of
+        packages = tuple(build_packages(build.recipe))
+        released = PYTHON_RELEASES.get(runtime.version)
+        build_from = max(as_of, datetime.combine(released, as_of.timetz())) if released else as_of
+        resolved_as_of = date_rounded_up(as_of, self.round_days)
+        cutoffs = Cutoffs(resolved_as_of, {package: build_from for package in packages}
+                          if build_from > resolved_as_of else {}, packages)
+        if not floor:
+            return cutoffs, PYTEST_OF_THE_DAY
+        version, until = PYTEST_FLOOR.get(runtime.version, ("8.0.0", None))
+        series = datetime.combine(max(until, released or until), time(23, 59, 59), as_of.tzinfo) if until else None
+        for package in PYTEST_NEEDS:
+            current = cutoffs.lifted.get(package, resolved_as_of)
+            if current is not None and (series is None or series > current):
+                cutoffs.lifted[package] = series
+        return cutoffs, f"pytest~={version}"
 
     def _install(self, run: "_AttemptRun", requirements: list[str], cutoffs: Cutoffs) -> bool:
         """`uv pip install` as of the cutoffs, lifting a cutoff a step for each package it held back
@@ -427,6 +430,19 @@ class EnvironmentBuilder:
                        reason="" if result.ok else "tests_do_not_collect")
 
 
+@dataclass
+class _Build:
+    """One commit's search: its working copy (`<workdir>/repo`), date, install recipe, the test files
+    probed for skips, and the files of the working copy not written by an install (the tests' own
+    writes join them as attempts run)."""
+
+    workdir: Path
+    as_of: datetime
+    recipe: dict[str, str]
+    probe: tuple[str, ...]
+    before: set[str]
+
+
 def nose_era_test_folders(repo: Path) -> list[str]:
     """Test folders (tests/, test/, at the top or one package down) holding modules pytest's default
     names (test_*.py, *_test.py) miss, as nose and unittest discovery found them."""
@@ -487,15 +503,3 @@ class _AttemptRun:
                        "\n".join(self.outputs), self.seconds, reason="" if ok else reason, lifted=dict(lifted or {}),
                        pytest=pytest, added=self.added, on_path=self.on_path, generated=self.generated,
                        suite_args=self.suite_args)
-
-
-def with_era_reason(attempts: list[Attempt], recipe: dict[str, str], runtimes: Sequence[Runtime]) -> list[Attempt]:
-    """Attempts that failed because the code is older than every Python here say so."""
-    declared = declared_python(recipe)
-    too_new = declared is not None and not any(
-        declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
-        declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
-    python2 = any(attempt.step == "collect" and _PYTHON2.search(attempt.output) for attempt in attempts)
-    if not (too_new or python2):
-        return attempts
-    return [replace(a, reason="no_python_for_era") if a.status != "ok" else a for a in attempts]
