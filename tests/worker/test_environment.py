@@ -3,6 +3,7 @@
 import os
 import stat
 import subprocess
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -220,6 +221,10 @@ def test_code_reaching_for_a_removed_module_is_of_another_era_only_without_an_ol
     assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11")])).reason == "no_python_for_era"
     assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11"), Runtime("3.10")])).reason \
         == "no_python_for_era"
+    # A dependency's build that failed the same way, before its cutoff was lifted, is not the collection.
+    lifted = replace(gone, output="$ uv pip install pytest~=6.2.5\n" + gone.output + "\n$ python -m pytest "
+                     "--collect-only\nno tests collected in 0.01s", reason="no_tests_collected")
+    assert EnvironmentFailed(with_era_reason([lifted], {}, [Runtime("3.11")])).reason == "no_tests_collected"
     # Python 3.9 still had it: the failure there (if any) was something else.
     assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11"), Runtime("3.9")])).reason \
         == "tests_do_not_collect"

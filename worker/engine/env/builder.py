@@ -24,6 +24,15 @@ from datetime import datetime, time
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
 
+from worker.engine.env.era import last_step_output, python2_code, removed_in, with_era_reason
+from worker.engine.env.files import (
+    GENERATED_FILES,
+    environment_files,
+    environment_files_lay,
+    environment_seal,
+    generated_files_keep,
+    working_copy_files,
+)
 from worker.engine.env.recipes import (
     ENV,
     REPO,
@@ -34,15 +43,6 @@ from worker.engine.env.recipes import (
     install_recipe,
     install_strategies,
     recipe_key,
-)
-from worker.engine.env.era import python2_code, removed_in, with_era_reason
-from worker.engine.env.files import (
-    GENERATED_FILES,
-    environment_files,
-    environment_files_lay,
-    environment_seal,
-    generated_files_keep,
-    working_copy_files,
 )
 from worker.engine.env.resolve import (
     PYTEST_FLOOR,
@@ -221,10 +221,10 @@ class EnvironmentBuilder:
                     return self._keep(workdir, runtime, attempts, recipe)
                 if attempts[-1].step == "venv":
                     break  # this Python is not there: no strategy can work with it
-                if attempts[-1].step in ("install", "collect") and python2_code(
-                        attempts[-1].output, installing=attempts[-1].step == "install"):
+                failed, said = attempts[-1].step, last_step_output(attempts[-1].output)
+                if failed in ("install", "collect") and python2_code(said, installing=failed == "install"):
                     raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))  # no Python 2 here
-                removed = (attempts[-1].step == "collect" and removed_in(attempts[-1].output)) or removed
+                removed = (failed == "collect" and removed_in(said)) or removed
                 if removed and release_tuple(runtime.version) >= release_tuple(removed):
                     break
                 if sum(attempt.seconds for attempt in attempts) > self.search_seconds:

@@ -77,6 +77,11 @@ def removed_in(output: str) -> str:
     return min(found, key=release_tuple) if found else ""
 
 
+def last_step_output(output: str) -> str:
+    """What the last step of an attempt printed (an attempt's output is its steps', each after "$ argv")."""
+    return output[output.rfind("\n$ ") + 1:]
+
+
 def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence) -> list:
     """Attempts that failed because the code is older than every Python here say so: Python 2 code,
     a declared Python none of the runtimes satisfies, or what the code reached for was removed from the
@@ -85,9 +90,9 @@ def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence) 
     too_new = declared is not None and not any(
         declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
         declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
-    failed_collecting = [attempt.output for attempt in attempts if attempt.step == "collect"]
-    python2 = any(python2_code(attempt.output, installing=attempt.step == "install") for attempt in attempts
-                  if attempt.step in ("install", "collect"))
+    failed_collecting = [last_step_output(attempt.output) for attempt in attempts if attempt.step == "collect"]
+    python2 = any(python2_code(last_step_output(attempt.output), installing=attempt.step == "install")
+                  for attempt in attempts if attempt.step in ("install", "collect"))
     oldest = min((release_tuple(runtime.version) for runtime in runtimes), default=None)
     removed = [removed_in(output) for output in failed_collecting]
     gone = oldest is not None and any(version and release_tuple(version) <= oldest for version in removed)
