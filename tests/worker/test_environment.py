@@ -208,6 +208,12 @@ def test_what_a_later_python_removed_from_the_standard_library_is_told_by_its_me
     assert removed_in("AttributeError: module 'time' has no attribute 'clock'") == "3.8"
     # Two removals in one output: the earlier Python is the one that matters.
     assert removed_in("No module named 'imp'\nmodule 'base64' has no attribute 'encodestring'") == "3.9"
+    # Syntax Python 3.7 stopped accepting; installing, only in the repository's own files.
+    bare_generator = ('E     File "/workspace/repo/toolz/functoolz.py", line 414\n'
+                      "E       f.__name__ for f in reversed(funcs),\nE   SyntaxError: Generator expression must be "
+                      "parenthesized")
+    assert removed_in(bare_generator) == "3.7" and removed_in(bare_generator, installing=True) == "3.7"
+    assert removed_in(bare_generator.replace("/workspace/repo/", "/cache/sdists/"), installing=True) == ""
     # Neither a module of the same name's start nor a name the module still has.
     assert removed_in("No module named 'impala'") == ""
     assert removed_in("module 'collections' has no attribute 'OrderedDict2'") == ""

@@ -224,7 +224,8 @@ class EnvironmentBuilder:
                 failed, said = attempts[-1].step, last_step_output(attempts[-1].output)
                 if failed in ("install", "collect") and python2_code(said, installing=failed == "install"):
                     raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))  # no Python 2 here
-                removed = (failed == "collect" and removed_in(said)) or removed
+                removed = (failed in ("install", "collect") and removed_in(said, installing=failed == "install")
+                           or removed)
                 if removed and release_tuple(runtime.version) >= release_tuple(removed):
                     break
                 if sum(attempt.seconds for attempt in attempts) > self.search_seconds:

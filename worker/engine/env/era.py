@@ -53,8 +53,12 @@ STDLIB_REMOVALS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+# Syntax a Python stopped accepting, by what it says and the Python that stopped.
+SYNTAX_REMOVALS = {"Generator expression must be parenthesized": "3.7"}
+
+
 def _removal_patterns() -> list[tuple[str, re.Pattern]]:
-    patterns = []
+    patterns = [(version, re.compile(re.escape(said))) for said, version in SYNTAX_REMOVALS.items()]
     for version, modules in STDLIB_REMOVALS.items():
         for module, names in modules.items():
             quoted = re.escape(module)
@@ -71,8 +75,11 @@ def _removal_patterns() -> list[tuple[str, re.Pattern]]:
 _REMOVALS = _removal_patterns()
 
 
-def removed_in(output: str) -> str:
-    """The earliest Python that removed something the output says the code reached for ("" if none)."""
+def removed_in(output: str, *, installing: bool = False) -> str:
+    """The earliest Python that removed something the output says the code reached for ("" if none);
+    installing, only where the output shows a file of the repository's own."""
+    if installing and f'File "{REPO}/' not in output:
+        return ""
     found = [version for version, pattern in _REMOVALS if pattern.search(output)]
     return min(found, key=release_tuple) if found else ""
 
@@ -90,11 +97,11 @@ def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence) 
     too_new = declared is not None and not any(
         declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
         declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
-    failed_collecting = [last_step_output(attempt.output) for attempt in attempts if attempt.step == "collect"]
+    failed = [attempt for attempt in attempts if attempt.step in ("install", "collect")]
     python2 = any(python2_code(last_step_output(attempt.output), installing=attempt.step == "install")
-                  for attempt in attempts if attempt.step in ("install", "collect"))
+                  for attempt in failed)
     oldest = min((release_tuple(runtime.version) for runtime in runtimes), default=None)
-    removed = [removed_in(output) for output in failed_collecting]
+    removed = [removed_in(last_step_output(attempt.output), installing=attempt.step == "install") for attempt in failed]
     gone = oldest is not None and any(version and release_tuple(version) <= oldest for version in removed)
     if not (too_new or python2 or gone):
         return attempts
