@@ -365,6 +365,19 @@ def test_code_using_what_this_python_removed_stops_the_search_on_it(place):
     assert failed.value.reason == "no_python_for_era"
 
 
+def test_code_importing_pkg_resources_gets_the_setuptools_a_virtualenv_of_its_day_had(place):
+    work = place / "pkg-resources"
+    (work / "repo" / "tests").mkdir(parents=True)
+    (work / "repo" / "tests" / "test_version.py").write_text(
+        "import pkg_resources\n\n\ndef test_version():\n    assert pkg_resources.parse_version('1.0')\n")
+    built = _builder(place).build(work, as_of=datetime(2020, 3, 9, tzinfo=timezone.utc))
+    assert [(a.strategy.split(" ", 1)[1], a.status) for a in built.attempts][-2:] == [
+        ("tests-only pytest~=6.2.5", "failed"), ("tests-only setuptools pytest~=6.2.5", "ok")], \
+        [a.strategy for a in built.attempts]
+    assert "No module named 'pkg_resources'" in built.attempts[-2].output
+    assert "setuptools==" in built.lock
+
+
 def test_tests_that_do_not_collect_fail_the_attempt(place):
     work = place / "uncollectable"
     (work / "repo" / "tests").mkdir(parents=True)

@@ -67,6 +67,8 @@ MAX_LIFTS = 12  # installs in one attempt with a cutoff lifted, before the attem
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
 _INSTALLED_PYTEST = re.compile(r"\+ pytest==([0-9][\w.]*)")
+# A virtualenv of the code's day came with setuptools (and its pkg_resources); uv's comes with nothing.
+_SEEDED_BY_VIRTUALENV = re.compile(r"No module named '(pkg_resources|setuptools)'")
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
 # Run in the environment: the distribution that installed a top-level module, and its version.
 _DISTRIBUTION_OF = """
@@ -235,8 +237,9 @@ class EnvironmentBuilder:
     def _attempts_adjusting(self, build: "_Build", runtime: Runtime, strategy: Strategy,
                             floor: bool) -> tuple[list[Attempt], dict, bool]:
         """One strategy; again with the oldest pytest that runs on the Python where the one of the
-        commit's day does not; and while the tests fail to import from a dependency, again with that
-        dependency held below the release line it came in (a package that broke later than the code)."""
+        commit's day does not; again with setuptools where the code imports it without asking for it;
+        and while the tests fail to import from a dependency, again with that dependency held below
+        the release line it came in (a package that broke later than the code)."""
         pins: dict[str, str] = {}
         attempts = [self._attempt(build, runtime, strategy, pins, floor)]
         for _ in range(MAX_PINS + 1):
@@ -244,7 +247,9 @@ class EnvironmentBuilder:
             if not floor and self._pytest_too_old(last, runtime):
                 floor = True
             else:
-                pin = self._pin_for(build.workdir, runtime, last.output) if last.step == "collect" else None
+                said = last_step_output(last.output) if last.step == "collect" else ""
+                pin = (("setuptools", "setuptools") if _SEEDED_BY_VIRTUALENV.search(said)
+                       else self._pin_for(build.workdir, runtime, said) if said else None)
                 if pin is None or pins.get(pin[0]) == pin[1] or len(pins) >= MAX_PINS:
                     break
                 pins[pin[0]] = pin[1]
