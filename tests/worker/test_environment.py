@@ -378,6 +378,23 @@ def test_code_importing_pkg_resources_gets_the_setuptools_a_virtualenv_of_its_da
     assert "setuptools==" in built.lock
 
 
+def test_a_dependency_older_than_the_python_has_its_cutoff_lifted_until_it_imports(place):
+    work = place / "aged-dependency"
+    (work / "repo" / "tests").mkdir(parents=True)
+    (work / "repo" / "requirements.txt").write_text("pytz\n")
+    (work / "repo" / "tests" / "test_tz.py").write_text(
+        "import pytz\n\n\ndef test_utc():\n    assert pytz.utc.zone == 'UTC'\n")
+    built = _builder(place).build(work, as_of=datetime(2015, 1, 1, tzinfo=timezone.utc))
+    # pytz of 2014 reads collections.Mapping, which Python 3.10 removed: its cutoff moves a step at a
+    # time until a release that imports on this Python, and only pytz's.
+    aged = [a for a in built.attempts if "pytz (later)" in a.strategy]
+    assert aged and aged[-1].status == "ok" and built.attempts[-1] is aged[-1], [a.strategy for a in built.attempts]
+    before = built.attempts[built.attempts.index(aged[0]) - 1]
+    assert "'collections'" in before.output and "site-packages/pytz/" in before.output
+    assert set(aged[-1].lifted) - set(before.lifted) == {"pytz"}
+    assert aged[-1].lifted["pytz"] > "2015-12-31"
+
+
 def test_tests_that_do_not_collect_fail_the_attempt(place):
     work = place / "uncollectable"
     (work / "repo" / "tests").mkdir(parents=True)

@@ -24,6 +24,8 @@ from datetime import datetime, time
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
 
+from packaging.utils import canonicalize_name
+
 from worker.engine.env.era import last_step_output, python2_code, removed_in, with_era_reason
 from worker.engine.env.files import (
     GENERATED_FILES,
@@ -45,6 +47,7 @@ from worker.engine.env.recipes import (
     recipe_key,
 )
 from worker.engine.env.resolve import (
+    LIFT_YEARS,
     PYTEST_FLOOR,
     PYTEST_NEEDS,
     PYTEST_OF_THE_DAY,
@@ -69,6 +72,9 @@ _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module 
 _INSTALLED_PYTEST = re.compile(r"\+ pytest==([0-9][\w.]*)")
 # A virtualenv of the code's day came with setuptools (and its pkg_resources); uv's comes with nothing.
 _SEEDED_BY_VIRTUALENV = re.compile(r"No module named '(pkg_resources|setuptools)'")
+# A traceback's frame, as pytest shows it ("path.py:12: in <module>") or as Python does.
+_FRAME = re.compile(r'^(?:E)?\s*(?:File "([^"\n]+)", line \d+|(\S+\.py):\d+: in )', re.MULTILINE)
+_SITE_PACKAGES = re.compile(r"site-packages/([A-Za-z_][A-Za-z0-9_]*)")
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
 # Run in the environment: the distribution that installed a top-level module, and its version.
 _DISTRIBUTION_OF = """
@@ -216,10 +222,10 @@ class EnvironmentBuilder:
                 continue
             floor = False  # once pytest of the commit's day fails on this Python, the next strategies skip it
             for strategy in install_strategies(recipe):
-                tried, pins, floor = self._attempts_adjusting(build, runtime, strategy, floor)
-                attempts += tried
+                tried, adjust = self._attempts_adjusting(build, runtime, strategy, floor)
+                attempts, floor = attempts + tried, adjust.floor
                 if attempts[-1].status == "ok":
-                    attempts += self._optional_dependencies(build, runtime, strategy, attempts[-1], pins, floor)
+                    attempts += self._optional_dependencies(build, runtime, strategy, attempts[-1], adjust)
                     return self._keep(workdir, runtime, attempts, recipe)
                 if attempts[-1].step == "venv":
                     break  # this Python is not there: no strategy can work with it
@@ -235,29 +241,34 @@ class EnvironmentBuilder:
         raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))
 
     def _attempts_adjusting(self, build: "_Build", runtime: Runtime, strategy: Strategy,
-                            floor: bool) -> tuple[list[Attempt], dict, bool]:
+                            floor: bool) -> tuple[list[Attempt], "_Adjustments"]:
         """One strategy; again with the oldest pytest that runs on the Python where the one of the
         commit's day does not; again with setuptools where the code imports it without asking for it;
-        and while the tests fail to import from a dependency, again with that dependency held below
-        the release line it came in (a package that broke later than the code)."""
-        pins: dict[str, str] = {}
-        attempts = [self._attempt(build, runtime, strategy, pins, floor)]
-        for _ in range(MAX_PINS + 1):
+        while a dependency of the commit's day fails on what the Python removed, again with its cutoff
+        a step later (a package older than the Python); and while the tests fail to import from a
+        dependency, again with it held below the release line it came in (one that broke later than
+        the code)."""
+        adjust = _Adjustments(floor)
+        attempts = [self._attempt(build, runtime, strategy, adjust)]
+        for _ in range(MAX_PINS + len(LIFT_YEARS) + 1):
             last = attempts[-1]
-            if not floor and self._pytest_too_old(last, runtime):
-                floor = True
+            said = last_step_output(last.output) if last.step == "collect" else ""
+            aged = self._aged_dependency(build.workdir, runtime, said) if removed_in(said) else None
+            if not adjust.floor and self._pytest_too_old(last, runtime):
+                adjust.floor = True
+            elif aged and adjust.aged.get(aged, 0) < len(LIFT_YEARS):
+                adjust.aged[aged] = adjust.aged.get(aged, 0) + 1
             else:
-                said = last_step_output(last.output) if last.step == "collect" else ""
                 pin = (("setuptools", "setuptools") if _SEEDED_BY_VIRTUALENV.search(said)
                        else self._pin_for(build.workdir, runtime, said) if said else None)
-                if pin is None or pins.get(pin[0]) == pin[1] or len(pins) >= MAX_PINS:
+                if pin is None or adjust.pins.get(pin[0]) == pin[1] or len(adjust.pins) >= MAX_PINS:
                     break
-                pins[pin[0]] = pin[1]
-            attempts.append(self._attempt(build, runtime, strategy, pins, floor))
-        return attempts, pins, floor
+                adjust.pins[pin[0]] = pin[1]
+            attempts.append(self._attempt(build, runtime, strategy, adjust))
+        return attempts, adjust
 
     def _optional_dependencies(self, build: "_Build", runtime: Runtime, strategy: Strategy, found: Attempt,
-                               pins: dict[str, str], floor: bool) -> list[Attempt]:
+                               adjust: "_Adjustments") -> list[Attempt]:
         """Where tests skipped for want of a module, the same attempt again with what provides it (the
         package's own extras first), kept if fewer tests skip; otherwise the environment found stays."""
         wanted = optional_requirements(missing_modules(found.output), build.recipe)
@@ -270,7 +281,7 @@ class EnvironmentBuilder:
             kept.unlink()
         shutil.rmtree(kept, ignore_errors=True)
         os.rename(env, kept)
-        more = self._attempt(build, runtime, strategy, pins, floor, wanted)
+        more = self._attempt(build, runtime, strategy, adjust, wanted)
         if more.status == "ok" and skipped_count(more.output) < skipped_count(found.output):
             shutil.rmtree(kept)
             return [more]
@@ -296,7 +307,25 @@ class EnvironmentBuilder:
         found = _BROKEN_IMPORT.search(output)
         if not found:
             return None
-        module = (found.group(1) or found.group(2)).split(".")[0]
+        owner = self._distribution_of(workdir, runtime, (found.group(1) or found.group(2)).split(".")[0])
+        release = re.match(r"\d+(\.\d+)?", owner[1]) if owner else None
+        if not release:
+            return None
+        return owner[0].lower(), f"{owner[0]}<{release.group(0)}"
+
+    def _aged_dependency(self, workdir: Path, runtime: Runtime, output: str) -> Optional[str]:
+        """The installed distribution in whose code the failure happened (the traceback's last frame is
+        in site-packages), unless it is pytest's (the floor answers for pytest)."""
+        frames = _FRAME.findall(output)
+        innermost = _SITE_PACKAGES.search("".join(frames[-1])) if frames else None
+        if not innermost or innermost.group(1) in ("_pytest", "pytest", "pluggy", "py"):
+            return None
+        owner = self._distribution_of(workdir, runtime, innermost.group(1))
+        return canonicalize_name(owner[0]) if owner else None
+
+    def _distribution_of(self, workdir: Path, runtime: Runtime, module: str) -> Optional[tuple[str, str]]:
+        """(name, version) of the installed distribution that provides a top-level module; None for the
+        repository's own code, the standard library, or what cannot be read back."""
         repo = workdir / "repo"
         if any(path.exists() for path in (repo / module, repo / f"{module}.py", repo / "src" / module)):
             return None  # the repository's own code
@@ -305,19 +334,18 @@ class EnvironmentBuilder:
         fields = owner.output.decode("utf-8", "replace").split()
         if not owner.ok or len(fields) != 2 or not re.fullmatch(r"[A-Za-z0-9._-]+", fields[0]):
             return None
-        release = re.match(r"\d+(\.\d+)?", fields[1])
-        if not release:
-            return None
-        return fields[0].lower(), f"{fields[0]}<{release.group(0)}"
+        return fields[0], fields[1]
 
-    def _attempt(self, build: "_Build", runtime: Runtime, strategy: Strategy, pins: dict[str, str], floor: bool,
+    def _attempt(self, build: "_Build", runtime: Runtime, strategy: Strategy, adjust: "_Adjustments",
                  optional: Sequence[tuple[str, str]] = ()) -> Attempt:
         workdir, probe = build.workdir, build.probe
         shutil.rmtree(workdir / "env", ignore_errors=True)
-        cutoffs, pytest = self._cutoffs(build, runtime, floor)
+        cutoffs, pytest = self._cutoffs(build, runtime, adjust)
+        pins, floor = adjust.pins, adjust.floor
         added = [requirement for requirement, _why in optional]
         run = _AttemptRun(self, workdir, runtime, " ".join(
-            [runtime.interpreter, strategy.name, *pins.values(), *([pytest] if floor else []), *added]))
+            [runtime.interpreter, strategy.name, *pins.values(), *(f"{package} (later)" for package in adjust.aged),
+             *([pytest] if floor else []), *added]))
         run.added = [{"requirement": requirement, "why": why} for requirement, why in optional]
         run.on_path = strategy.working_copy_on_path
         if not run.step("venv", [UV, "venv", "--quiet", "--python", runtime.interpreter, ENV]):
@@ -348,7 +376,7 @@ class EnvironmentBuilder:
         build.before |= working_copy_files(workdir / "repo") - after_install  # the tests wrote these, not the install
         return run.end("", cutoffs.recorded(), pytest_note)
 
-    def _cutoffs(self, build: "_Build", runtime: Runtime, floor: bool) -> tuple[Cutoffs, str]:
+    def _cutoffs(self, build: "_Build", runtime: Runtime, adjust: "_Adjustments") -> tuple[Cutoffs, str]:
         """The cutoffs an attempt installs under, and the pytest it asks for: the commit's date (rounded
         up) for what the code runs with; the later of that and the Python's release for what the build
         needs; with the oldest pytest that runs on the Python (`floor`), what pytest needs as of the
@@ -361,7 +389,10 @@ class EnvironmentBuilder:
         resolved_as_of = date_rounded_up(as_of, self.round_days)
         cutoffs = Cutoffs(resolved_as_of, {package: build_from for package in packages}
                           if build_from > resolved_as_of else {}, packages)
-        if not floor:
+        for package, steps in adjust.aged.items():
+            for _ in range(steps):
+                cutoffs.lift([package])
+        if not adjust.floor:
             return cutoffs, PYTEST_OF_THE_DAY
         version, until = PYTEST_FLOOR.get(runtime.version, ("8.0.0", None))
         series = datetime.combine(max(until, released or until), time(23, 59, 59), as_of.tzinfo) if until else None
@@ -447,6 +478,15 @@ class _Build:
     recipe: dict[str, str]
     probe: tuple[str, ...]
     before: set[str]
+
+
+@dataclass
+class _Adjustments:
+    """What the attempts of one strategy change of its install, as their failures ask."""
+
+    floor: bool = False  # the oldest pytest that runs on the Python, rather than the commit's day's
+    pins: dict[str, str] = field(default_factory=dict)  # distribution -> a requirement added or holding it back
+    aged: dict[str, int] = field(default_factory=dict)  # distribution -> steps its cutoff is lifted (too old)
 
 
 def nose_era_test_folders(repo: Path) -> list[str]:
