@@ -395,6 +395,19 @@ def test_a_dependency_older_than_the_python_has_its_cutoff_lifted_until_it_impor
     assert aged[-1].lifted["pytz"] > "2015-12-31"
 
 
+def test_a_commit_with_no_test_modules_at_all_is_not_tried_with_every_strategy(place):
+    work = place / "no-tests"
+    (work / "repo" / "tests").mkdir(parents=True)
+    (work / "repo" / "tests" / "__init__.py").write_text("")
+    (work / "repo" / "setup.py").write_text("from setuptools import setup\nsetup(name='bare', py_modules=['bare'])\n")
+    (work / "repo" / "bare.py").write_text("VALUE = 1\n")
+    with pytest.raises(EnvironmentFailed) as failed:
+        _builder(place).build(work, as_of=AS_OF)
+    (attempt,) = failed.value.attempts
+    assert (attempt.strategy, attempt.reason) == (f"{PYTHON} editable", "no_tests_collected")
+    assert failed.value.reason == "no_tests_collected"
+
+
 def test_tests_that_do_not_collect_fail_the_attempt(place):
     work = place / "uncollectable"
     (work / "repo" / "tests").mkdir(parents=True)

@@ -229,6 +229,8 @@ class EnvironmentBuilder:
                     return self._keep(workdir, runtime, attempts, recipe)
                 if attempts[-1].step == "venv":
                     break  # this Python is not there: no strategy can work with it
+                if attempts[-1].reason == "no_tests_collected" and not test_modules_present(workdir / "repo"):
+                    raise EnvironmentFailed(attempts)  # nothing to collect, whatever installs it
                 failed, said = attempts[-1].step, last_step_output(attempts[-1].output)
                 if failed in ("install", "collect") and python2_code(said, installing=failed == "install"):
                     raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))  # no Python 2 here
@@ -487,6 +489,17 @@ class _Adjustments:
     floor: bool = False  # the oldest pytest that runs on the Python, rather than the commit's day's
     pins: dict[str, str] = field(default_factory=dict)  # distribution -> a requirement added or holding it back
     aged: dict[str, int] = field(default_factory=dict)  # distribution -> steps its cutoff is lifted (too old)
+
+
+def test_modules_present(repo: Path) -> bool:
+    """Whether the working copy has a module any runner would take for tests (test*.py, *_test.py,
+    tests.py, or a module in a test folder), outside what installs and collections write."""
+    for path in working_copy_files(repo):
+        name, folders = Path(path).name, Path(path).parts[:-1]
+        if name.endswith(".py") and name != "__init__.py" and (
+                name.startswith("test") or name.endswith("_test.py") or {"test", "tests"} & set(folders)):
+            return True
+    return False
 
 
 def nose_era_test_folders(repo: Path) -> list[str]:
