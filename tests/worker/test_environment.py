@@ -188,6 +188,9 @@ E   SyntaxError: invalid syntax
 
 def test_python_2_code_is_known_by_the_line_shown_where_the_python_says_only_invalid_syntax():
     assert python2_code(_COLLECTION_OF_PYTHON2) and python2_code(_BUILD_OF_PYTHON2, installing=True)
+    assert python2_code("E   TypeError: unsupported operand type(s) for *: 'range' and 'int'")
+    assert python2_code("E   TypeError: 'dict_keys' object is not subscriptable")
+    assert not python2_code("E   TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'")
     # A dependency's sdist of Python 2 code fails the install without saying anything of the code here.
     dependency = _BUILD_OF_PYTHON2.replace("/workspace/repo/pkg", "/root/.cache/uv/sdists/oldlib/oldlib")
     assert not python2_code(dependency, installing=True)

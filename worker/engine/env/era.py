@@ -14,7 +14,10 @@ PYTHON2 = re.compile(r"Missing parentheses in call to '(print|exec)'|multiple ex
                      r"|cannot import name '(izip|izip_longest|imap|ifilter|ifilterfalse)' from 'itertools'"
                      r"|No module named '(urllib2|urlparse|StringIO|cStringIO|ConfigParser|Queue|cPickle|httplib|"
                      r"__builtin__|exceptions|HTMLParser|Cookie|cookielib|SocketServer|Tkinter)'"
-                     r"|name '(xrange|basestring|unicode|unichr|raw_input|execfile|reduce|long|file)' is not defined")
+                     r"|name '(xrange|basestring|unicode|unichr|raw_input|execfile|reduce|long|file)' is not defined"
+                     # Python 2's lists where Python 3 gives views and iterators: `range(3) * 2`, `d.keys()[0]`.
+                     r"|unsupported operand type\(s\) for [*+]: '(range|map|filter|zip|dict_keys|dict_values|dict_items)'"
+                     r"|'(map|filter|zip|dict_keys|dict_values|dict_items)' object is not subscriptable")
 # Python 2 statements, as a traceback shows the line of a SyntaxError (Pythons before 3.10 say only
 # "invalid syntax" of them): `except E, e:`, `print x`, `raise E, "why"`, `exec "code"`.
 _PYTHON2_STATEMENT = (r"(E)?\s+(except\s+[\w.]+\s*,\s*\w+\s*:|print\s+[\"'\w%][^\n]*|raise\s+[\w.]+\s*,\s*[^\n]+"
