@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from worker.demo.sample_repo import sample_repo_write
-from worker.engine.env.builder import Attempt, EnvironmentBuilder, EnvironmentFailed
+from worker.engine.env.builder import LEGACY_INI, Attempt, EnvironmentBuilder, EnvironmentFailed, _legacy_config_options
 from worker.engine.env.era import python2_code, removed_in, with_era_reason
 from worker.engine.env.files import environment_files, environment_files_lay
 from worker.engine.env.recipes import (
@@ -28,6 +28,10 @@ from worker.engine.env.resolve import Cutoffs, install_failure_reason, lifts_wan
 from worker.engine.env.runtimes import Runtime, default_images, docker_runtimes, local_runtimes, python_order
 from worker.engine.env.skips import missing_modules, optional_requirements
 from worker.engine.reasons import ENVIRONMENT_REASONS
+from worker.engine.run.pytest_run import pytest_run
+from worker.engine.run.report_plugin import legacy_pytest_ini
+from worker.engine.sandbox.base import Limits
+from worker.engine.sandbox.local import LocalSandbox
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
 AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -411,6 +415,51 @@ def test_a_commit_with_no_test_modules_at_all_is_not_tried_with_every_strategy(p
     assert failed.value.reason == "no_tests_collected"
 
 
+def test_a_setup_cfg_pytest_section_becomes_an_ini_only_where_pytest_would_have_read_it():
+    files = {"setup.cfg": "[metadata]\nname = x\n\n[pytest]\npython_files = check_*.py\naddopts =\n  -v\n"
+                          "  --strict\nnorecursedirs = %(here)s build\n"}
+    assert legacy_pytest_ini(files.get) == ("[pytest]\npython_files = check_*.py\naddopts = -v\n    --strict\n"
+                                            "norecursedirs = %(here)s build\n")
+    for first in ({"pytest.ini": ""}, {".pytest.ini": "[pytest]\n"}, {"tox.ini": "[tox]\n[pytest]\nx = 1\n"},
+                  {"pyproject.toml": "[tool.pytest.ini_options]\nx = 1\n"}):
+        assert legacy_pytest_ini({**files, **first}.get) is None, first
+    assert legacy_pytest_ini({"setup.cfg": "[tool:pytest]\nx = 1\n"}.get) is None
+    assert legacy_pytest_ini({"setup.cfg": "[tool:pytest]\nx = 1\n[pytest]\ny = 2\n"}.get) is None
+    assert legacy_pytest_ini({"setup.cfg": "[pytest\nnot = ini\n"}.get) is None
+    assert legacy_pytest_ini({"setup.cfg": "[pytest]\n  bad continuation\n= nothing\n"}.get) is None
+    assert legacy_pytest_ini({"tox.ini": "[tox]\n"}.get) is None
+
+
+def test_a_legacy_setup_cfg_pytest_section_is_honoured_by_the_build_and_by_runs(place):
+    work = place / "legacy-setup-cfg"
+    (work / "repo" / "tests").mkdir(parents=True)
+    (work / "repo" / "setup.cfg").write_text("[pytest]\npython_files = check_*.py\n")
+    (work / "repo" / "tests" / "check_math.py").write_text("def test_adds():\n    assert 1 + 1 == 2\n")
+    built = _builder(place).build(work, as_of=datetime(2016, 9, 20, tzinfo=timezone.utc))
+    attempt = built.attempts[-1]
+    assert attempt.status == "ok" and "tests/check_math.py::test_adds" in attempt.output, attempt.output
+    assert f"-c {WORKSPACE}/legacy-setup-cfg.ini --rootdir {REPO}" in attempt.commands[-1]
+    # A run through the report plugin reads the same section, from the copy it runs in.
+    run = pytest_run(sandbox=LocalSandbox(read_only=[(built.path, ENV)]), workdir=work, repo_dir=work / "repo",
+                     python=f"{ENV}/bin/python", selection=[], per_test_timeout=30, limits=Limits(wall_seconds=120),
+                     mount_at=WORKSPACE)
+    assert run.outcomes == {"tests/check_math.py::test_adds": "PASSED"}, run.output
+
+
+def test_a_link_in_place_of_setup_cfg_is_not_read_for_its_pytest_section(place):
+    secret = place / "host-secret.cfg"
+    secret.write_text("[pytest]\npassword = hunter2\n")
+    work = place / "legacy-link"
+    (work / "repo").mkdir(parents=True)
+    (work / "repo" / "setup.cfg").symlink_to(secret)
+    (work / LEGACY_INI).symlink_to(place / "host-file-to-clobber")
+    assert _legacy_config_options(work) == []
+    (work / "repo" / "setup.cfg").unlink()
+    (work / "repo" / "setup.cfg").write_text("[pytest]\nx = 1\n")
+    assert _legacy_config_options(work)[:2] == ["-c", f"{WORKSPACE}/{LEGACY_INI}"]
+    assert not (work / LEGACY_INI).is_symlink() and not (place / "host-file-to-clobber").exists()
+
+
 def test_tests_that_do_not_collect_fail_the_attempt(place):
     work = place / "uncollectable"
     (work / "repo" / "tests").mkdir(parents=True)
@@ -541,6 +590,7 @@ def test_untrusted_install_files_of_any_shape_are_read_without_a_crash():
 
 def test_dates_round_up_the_same_whatever_the_time_zone():
     from datetime import timedelta
+
     from worker.engine.env.resolve import date_rounded_up
 
     utc = datetime(2020, 3, 4, 23, 30, tzinfo=timezone.utc)

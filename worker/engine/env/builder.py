@@ -60,7 +60,8 @@ from worker.engine.env.resolve import (
 from worker.engine.env.runtimes import PYTHON_RELEASES, Runtime, local_runtimes, python_order
 from worker.engine.env.skips import missing_modules, optional_requirements, skipped_count
 from worker.engine.git.working_copy import working_copy_clone
-from worker.engine.sandbox.base import Limits, RunStatus, Sandbox
+from worker.engine.run.report_plugin import legacy_pytest_ini
+from worker.engine.sandbox.base import Limits, RunStatus, Sandbox, sandbox_file_create, sandbox_file_read
 from worker.engine.sandbox.local import LocalSandbox
 
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
@@ -75,6 +76,7 @@ _SEEDED_BY_VIRTUALENV = re.compile(r"No module named '(pkg_resources|setuptools)
 # A traceback's frame, as pytest shows it ("path.py:12: in <module>") or as Python does.
 _FRAME = re.compile(r'^(?:E)?\s*(?:File "([^"\n]+)", line \d+|(\S+\.py):\d+: in )', re.MULTILINE)
 _SITE_PACKAGES = re.compile(r"site-packages/([A-Za-z_][A-Za-z0-9_]*)")
+LEGACY_INI = "legacy-setup-cfg.ini"  # beside the working copy, where a setup.cfg has a [pytest] section
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
 # Run in the environment: the distribution that installed a top-level module, and its version.
 _DISTRIBUTION_OF = """
@@ -361,19 +363,21 @@ class EnvironmentBuilder:
         if strategy.working_copy_on_path and not run.step(
                 "path", [f"{ENV}/bin/python", "-c", _WORKING_COPY_PTH, REPO], network=False):
             return run.end("install_failed", cutoffs.recorded(), pytest_note)
-        if not run.step("runner", [f"{ENV}/bin/python", "-m", "pytest", "--version"], network=False):
+        legacy = _legacy_config_options(workdir)
+        if not run.step("runner", [*_pytest_argv(legacy), "--version"], network=False):
             return run.end("no_test_runner", cutoffs.recorded(), pytest_note)
-        if not run.step("collect", _collect_argv(probe), network=False, required=False):
+        if not run.step("collect", _collect_argv(probe, legacy), network=False, required=False):
             nothing = _NO_TESTS.search(run.last_output) and "error" not in run.last_output.lower()
             folders = nose_era_test_folders(workdir / "repo") if nothing and not probe else []
-            if folders and run.step("collect", _collect_argv(_nose_era_args(folders)), network=False, required=False):
+            if folders and run.step("collect", _collect_argv(_nose_era_args(folders), legacy), network=False,
+                                    required=False):
                 run.suite_args = _nose_era_args(folders)
             elif not (nothing and skipped_count(run.last_output)):  # all skipped at collection is not none there
                 run.status, run.failed_step = run.last_status, "collect"
                 return run.end("no_tests_collected" if nothing else "tests_do_not_collect", cutoffs.recorded(),
                                pytest_note)
         if probe:  # what the commit's own tests skip; that they fail or pass here decides nothing
-            run.step("probe", [f"{ENV}/bin/python", "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *probe],
+            run.step("probe", [*_pytest_argv(legacy), "-q", "-rs", "-p", "no:cacheprovider", *probe],
                      required=False, limits=replace(self.limits, wall_seconds=PROBE_SECONDS, cpu_seconds=PROBE_SECONDS))
         build.before |= working_copy_files(workdir / "repo") - after_install  # the tests wrote these, not the install
         return run.end("", cutoffs.recorded(), pytest_note)
@@ -459,7 +463,7 @@ class EnvironmentBuilder:
         try:
             working_copy_clone(workdir / "repo", check / "repo")
             environment_files_lay(environment.path, check / "repo")
-            argv = _collect_argv(probe or environment.suite_args)
+            argv = _collect_argv(probe or environment.suite_args, _legacy_config_options(check))
             result = self.sandbox([(environment.path, ENV)], image=environment.image).run(
                 argv, workdir=check, mount_at=WORKSPACE, cwd=REPO, limits=self.limits)
         finally:
@@ -517,10 +521,35 @@ def _nose_era_args(folders: list[str]) -> tuple[str, ...]:
     return ("-o", "python_files=*.py", *folders)
 
 
-def _collect_argv(probe: Sequence[str]) -> list[str]:
+def _legacy_config_options(workdir: Path) -> list[str]:
+    """A setup.cfg `[pytest]` section, which pytest read until 4.0, given to pytest from a file of
+    ours beside the working copy, as runs do (report_plugin.legacy_pytest_ini)."""
+    def read(name: str) -> Optional[str]:  # the working copy was shaped in a sandbox: no link followed
+        data = sandbox_file_read(workdir / "repo", name, max_bytes=1 << 20)
+        return data.decode("utf-8", "replace") if data else None
+
+    text = legacy_pytest_ini(read)
+    if text is None:
+        return []
+    try:
+        os.unlink(workdir / LEGACY_INI)  # what a sandbox may have left there (a link is removed, not followed)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    if not sandbox_file_create(workdir, LEGACY_INI, text.encode("utf-8")):
+        return []
+    return ["-c", f"{WORKSPACE}/{LEGACY_INI}", "--rootdir", REPO]
+
+
+def _pytest_argv(legacy: Sequence[str] = ()) -> list[str]:
+    return [f"{ENV}/bin/python", "-m", "pytest", *legacy]
+
+
+def _collect_argv(probe: Sequence[str], legacy: Sequence[str] = ()) -> list[str]:
     """pytest collecting the commit's own test files where they are known (a nose-era `tests.py` is
     collected when named, not by pytest's default patterns), else the whole suite."""
-    return [f"{ENV}/bin/python", "-m", "pytest", "--collect-only", "-q", "-rs", "-p", "no:cacheprovider", *probe]
+    return [*_pytest_argv(legacy), "--collect-only", "-q", "-rs", "-p", "no:cacheprovider", *probe]
 
 
 class _AttemptRun:

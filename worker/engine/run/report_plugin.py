@@ -411,6 +411,56 @@ def _plugin_options():
     return options
 
 
+def legacy_pytest_ini(read):
+    """The text of a pytest.ini holding a `[pytest]` section of the repository's setup.cfg, which
+    pytest read until 4.0 and refuses since; None where pytest would read another file first or
+    setup.cfg has no such section. `read(name)`: a file at the repository's root as text, or None.
+    The file is only parsed (configparser, no interpolation)."""
+    import configparser
+
+    def has(name, marker):
+        text = read(name)
+        return text is not None and (marker is None or marker in text)
+
+    if has("pytest.ini", None) or has(".pytest.ini", None) or has("pyproject.toml", "[tool.pytest.ini_options]") \
+            or has("tox.ini", "[pytest]") or not has("setup.cfg", "[pytest]"):
+        return None
+    parser = configparser.RawConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str
+    try:
+        parser.read_string(read("setup.cfg"))
+    except configparser.Error:
+        return None
+    if not parser.has_section("pytest") or parser.has_section("tool:pytest"):
+        return None
+    lines = ["[pytest]"]
+    for key, value in parser.items("pytest"):
+        parts = [part.strip() for part in value.split("\n") if part.strip()]
+        lines.append(key + " =" + "".join(("\n    " if n else " ") + part for n, part in enumerate(parts)))
+    return "\n".join(lines) + "\n"
+
+
+def _read_here(name):
+    try:
+        with open(name, encoding="utf-8", errors="replace") as handle:
+            return handle.read(1 << 20)
+    except OSError:
+        return None
+
+
+def _legacy_config_options(pytest_version):
+    """pytest 4 on refuses a setup.cfg `[pytest]` section: the same options, from a file of ours."""
+    if int(pytest_version.split(".")[0]) < 4:
+        return []
+    text = legacy_pytest_ini(_read_here)
+    if text is None:
+        return []
+    ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy-setup-cfg.ini")
+    with open(ini, "w") as handle:
+        handle.write(text)
+    return ["-c", ini, "--rootdir", os.getcwd()]
+
+
 def _main():
     """Start pytest as `python -m pytest` would, with the plugin (see the docstring)."""
     write = _channel() or (lambda line: None)
@@ -422,7 +472,8 @@ def _main():
     plugin = _plugin(pytest, write, test_timeout)
     sys.path.insert(0, os.getcwd())
     sys.argv[0] = "pytest"
-    sys.exit(pytest.main(sys.argv[1:] + _plugin_options(), plugins=[plugin]))
+    options = _legacy_config_options(pytest.__version__) + sys.argv[1:] + _plugin_options()
+    sys.exit(pytest.main(options, plugins=[plugin]))
 
 
 if __name__ == "__main__":
