@@ -78,6 +78,18 @@ class Sandbox(Protocol):
         (default: its own path), from `cwd` inside the sandbox (default: there)."""
 
 
+def read_only_mounts(entries: Sequence[ReadOnlyMount]) -> list[tuple[Path, str]]:
+    """(host path, where the sandbox sees it) for each read-only mount, the host path resolved; a
+    host path that is a link is refused (it may have been planted by code that ran in a sandbox)."""
+    pairs = []
+    for entry in entries:
+        source, target = entry if isinstance(entry, tuple) else (entry, str(entry))
+        if Path(source).is_symlink():
+            raise PermissionError(f"{source} is a symbolic link: refusing to mount it")
+        pairs.append((Path(source).resolve(), str(target)))
+    return pairs
+
+
 @contextmanager
 def sandbox_file_open(directory: Union[Path, int], relative: str) -> Iterator[Optional[BinaryIO]]:
     """A file that code in a sandbox could have written or replaced, opened as it was left: no link

@@ -33,6 +33,7 @@ from worker.engine.sandbox.base import (
     clean_environment,
     hand_over,
     head_and_tail,
+    read_only_mounts,
     run_as_user,
     run_watched,
     sandbox_file_open,
@@ -177,11 +178,8 @@ class DockerSandbox:
         if self.ca_bundle is not None and Path(self.ca_bundle).exists():
             mounts.append(Mount(str(HOST_CA_BUNDLE), str(Path(self.ca_bundle).resolve()), type="bind",
                                 read_only=True))
-        for entry in self.read_only:
-            source, target = entry if isinstance(entry, tuple) else (entry, str(entry))
-            if Path(source).is_symlink():  # it may have been planted by code that ran in a sandbox
-                raise PermissionError(f"{source} is a symbolic link: refusing to mount it")
-            mounts.append(Mount(str(target), str(Path(source).resolve()), type="bind", read_only=True))
+        mounts += [Mount(target, str(source), type="bind", read_only=True)
+                   for source, target in read_only_mounts(self.read_only)]
         return mounts
 
     def _options(self, workdir: Path, inside: str, cwd: str, output_dir: Path, limits: Limits,

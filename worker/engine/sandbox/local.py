@@ -30,6 +30,7 @@ from worker.engine.sandbox.base import (
     clean_environment,
     hand_over,
     head_and_tail,
+    read_only_mounts,
     run_as_user,
     run_watched,
     status_from_exit,
@@ -116,13 +117,7 @@ class LocalSandbox:
         return prefix
 
     def _read_only(self) -> list[tuple[Path, str]]:
-        pairs = []
-        for entry in self.read_only:
-            source, target = entry if isinstance(entry, tuple) else (entry, str(entry))
-            if Path(source).is_symlink():  # it may have been planted by code that ran in a sandbox
-                raise PermissionError(f"{source} is a symbolic link: refusing to mount it")
-            pairs.append((Path(source).resolve(), str(target)))
-        return pairs
+        return read_only_mounts(self.read_only)
 
     def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, limits: Limits,
                           extra: list[tuple[Path, str]]) -> list[str]:
