@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from worker.demo.sample_repo import sample_repo_write
-from worker.engine.env.builder import LEGACY_INI, Attempt, EnvironmentBuilder, EnvironmentFailed, _legacy_config_options
+from worker.engine.env.builder import (
+    LEGACY_INI,
+    Attempt,
+    EnvironmentBuilder,
+    EnvironmentFailed,
+    _legacy_config_options,
+    nose_era_test_folders,
+)
 from worker.engine.env.era import python2_code, removed_in, with_era_reason
 from worker.engine.env.files import environment_files, environment_files_lay
 from worker.engine.env.recipes import (
@@ -616,3 +623,19 @@ def test_nose_era_tests_in_modules_pytest_does_not_look_for_are_collected_from_t
         mount_at=WORKSPACE, cwd=REPO)
     assert run.ok and b"1 passed" in run.output, run.output
     assert builder.reuse_check(built, work).status == "ok"
+
+
+def test_a_tests_module_of_a_package_is_collected_as_nose_found_it(place):
+    work = place / "nose-era-module"
+    (work / "repo" / "oldlib").mkdir(parents=True)
+    (work / "repo" / "oldlib" / "__init__.py").write_text("def double(x):\n    return 2 * x\n")
+    (work / "repo" / "oldlib" / "tests.py").write_text(
+        "import unittest\n\nfrom oldlib import double\n\n\nclass DoubleTests(unittest.TestCase):\n"
+        "    def test_double(self):\n        self.assertEqual(double(2), 4)\n")
+    (place / "elsewhere").mkdir()
+    (place / "elsewhere" / "helpers.py").write_text("")
+    (work / "repo" / "test").symlink_to(place / "elsewhere")  # a link is never taken for a test folder
+    assert nose_era_test_folders(work / "repo") == ["oldlib/tests.py"]
+    built = _builder(place).build(work, as_of=AS_OF)
+    assert built.suite_args == ("-o", "python_files=*.py", "oldlib/tests.py")
+    assert "oldlib/tests.py::DoubleTests::test_double" in built.attempts[-1].output

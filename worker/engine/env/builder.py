@@ -508,13 +508,19 @@ def test_modules_present(repo: Path) -> bool:
 
 def nose_era_test_folders(repo: Path) -> list[str]:
     """Test folders (tests/, test/, at the top or one package down) holding modules pytest's default
-    names (test_*.py, *_test.py) miss, as nose and unittest discovery found them."""
-    folders = []
-    for folder in sorted([*repo.glob("test"), *repo.glob("tests"), *repo.glob("*/test"), *repo.glob("*/tests")]):
-        if folder.is_dir() and not folder.is_symlink() and any(
-                path.suffix == ".py" and path.name != "__init__.py" for path in folder.iterdir()):
-            folders.append(str(folder.relative_to(repo)))
-    return folders[:10]
+    names (test_*.py, *_test.py) miss, and test modules named tests.py or test.py there, as nose and
+    unittest discovery found them."""
+    found = []
+    for name in ("test", "tests"):
+        found += [*repo.glob(name), *repo.glob(f"*/{name}"), *repo.glob(f"{name}.py"), *repo.glob(f"*/{name}.py")]
+    tests = []
+    for path in sorted(found):
+        if path.is_symlink():
+            continue
+        if path.is_file() or (path.is_dir() and any(
+                child.suffix == ".py" and child.name != "__init__.py" for child in path.iterdir())):
+            tests.append(str(path.relative_to(repo)))
+    return tests[:10]
 
 
 def _nose_era_args(folders: list[str]) -> tuple[str, ...]:
