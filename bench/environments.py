@@ -23,6 +23,8 @@ Figures, per source and backend:
   recipe, the reuse checks, the build; writing the working copy is left out). Baseline: the mean
   seconds of the first attempt of each build in the same run, i.e. what one install with one
   fixed recipe costs a commit, with no search and no reuse (sandbox time of the attempt's steps).
+- environments of a Python here: the same share among the commits not refused as no_python_for_era
+  (Python 2 code, syntax or standard-library names no Python here has), with how many were.
 - environments reused: the share of the chosen commits that reused an environment. Baseline:
   the share for which an environment of the same install recipe had been built earlier in the
   run, the most the recipe rule lets reuse reach (the ratio: how often the reuse check agreed).
@@ -262,6 +264,13 @@ def figures(source: Source, backend: str, outcomes: list[Outcome]) -> None:
     got = sum(o.outcome != "failed" for o in outcomes)
     first_try = sum(o.outcome != "failed" and o.first_try for o in outcomes)
     report(f"environments {source.name} {backend}", got / count, "share", first_try / count)
+    # Of the commits whose code some Python here can run: what the search reaches where the era allows.
+    of_era = [o for o in outcomes if o.reason != "no_python_for_era"]
+    if of_era:
+        report(f"environments of a Python here {source.name} {backend}",
+               sum(o.outcome != "failed" for o in of_era) / len(of_era), "share",
+               sum(o.outcome != "failed" and o.first_try for o in of_era) / len(of_era),
+               f"share ({count - len(of_era)} of {count} commits need an older Python)")
     firsts = [o.first_attempt_seconds for o in outcomes if o.first_attempt_seconds is not None]
     report(f"environment seconds {source.name} {backend}", sum(o.seconds for o in outcomes) / count, "s",
            sum(firsts) / len(firsts) if firsts else 0.0, "s of a first attempt")
