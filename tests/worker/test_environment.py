@@ -18,7 +18,7 @@ from worker.engine.env.builder import (
     _legacy_config_options,
     nose_era_test_folders,
 )
-from worker.engine.env.era import python2_code, removed_in, with_era_reason
+from worker.engine.env.era import dependency_too_old, python2_code, removed_by_code, removed_in, with_era_reason
 from worker.engine.env.files import environment_files, environment_files_lay
 from worker.engine.env.recipes import (
     ENV,
@@ -169,9 +169,8 @@ def test_a_failed_build_gives_the_reason_of_the_attempt_that_came_closest():
 
 def test_python_2_code_fails_as_code_of_another_era():
     python2 = _failed("3.11 tests-only", "collect", "tests_do_not_collect")
-    python2 = Attempt(python2.strategy, [], "failed", "collect",
-                      'print "x"\nSyntaxError: Missing parentheses in call to \'print\'. Did you mean print(...)?',
-                      0.0, reason="tests_do_not_collect")
+    said = 'print "x"\nSyntaxError: Missing parentheses in call to \'print\'. Did you mean print(...)?'
+    python2 = Attempt(python2.strategy, [], "failed", "collect", said, 0.0, reason="tests_do_not_collect", said=said)
     assert EnvironmentFailed(with_era_reason([python2], {}, [Runtime("3.11")])).reason == "no_python_for_era"
     declared = {"setup.py": "setup(python_requires='>=2.6,<3')"}
     plain = _failed("3.11 editable", "install", "build_failed")
@@ -209,7 +208,30 @@ def test_python_2_code_is_known_by_the_line_shown_where_the_python_says_only_inv
     # Python 3 lines of the same look are not Python 2.
     assert not python2_code('  File "/workspace/repo/a.py", line 3\n    print(x, y\n          ^\nSyntaxError: invalid syntax')
     assert not python2_code("E   SyntaxError: invalid syntax\nE       except (A, B) as e:")
-    attempt = Attempt("python3.9 editable", [], "failed", "install", _BUILD_OF_PYTHON2, 0.0, reason="build_failed")
+    # setup.py as setuptools runs it is "<string>": the repository's own where its own build failed.
+    setup_py = ('  File "<string>", line 4\n    print "installing"\n    ^\nSyntaxError: invalid syntax\n'
+                "error: Failed to build `oldpkg @ file:///workspace/repo`")
+    assert python2_code(setup_py, installing=True)
+    assert not python2_code(setup_py.replace("oldpkg @ file:///workspace/repo", "oldlib==0.1"), installing=True)
+    assert python2_code('  File "/workspace/repo/a.py", line 2\n    print >>sys.stderr, "x"\nSyntaxError: x')
+    # Collecting, what Python said of a dependency's old Python 2 code is that release's, not the code's.
+    dependency_collect = ("tests/test_a.py:1: in <module>\n    import oldlib\n"
+                          "../env/lib/python3.11/site-packages/oldlib/__init__.py:3: in <module>\n"
+                          "    import urlparse\nE   ModuleNotFoundError: No module named 'urlparse'\n")
+    assert not python2_code(dependency_collect) and dependency_too_old(dependency_collect) == "oldlib"
+    assert python2_code(dependency_collect.replace("../env/lib/python3.11/site-packages/oldlib", "oldlib"))
+    assert dependency_too_old(dependency_collect.replace("../env/lib/python3.11/site-packages/oldlib", "oldlib")) == ""
+
+
+def test_hostile_output_is_read_in_time_linear_in_its_length():
+    # Patterns that could cross lines would rescan every run of blank lines from each of its starts:
+    # minutes for this, days for a step's whole output.
+    for hostile in ("SyntaxError\n" + "\n" * 200_000, "E" + " " * 200_000 + "\n" * 200_000,
+                    "No module named 'imp'\n" + "\n" * 200_000 + "x.py:1: in f\n"):
+        assert not python2_code(hostile) and not python2_code(hostile, installing=True)
+        removed_in(hostile), removed_by_code(hostile), dependency_too_old(hostile)
+    attempt = Attempt("python3.9 editable", [], "failed", "install", _BUILD_OF_PYTHON2, 0.0, reason="build_failed",
+                      said=_BUILD_OF_PYTHON2)
     assert EnvironmentFailed(with_era_reason([attempt], {}, [Runtime("3.9")])).reason == "no_python_for_era"
 
 
@@ -226,8 +248,12 @@ def test_what_a_later_python_removed_from_the_standard_library_is_told_by_its_me
     bare_generator = ('E     File "/workspace/repo/toolz/functoolz.py", line 414\n'
                       "E       f.__name__ for f in reversed(funcs),\nE   SyntaxError: Generator expression must be "
                       "parenthesized")
-    assert removed_in(bare_generator) == "3.7" and removed_in(bare_generator, installing=True) == "3.7"
-    assert removed_in(bare_generator.replace("/workspace/repo/", "/cache/sdists/"), installing=True) == ""
+    assert removed_in(bare_generator) == "3.7" and removed_by_code(bare_generator, installing=True) == "3.7"
+    assert removed_by_code(bare_generator.replace("/workspace/repo/", "/cache/sdists/"), installing=True) == ""
+    # A module of the working copy's own with a removed module's name is not the standard library's.
+    assert removed_in("No module named 'parser'") == "3.10"
+    assert removed_in("No module named 'parser'", frozenset({"parser"})) == ""
+    assert removed_in("module 'collections' has no attribute 'Mapping'", frozenset({"collections"})) == "3.10"
     # Neither a module of the same name's start nor a name the module still has.
     assert removed_in("No module named 'impala'") == ""
     assert removed_in("module 'collections' has no attribute 'OrderedDict2'") == ""
@@ -235,15 +261,16 @@ def test_what_a_later_python_removed_from_the_standard_library_is_told_by_its_me
 
 
 def test_code_reaching_for_a_removed_module_is_of_another_era_only_without_an_older_python():
-    gone = Attempt("python3.11 tests-only", [], "failed", "collect",
-                   "E   AttributeError: module 'collections' has no attribute 'Mapping'", 0.0,
-                   reason="tests_do_not_collect")
+    said = "E   AttributeError: module 'collections' has no attribute 'Mapping'"
+    gone = Attempt("python3.11 tests-only", [], "failed", "collect", said, 0.0, reason="tests_do_not_collect",
+                   said=said)
     assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11")])).reason == "no_python_for_era"
     assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11"), Runtime("3.10")])).reason \
         == "no_python_for_era"
     # A dependency's build that failed the same way, before its cutoff was lifted, is not the collection.
     lifted = replace(gone, output="$ uv pip install pytest~=6.2.5\n" + gone.output + "\n$ python -m pytest "
-                     "--collect-only\nno tests collected in 0.01s", reason="no_tests_collected")
+                     "--collect-only\nno tests collected in 0.01s", reason="no_tests_collected",
+                     said="no tests collected in 0.01s")
     assert EnvironmentFailed(with_era_reason([lifted], {}, [Runtime("3.11")])).reason == "no_tests_collected"
     # Python 3.9 still had it: the failure there (if any) was something else.
     assert EnvironmentFailed(with_era_reason([gone], {}, [Runtime("3.11"), Runtime("3.9")])).reason \
@@ -425,16 +452,19 @@ def test_a_commit_with_no_test_modules_at_all_is_not_tried_with_every_strategy(p
 def test_a_setup_cfg_pytest_section_becomes_an_ini_only_where_pytest_would_have_read_it():
     files = {"setup.cfg": "[metadata]\nname = x\n\n[pytest]\npython_files = check_*.py\naddopts =\n  -v\n"
                           "  --strict\nnorecursedirs = %(here)s build\n"}
-    assert legacy_pytest_ini(files.get) == ("[pytest]\npython_files = check_*.py\naddopts = -v\n    --strict\n"
+    assert legacy_pytest_ini(files.get, "/w/repo") == ("[pytest]\npython_files = check_*.py\naddopts = -v\n    --strict\n"
                                             "norecursedirs = %(here)s build\n")
     for first in ({"pytest.ini": ""}, {".pytest.ini": "[pytest]\n"}, {"tox.ini": "[tox]\n[pytest]\nx = 1\n"},
                   {"pyproject.toml": "[tool.pytest.ini_options]\nx = 1\n"}):
-        assert legacy_pytest_ini({**files, **first}.get) is None, first
-    assert legacy_pytest_ini({"setup.cfg": "[tool:pytest]\nx = 1\n"}.get) is None
-    assert legacy_pytest_ini({"setup.cfg": "[tool:pytest]\nx = 1\n[pytest]\ny = 2\n"}.get) is None
-    assert legacy_pytest_ini({"setup.cfg": "[pytest\nnot = ini\n"}.get) is None
-    assert legacy_pytest_ini({"setup.cfg": "[pytest]\n  bad continuation\n= nothing\n"}.get) is None
-    assert legacy_pytest_ini({"tox.ini": "[tox]\n"}.get) is None
+        assert legacy_pytest_ini({**files, **first}.get, "/w/repo") is None, first
+    assert legacy_pytest_ini({"setup.cfg": "[tool:pytest]\nx = 1\n"}.get, "/w/repo") is None
+    assert legacy_pytest_ini({"setup.cfg": "[tool:pytest]\nx = 1\n[pytest]\ny = 2\n"}.get, "/w/repo") is None
+    assert legacy_pytest_ini({"setup.cfg": "[pytest\nnot = ini\n"}.get, "/w/repo") is None
+    assert legacy_pytest_ini({"setup.cfg": "[pytest]\n  bad continuation\n= nothing\n"}.get, "/w/repo") is None
+    assert legacy_pytest_ini({"tox.ini": "[tox]\n"}.get, "/w/repo") is None
+    # Paths pytest reads from the ini's own folder point into the repository still.
+    assert legacy_pytest_ini({"setup.cfg": "[pytest]\npython_paths = src lib\n  /abs\n"}.get, "/w/repo") == (
+        "[pytest]\npython_paths = /w/repo/src /w/repo/lib /abs\n")
 
 
 def test_a_legacy_setup_cfg_pytest_section_is_honoured_by_the_build_and_by_runs(place):

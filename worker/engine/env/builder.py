@@ -26,7 +26,7 @@ from typing import Callable, Literal, Optional, Sequence
 
 from packaging.utils import canonicalize_name
 
-from worker.engine.env.era import last_step_output, python2_code, removed_in, with_era_reason
+from worker.engine.env.era import dependency_too_old, python2_code, removed_by_code, with_era_reason
 from worker.engine.env.files import (
     GENERATED_FILES,
     environment_files,
@@ -61,7 +61,7 @@ from worker.engine.env.runtimes import PYTHON_RELEASES, Runtime, local_runtimes,
 from worker.engine.env.skips import missing_modules, optional_requirements, skipped_count
 from worker.engine.git.working_copy import working_copy_clone
 from worker.engine.run.report_plugin import legacy_pytest_ini
-from worker.engine.sandbox.base import Limits, RunStatus, Sandbox, sandbox_file_create, sandbox_file_read
+from worker.engine.sandbox.base import Limits, RunStatus, Sandbox, sandbox_file_create, sandbox_file_open
 from worker.engine.sandbox.local import LocalSandbox
 
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
@@ -72,10 +72,8 @@ MAX_LIFTS = 12  # installs in one attempt with a cutoff lifted, before the attem
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
 _INSTALLED_PYTEST = re.compile(r"\+ pytest==([0-9][\w.]*)")
 # A virtualenv of the code's day came with setuptools (and its pkg_resources); uv's comes with nothing.
-_SEEDED_BY_VIRTUALENV = re.compile(r"No module named '(pkg_resources|setuptools)'")
-# A traceback's frame, as pytest shows it ("path.py:12: in <module>") or as Python does.
-_FRAME = re.compile(r'^(?:E)?\s*(?:File "([^"\n]+)", line \d+|(\S+\.py):\d+: in )', re.MULTILINE)
-_SITE_PACKAGES = re.compile(r"site-packages/([A-Za-z_][A-Za-z0-9_]*)")
+# (distutils too: on Python 3.12 on, only setuptools' copy of it is there.)
+_SEEDED_BY_VIRTUALENV = re.compile(r"No module named '(pkg_resources|setuptools|distutils)'")
 LEGACY_INI = "legacy-setup-cfg.ini"  # beside the working copy, where a setup.cfg has a [pytest] section
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
 # Run in the environment: the distribution that installed a top-level module, and its version.
@@ -133,6 +131,7 @@ class Attempt:
     on_path: bool = False  # the strategy imports the code from the working copy rather than installing it
     generated: tuple[str, ...] = ()  # files the install wrote into the working copy (not those tests wrote)
     suite_args: tuple[str, ...] = ()  # what the suite needed to collect (BuiltEnvironment.suite_args)
+    said: str = ""  # what the step that ended it printed (the failing step's, or the last one's)
 
 
 def failure_reason(attempts: Sequence[Attempt]) -> str:
@@ -216,7 +215,8 @@ class EnvironmentBuilder:
             raise EnvironmentFailed([Attempt("python", [], "failed", "venv", f"No Python is available to the "
                                              f"{self.backend} sandbox (docker: no base image is present; "
                                              f"manage.py build_base_images builds them).", 0.0, reason="no_python")])
-        build = _Build(workdir, as_of, recipe, tuple(probe), working_copy_files(workdir / "repo"))
+        files = working_copy_files(workdir / "repo")
+        build = _Build(workdir, as_of, recipe, tuple(probe), files, own_top_level_modules(files))
         attempts = []
         removed = ""  # a Python that removed what the code reaches for: it and later ones are not tried further
         for runtime in python_order(self.runtimes, recipe, as_of):
@@ -233,16 +233,20 @@ class EnvironmentBuilder:
                     break  # this Python is not there: no strategy can work with it
                 if attempts[-1].reason == "no_tests_collected" and not test_modules_present(workdir / "repo"):
                     raise EnvironmentFailed(attempts)  # nothing to collect, whatever installs it
-                failed, said = attempts[-1].step, last_step_output(attempts[-1].output)
+                failed, said = attempts[-1].step, attempts[-1].said
                 if failed in ("install", "collect") and python2_code(said, installing=failed == "install"):
-                    raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))  # no Python 2 here
-                removed = (failed in ("install", "collect") and removed_in(said, installing=failed == "install")
-                           or removed)
-                if removed and release_tuple(runtime.version) >= release_tuple(removed):
+                    raise EnvironmentFailed(self._era_reason(build, attempts))  # no Python 2 here
+                now = removed_by_code(said, installing=failed == "install", own_modules=build.own) if failed in (
+                    "install", "collect") else ""
+                if now and release_tuple(runtime.version) >= release_tuple(now):
+                    removed = min(removed, now, key=release_tuple) if removed else now
                     break
                 if sum(attempt.seconds for attempt in attempts) > self.search_seconds:
-                    raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))
-        raise EnvironmentFailed(with_era_reason(attempts, recipe, self.runtimes))
+                    raise EnvironmentFailed(self._era_reason(build, attempts))
+        raise EnvironmentFailed(self._era_reason(build, attempts))
+
+    def _era_reason(self, build: "_Build", attempts: list[Attempt]) -> list[Attempt]:
+        return with_era_reason(attempts, build.recipe, self.runtimes, build.own)
 
     def _attempts_adjusting(self, build: "_Build", runtime: Runtime, strategy: Strategy,
                             floor: bool) -> tuple[list[Attempt], "_Adjustments"]:
@@ -256,19 +260,24 @@ class EnvironmentBuilder:
         attempts = [self._attempt(build, runtime, strategy, adjust)]
         for _ in range(MAX_PINS + len(LIFT_YEARS) + 1):
             last = attempts[-1]
-            said = last_step_output(last.output) if last.step == "collect" else ""
-            aged = self._aged_dependency(build.workdir, runtime, said) if removed_in(said) else None
+            said = last.said if last.step == "collect" else ""
+            too_old = dependency_too_old(said)
+            aged = self._distribution_of(build, runtime, too_old) if too_old else None
             if not adjust.floor and self._pytest_too_old(last, runtime):
                 adjust.floor = True
-            elif aged and adjust.aged.get(aged, 0) < len(LIFT_YEARS):
-                adjust.aged[aged] = adjust.aged.get(aged, 0) + 1
+            elif aged and adjust.aged.get(aged[0], 0) < len(LIFT_YEARS):
+                adjust.aged[aged[0]] = adjust.aged.get(aged[0], 0) + 1
             else:
                 pin = (("setuptools", "setuptools") if _SEEDED_BY_VIRTUALENV.search(said)
-                       else self._pin_for(build.workdir, runtime, said) if said else None)
+                       else self._pin_for(build, runtime, said) if said else None)
                 if pin is None or adjust.pins.get(pin[0]) == pin[1] or len(adjust.pins) >= MAX_PINS:
                     break
                 adjust.pins[pin[0]] = pin[1]
             attempts.append(self._attempt(build, runtime, strategy, adjust))
+            if aged and attempts[-1].lifted.get(aged[0]) == last.lifted.get(aged[0]):
+                break  # its cutoff can move no further (or the install pins it): the same attempt again
+            if sum(attempt.seconds for attempt in attempts) > self.search_seconds:
+                break
         return attempts, adjust
 
     def _optional_dependencies(self, build: "_Build", runtime: Runtime, strategy: Strategy, found: Attempt,
@@ -306,39 +315,28 @@ class EnvironmentBuilder:
         floor = PYTEST_FLOOR.get(runtime.version)
         return bool(installed and floor and release_tuple(installed.group(1)) < release_tuple(floor[0]))
 
-    def _pin_for(self, workdir: Path, runtime: Runtime, output: str) -> Optional[tuple[str, str]]:
+    def _pin_for(self, build: "_Build", runtime: Runtime, output: str) -> Optional[tuple[str, str]]:
         """(distribution, requirement) holding back the installed package the tests failed to import from."""
         found = _BROKEN_IMPORT.search(output)
         if not found:
             return None
-        owner = self._distribution_of(workdir, runtime, (found.group(1) or found.group(2)).split(".")[0])
+        owner = self._distribution_of(build, runtime, (found.group(1) or found.group(2)).split(".")[0])
         release = re.match(r"\d+(\.\d+)?", owner[1]) if owner else None
         if not release:
             return None
         return owner[0].lower(), f"{owner[0]}<{release.group(0)}"
 
-    def _aged_dependency(self, workdir: Path, runtime: Runtime, output: str) -> Optional[str]:
-        """The installed distribution in whose code the failure happened (the traceback's last frame is
-        in site-packages), unless it is pytest's (the floor answers for pytest)."""
-        frames = _FRAME.findall(output)
-        innermost = _SITE_PACKAGES.search("".join(frames[-1])) if frames else None
-        if not innermost or innermost.group(1) in ("_pytest", "pytest", "pluggy", "py"):
+    def _distribution_of(self, build: "_Build", runtime: Runtime, module: str) -> Optional[tuple[str, str]]:
+        """(name, version) of the installed distribution that provides a top-level module, the name
+        canonical; None for the repository's own code, the standard library, or what cannot be read."""
+        if module in build.own:
             return None
-        owner = self._distribution_of(workdir, runtime, innermost.group(1))
-        return canonicalize_name(owner[0]) if owner else None
-
-    def _distribution_of(self, workdir: Path, runtime: Runtime, module: str) -> Optional[tuple[str, str]]:
-        """(name, version) of the installed distribution that provides a top-level module; None for the
-        repository's own code, the standard library, or what cannot be read back."""
-        repo = workdir / "repo"
-        if any(path.exists() for path in (repo / module, repo / f"{module}.py", repo / "src" / module)):
-            return None  # the repository's own code
-        owner = self._sandbox(runtime).run([f"{ENV}/bin/python", "-c", _DISTRIBUTION_OF, module], workdir=workdir,
-                                           mount_at=WORKSPACE, limits=self.limits)
+        owner = self._sandbox(runtime).run([f"{ENV}/bin/python", "-c", _DISTRIBUTION_OF, module],
+                                           workdir=build.workdir, mount_at=WORKSPACE, limits=self.limits)
         fields = owner.output.decode("utf-8", "replace").split()
         if not owner.ok or len(fields) != 2 or not re.fullmatch(r"[A-Za-z0-9._-]+", fields[0]):
             return None
-        return fields[0], fields[1]
+        return canonicalize_name(fields[0]), fields[1]
 
     def _attempt(self, build: "_Build", runtime: Runtime, strategy: Strategy, adjust: "_Adjustments",
                  optional: Sequence[tuple[str, str]] = ()) -> Attempt:
@@ -484,6 +482,7 @@ class _Build:
     recipe: dict[str, str]
     probe: tuple[str, ...]
     before: set[str]
+    own: frozenset[str]  # the top-level modules and packages of the working copy (at its root or in src/)
 
 
 @dataclass
@@ -495,32 +494,43 @@ class _Adjustments:
     aged: dict[str, int] = field(default_factory=dict)  # distribution -> steps its cutoff is lifted (too old)
 
 
+def own_top_level_modules(files: set[str]) -> frozenset[str]:
+    """The modules and packages a working copy's files (working_copy_files) give it at its root or in src/."""
+    own = set()
+    for path in files:
+        parts = Path(path).parts
+        if parts[0] == "src" and len(parts) > 1:
+            parts = parts[1:]
+        if len(parts) > 1 or parts[0].endswith(".py"):
+            own.add(parts[0].removesuffix(".py"))
+    return frozenset(own)
+
+
 def test_modules_present(repo: Path) -> bool:
     """Whether the working copy has a module any runner would take for tests (test*.py, *_test.py,
-    tests.py, or a module in a test folder), outside what installs and collections write."""
-    for path in working_copy_files(repo):
-        name, folders = Path(path).name, Path(path).parts[:-1]
-        if name.endswith(".py") and name != "__init__.py" and (
-                name.startswith("test") or name.endswith("_test.py") or {"test", "tests"} & set(folders)):
-            return True
-    return False
+    tests.py, or a module in a test folder), outside what installs and collections write; True where
+    the copy cannot be listed (too many files to look at)."""
+    files = working_copy_files(repo)
+    return not files or any(
+        Path(path).suffix == ".py" and Path(path).name != "__init__.py" and (
+            Path(path).name.startswith("test") or Path(path).name.endswith("_test.py")
+            or {"test", "tests"} & set(Path(path).parts[:-1])) for path in files)
 
 
 def nose_era_test_folders(repo: Path) -> list[str]:
     """Test folders (tests/, test/, at the top or one package down) holding modules pytest's default
     names (test_*.py, *_test.py) miss, and test modules named tests.py or test.py there, as nose and
-    unittest discovery found them."""
-    found = []
-    for name in ("test", "tests"):
-        found += [*repo.glob(name), *repo.glob(f"*/{name}"), *repo.glob(f"{name}.py"), *repo.glob(f"*/{name}.py")]
-    tests = []
-    for path in sorted(found):
-        if path.is_symlink():
-            continue
-        if path.is_file() or (path.is_dir() and any(
-                child.suffix == ".py" and child.name != "__init__.py" for child in path.iterdir())):
-            tests.append(str(path.relative_to(repo)))
-    return tests[:10]
+    unittest discovery found them; from the working copy's plain files, no link followed."""
+    tests = set()
+    for path in working_copy_files(repo):
+        parts = Path(path).parts
+        if len(parts) <= 2 and parts[-1] in ("test.py", "tests.py"):
+            tests.add(path)
+        for depth in (1, 2):
+            if len(parts) == depth + 1 and parts[depth - 1] in ("test", "tests") and parts[-1].endswith(".py") \
+                    and parts[-1] != "__init__.py":
+                tests.add(str(Path(*parts[:depth])))
+    return sorted(tests)[:10]
 
 
 def _nose_era_args(folders: list[str]) -> tuple[str, ...]:
@@ -531,10 +541,10 @@ def _legacy_config_options(workdir: Path) -> list[str]:
     """A setup.cfg `[pytest]` section, which pytest read until 4.0, given to pytest from a file of
     ours beside the working copy, as runs do (report_plugin.legacy_pytest_ini)."""
     def read(name: str) -> Optional[str]:  # the working copy was shaped in a sandbox: no link followed
-        data = sandbox_file_read(workdir / "repo", name, max_bytes=1 << 20)
-        return data.decode("utf-8", "replace") if data else None
+        with sandbox_file_open(workdir / "repo", name) as file:
+            return file.read(1 << 20).decode("utf-8", "replace") if file is not None else None
 
-    text = legacy_pytest_ini(read)
+    text = legacy_pytest_ini(read, REPO)
     if text is None:
         return []
     try:
@@ -596,4 +606,4 @@ class _AttemptRun:
         return Attempt(self.name, self.commands, "ok" if ok else self.status, self.failed_step,
                        "\n".join(self.outputs), self.seconds, reason="" if ok else reason, lifted=dict(lifted or {}),
                        pytest=pytest, added=self.added, on_path=self.on_path, generated=self.generated,
-                       suite_args=self.suite_args)
+                       suite_args=self.suite_args, said=self.last_output)

@@ -18,21 +18,54 @@ PYTHON2 = re.compile(r"Missing parentheses in call to '(print|exec)'|multiple ex
                      # Python 2's lists where Python 3 gives views and iterators: `range(3) * 2`, `d.keys()[0]`.
                      r"|unsupported operand type\(s\) for [*+]: '(range|map|filter|zip|dict_keys|dict_values|dict_items)'"
                      r"|'(map|filter|zip|dict_keys|dict_values|dict_items)' object is not subscriptable")
+SCAN_CHARS = 256 << 10  # of a step's output, the end is read: the error that ended it is there
 # Python 2 statements, as a traceback shows the line of a SyntaxError (Pythons before 3.10 say only
-# "invalid syntax" of them): `except E, e:`, `print x`, `raise E, "why"`, `exec "code"`.
-_PYTHON2_STATEMENT = (r"(E)?\s+(except\s+[\w.]+\s*,\s*\w+\s*:|print\s+[\"'\w%][^\n]*|raise\s+[\w.]+\s*,\s*[^\n]+"
-                      r"|exec\s+[\"'][^\n]*)$")
+# "invalid syntax" of them): `except E, e:`, `print x`, `print >>f, x`, `raise E, "why"`, `exec code`.
+# [ \t], never \s: a pattern that could cross lines would rescan a hostile run of blank lines.
+_PYTHON2_STATEMENT = (r"E?[ \t]+(?:except[ \t]+[\w.]+[ \t]*,[ \t]*\w+[ \t]*:|print[ \t]*>>[^\n]*"
+                      r"|print[ \t]+[\"'\w%][^\n]*|raise[ \t]+[\w.]+[ \t]*,[^\n]+|exec[ \t]+[\"'\w][^\n]*)$")
 _PYTHON2_LINE = re.compile(rf"^{_PYTHON2_STATEMENT}", re.MULTILINE)
-# The same line in a file of the repository's own (an install's output also shows its dependencies' builds).
-_PYTHON2_OWN_LINE = re.compile(rf'File "{re.escape(REPO)}/[^"\n]+", line \d+\n{_PYTHON2_STATEMENT}', re.MULTILINE)
+# The same line under the frame it is in: a file of the repository's, or setup.py as setuptools runs it.
+_PYTHON2_FRAME_LINE = re.compile(rf'File "([^"\n]+)", line \d+\n{_PYTHON2_STATEMENT}', re.MULTILINE)
+# A traceback's frame, as pytest shows it ("path.py:12: in <module>") or as Python does.
+_FRAME = re.compile(r'^E?[ \t]*(?:File "([^"\n]+)", line \d+|([^\s:]+\.py):\d+: in )', re.MULTILINE)
+_SITE_PACKAGES = re.compile(r"site-packages/([A-Za-z_][A-Za-z0-9_]*)")
+_RUNNER_MODULES = {"_pytest", "pytest", "pluggy", "py"}
+_OWN_BUILD_FAILED = f"@ file://{REPO}`"  # uv: "Failed to build `name @ file:///workspace/repo`"
+
+
+def _tail(output: str) -> str:
+    return output[-SCAN_CHARS:]
+
+
+def dependency_of(output: str) -> str:
+    """The top-level module of an installed distribution the failure happened in (the traceback's
+    innermost frame is in site-packages), or ""."""
+    frames = _FRAME.findall(_tail(output))
+    innermost = _SITE_PACKAGES.search("".join(frames[-1])) if frames else None
+    if not innermost or innermost.group(1) in _RUNNER_MODULES:
+        return ""  # the floor answers for pytest and what it needs
+    return innermost.group(1)
+
+
+def _own_line(output: str) -> bool:
+    """A Python 2 line shown under a frame of the repository's own: its files, or its setup.py where
+    the build that failed was the repository's (setuptools runs setup.py as "<string>")."""
+    own_build = _OWN_BUILD_FAILED in output
+    return any(found.group(1).startswith(f"{REPO}/") or (found.group(1) == "<string>" and own_build)
+               for found in _PYTHON2_FRAME_LINE.finditer(output))
 
 
 def python2_code(output: str, *, installing: bool = False) -> bool:
-    """Whether what Python 3 printed shows Python 2 code: collecting the tests, by what it said of
-    the code or the line it showed; installing, by a line of the repository's own files."""
-    if "SyntaxError" in output and _PYTHON2_OWN_LINE.search(output):
+    """Whether what Python 3 printed shows the repository's code is Python 2: the line of a
+    SyntaxError in its own files; collecting, also what Python said of code that is not a
+    dependency's (whose old release is lifted instead)."""
+    output = _tail(output)
+    if "SyntaxError" in output and _own_line(output):
         return True
-    return not installing and bool(PYTHON2.search(output) or ("SyntaxError" in output and _PYTHON2_LINE.search(output)))
+    if installing or dependency_of(output):
+        return False
+    return bool(PYTHON2.search(output) or ("SyntaxError" in output and _PYTHON2_LINE.search(output)))
 
 
 _ABCS = ("Awaitable Coroutine AsyncIterable AsyncIterator AsyncGenerator Hashable Iterable Iterator Generator "
@@ -60,8 +93,9 @@ STDLIB_REMOVALS: dict[str, dict[str, tuple[str, ...]]] = {
 SYNTAX_REMOVALS = {"Generator expression must be parenthesized": "3.7"}
 
 
-def _removal_patterns() -> list[tuple[str, re.Pattern]]:
-    patterns = [(version, re.compile(re.escape(said))) for said, version in SYNTAX_REMOVALS.items()]
+def _removal_patterns() -> list[tuple[str, str, re.Pattern]]:
+    """(Python, the module whose name the code could also give its own, or "", pattern)."""
+    patterns = [(version, "", re.compile(re.escape(said))) for said, version in SYNTAX_REMOVALS.items()]
     for version, modules in STDLIB_REMOVALS.items():
         for module, names in modules.items():
             quoted = re.escape(module)
@@ -71,28 +105,42 @@ def _removal_patterns() -> list[tuple[str, re.Pattern]]:
                 alternatives = "|".join(re.escape(name.split(".")[-1]) for name in names)
                 said = (rf"cannot import name '({alternatives})' from '{quoted}'"
                         rf"|module '{quoted}' has no attribute '({alternatives})'")
-            patterns.append((version, re.compile(said)))
+            patterns.append((version, module if names == ("*",) else "", re.compile(said)))
     return patterns
 
 
 _REMOVALS = _removal_patterns()
 
 
-def removed_in(output: str, *, installing: bool = False) -> str:
-    """The earliest Python that removed something the output says the code reached for ("" if none);
-    installing, only where the output shows a file of the repository's own."""
-    if installing and f'File "{REPO}/' not in output:
-        return ""
-    found = [version for version, pattern in _REMOVALS if pattern.search(output)]
+def removed_in(output: str, own_modules: frozenset = frozenset()) -> str:
+    """The earliest Python that removed something the output says was reached for ("" if none); a
+    module the working copy has of its own (`own_modules`) is not the standard library's."""
+    output = _tail(output)
+    found = [version for version, module, pattern in _REMOVALS
+             if module not in own_modules and pattern.search(output)]
     return min(found, key=release_tuple) if found else ""
 
 
-def last_step_output(output: str) -> str:
-    """What the last step of an attempt printed (an attempt's output is its steps', each after "$ argv")."""
-    return output[output.rfind("\n$ ") + 1:]
+def removed_by_code(output: str, *, installing: bool = False, own_modules: frozenset = frozenset()) -> str:
+    """`removed_in`, where the repository's own code reached for it: installing, in its own build;
+    collecting, not in a dependency (whose old release is lifted instead)."""
+    output = _tail(output)
+    if installing and f'File "{REPO}/' not in output and _OWN_BUILD_FAILED not in output:
+        return ""
+    if not installing and dependency_of(output):
+        return ""
+    return removed_in(output, own_modules)
 
 
-def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence) -> list:
+def dependency_too_old(output: str) -> str:
+    """The top-level module of an installed distribution that failed on what this Python removed, or
+    on Python 2 code: a release older than the Python ("" if the failure is not that)."""
+    module = dependency_of(output)
+    return module if module and (removed_in(output) or PYTHON2.search(_tail(output))) else ""
+
+
+def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence,
+                    own_modules: frozenset = frozenset()) -> list:
     """Attempts that failed because the code is older than every Python here say so: Python 2 code,
     a declared Python none of the runtimes satisfies, or what the code reached for was removed from the
     standard library before the oldest Python here."""
@@ -101,10 +149,10 @@ def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence) 
         declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
         declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
     failed = [attempt for attempt in attempts if attempt.step in ("install", "collect")]
-    python2 = any(python2_code(last_step_output(attempt.output), installing=attempt.step == "install")
-                  for attempt in failed)
+    python2 = any(python2_code(attempt.said, installing=attempt.step == "install") for attempt in failed)
     oldest = min((release_tuple(runtime.version) for runtime in runtimes), default=None)
-    removed = [removed_in(last_step_output(attempt.output), installing=attempt.step == "install") for attempt in failed]
+    removed = [removed_by_code(attempt.said, installing=attempt.step == "install", own_modules=own_modules)
+               for attempt in failed]
     gone = oldest is not None and any(version and release_tuple(version) <= oldest for version in removed)
     if not (too_new or python2 or gone):
         return attempts

@@ -411,11 +411,17 @@ def _plugin_options():
     return options
 
 
-def legacy_pytest_ini(read):
+# Options whose relative paths pytest (or a plugin of the time) reads from the ini's folder: ours is
+# not the repository's, so they are made absolute.
+_INI_PATH_OPTIONS = ("pythonpath", "python_paths", "site_dirs")
+
+
+def legacy_pytest_ini(read, root):
     """The text of a pytest.ini holding a `[pytest]` section of the repository's setup.cfg, which
     pytest read until 4.0 and refuses since; None where pytest would read another file first or
-    setup.cfg has no such section. `read(name)`: a file at the repository's root as text, or None.
-    The file is only parsed (configparser, no interpolation)."""
+    setup.cfg has no such section. `read(name)`: a file at the repository's root as text, or None;
+    `root`: where the repository is as pytest sees it. The file is only parsed (configparser, no
+    interpolation)."""
     import configparser
 
     def has(name, marker):
@@ -435,6 +441,8 @@ def legacy_pytest_ini(read):
         return None
     lines = ["[pytest]"]
     for key, value in parser.items("pytest"):
+        if key in _INI_PATH_OPTIONS:
+            value = " ".join(posixpath.join(root, path) for path in value.split())
         parts = [part.strip() for part in value.split("\n") if part.strip()]
         lines.append(key + " =" + "".join(("\n    " if n else " ") + part for n, part in enumerate(parts)))
     return "\n".join(lines) + "\n"
@@ -452,7 +460,7 @@ def _legacy_config_options(pytest_version):
     """pytest 4 on refuses a setup.cfg `[pytest]` section: the same options, from a file of ours."""
     if int(pytest_version.split(".")[0]) < 4:
         return []
-    text = legacy_pytest_ini(_read_here)
+    text = legacy_pytest_ini(_read_here, os.getcwd())
     if text is None:
         return []
     ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy-setup-cfg.ini")
