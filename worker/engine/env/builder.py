@@ -74,6 +74,9 @@ _INSTALLED_PYTEST = re.compile(r"\+ pytest==([0-9][\w.]*)")
 # A virtualenv of the code's day came with setuptools (and its pkg_resources); uv's comes with nothing.
 # (distutils too: on Python 3.12 on, only setuptools' copy of it is there.)
 _SEEDED_BY_VIRTUALENV = re.compile(r"No module named '(pkg_resources|setuptools|distutils)'")
+# The pytest an attempt asks for, over any the repository pins (a dev-requirements.txt of 2017 says
+# pytest==3.0.2, older than any our report plugin runs with).
+PYTEST_OVERRIDE = "pytest-override.txt"
 LEGACY_INI = "legacy-setup-cfg.ini"  # beside the working copy, where a setup.cfg has a [pytest] section
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
 # Run in the environment: the distribution that installed a top-level module, and its version.
@@ -352,7 +355,9 @@ class EnvironmentBuilder:
         run.on_path = strategy.working_copy_on_path
         if not run.step("venv", [UV, "venv", "--quiet", "--python", runtime.interpreter, ENV]):
             return run.end("no_python")
-        installed = self._install(run, [*strategy.install_args, pytest, *pins.values(), *added], cutoffs)
+        override = _ours_file(workdir, PYTEST_OVERRIDE, f"{pytest}\n")
+        installed = self._install(run, [*strategy.install_args, pytest, *pins.values(), *added,
+                                        *(("--override", override) if override else ())], cutoffs)
         pytest_note = f"{pytest} ({'the oldest that runs on Python ' + runtime.version if floor else 'as of the commit'})"
         if not installed:
             return run.end(install_failure_reason(run.last_output, cutoffs), cutoffs.recorded(), pytest_note)
@@ -537,6 +542,18 @@ def _nose_era_args(folders: list[str]) -> tuple[str, ...]:
     return ("-o", "python_files=*.py", *folders)
 
 
+def _ours_file(workdir: Path, name: str, text: str) -> str:
+    """Write a file of ours beside the working copy, replacing what a sandbox left under its name (a
+    link is removed, never followed); where the sandbox sees it, or "" if it could not be written."""
+    try:
+        os.unlink(workdir / name)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return ""
+    return f"{WORKSPACE}/{name}" if sandbox_file_create(workdir, name, text.encode("utf-8")) else ""
+
+
 def _legacy_config_options(workdir: Path) -> list[str]:
     """A setup.cfg `[pytest]` section, which pytest read until 4.0, given to pytest from a file of
     ours beside the working copy, as runs do (report_plugin.legacy_pytest_ini)."""
@@ -545,17 +562,8 @@ def _legacy_config_options(workdir: Path) -> list[str]:
             return file.read(1 << 20).decode("utf-8", "replace") if file is not None else None
 
     text = legacy_pytest_ini(read, REPO)
-    if text is None:
-        return []
-    try:
-        os.unlink(workdir / LEGACY_INI)  # what a sandbox may have left there (a link is removed, not followed)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return []
-    if not sandbox_file_create(workdir, LEGACY_INI, text.encode("utf-8")):
-        return []
-    return ["-c", f"{WORKSPACE}/{LEGACY_INI}", "--rootdir", REPO]
+    ini = _ours_file(workdir, LEGACY_INI, text) if text is not None else ""
+    return ["-c", ini, "--rootdir", REPO] if ini else []
 
 
 def _pytest_argv(legacy: Sequence[str] = ()) -> list[str]:
