@@ -27,7 +27,6 @@ from worker.engine.env.recipes import (
     build_packages,
     declared_dependencies,
     declared_python,
-    install_recipe,
     install_strategies,
     project_name,
     recipe_key,
@@ -66,19 +65,6 @@ def test_strategies_follow_what_the_repository_declares():
     assert _names({"pyproject.toml": "not [toml"}) == ["editable", "editable-compat", "install", "tests-only"]
     hatch = '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n[project]\nname = "x"\n'
     assert _names({"pyproject.toml": hatch}) == ["editable", "install", "tests-only"]
-
-
-def test_requirements_files_of_every_era_are_read(tmp_path):
-    for name in ("requirements.txt", "requirements-dev.txt", "dev-requirements.txt", "test-requirements.txt"):
-        (tmp_path / name).write_text("pytz\n")
-    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='x')\n")
-    recipe = install_recipe(tmp_path)
-    assert set(recipe) == {"setup.py", "requirements.txt", "requirements-dev.txt", "dev-requirements.txt",
-                           "test-requirements.txt"}
-    with_requirements = next(s for s in install_strategies(recipe) if s.name == "editable+requirements")
-    assert with_requirements.install_args == ("-e", REPO, "-r", f"{REPO}/dev-requirements.txt",
-                                              "-r", f"{REPO}/requirements-dev.txt",
-                                              "-r", f"{REPO}/test-requirements.txt")
 
 
 def test_only_what_runs_beside_the_working_copy_puts_it_on_the_path():
@@ -516,7 +502,7 @@ def test_a_pytest_the_requirements_pin_gives_way_to_the_one_the_attempt_asks_for
     (work / "repo" / "tests").mkdir(parents=True)
     (work / "repo" / "setup.py").write_text("from setuptools import setup\nsetup(name='pinned', py_modules=['pinned'])\n")
     (work / "repo" / "pinned.py").write_text("VALUE = 1\n")
-    (work / "repo" / "dev-requirements.txt").write_text("pytest==3.0.2\niniconfig\n")
+    (work / "repo" / "requirements-dev.txt").write_text("pytest==3.0.2\niniconfig\n")
     (work / "repo" / "tests" / "test_value.py").write_text("import pinned\n\n\ndef test_value():\n"
                                                            "    assert pinned.VALUE == 1\n")
     built = _builder(place).build(work, as_of=datetime(2022, 1, 10, tzinfo=timezone.utc))

@@ -47,8 +47,8 @@ class Strategy:
 def install_recipe(repo_dir: Path) -> dict[str, str]:
     """The files that say how the repository installs, by path."""
     paths = [repo_dir / name for name in _INSTALL_FILES]
-    # requirements.txt, requirements-dev.txt, and the dev-requirements.txt or test-requirements.txt of old.
-    paths += sorted(repo_dir.glob("*requirements*.txt")) + sorted(repo_dir.glob("requirements/*.txt"))
+    # Not dev-requirements.txt and its kind yet: theirs often install from a VCS, which no sandbox reaches.
+    paths += sorted(repo_dir.glob("requirements*.txt")) + sorted(repo_dir.glob("requirements/*.txt"))
     found = {name: sandbox_file_read(repo_dir, name, max_bytes=1 << 20)
              for name in (str(path.relative_to(repo_dir)) for path in paths)}
     return {name: data.decode("utf-8", "replace") for name, data in found.items() if data}
