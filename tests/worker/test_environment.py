@@ -15,7 +15,7 @@ from worker.engine.env.builder import (
     Attempt,
     EnvironmentBuilder,
     EnvironmentFailed,
-    _legacy_config_options,
+    legacy_config_options,
     nose_era_test_folders,
 )
 from worker.engine.env.era import dependency_too_old, python2_code, removed_by_code, removed_in, with_era_reason
@@ -490,10 +490,10 @@ def test_a_link_in_place_of_setup_cfg_is_not_read_for_its_pytest_section(place):
     (work / "repo").mkdir(parents=True)
     (work / "repo" / "setup.cfg").symlink_to(secret)
     (work / LEGACY_INI).symlink_to(place / "host-file-to-clobber")
-    assert _legacy_config_options(work) == []
+    assert legacy_config_options(work) == []
     (work / "repo" / "setup.cfg").unlink()
     (work / "repo" / "setup.cfg").write_text("[pytest]\nx = 1\n")
-    assert _legacy_config_options(work)[:2] == ["-c", f"{WORKSPACE}/{LEGACY_INI}"]
+    assert legacy_config_options(work)[:2] == ["-c", f"{WORKSPACE}/{LEGACY_INI}"]
     assert not (work / LEGACY_INI).is_symlink() and not (place / "host-file-to-clobber").exists()
 
 

@@ -366,7 +366,7 @@ class EnvironmentBuilder:
         if strategy.working_copy_on_path and not run.step(
                 "path", [f"{ENV}/bin/python", "-c", _WORKING_COPY_PTH, REPO], network=False):
             return run.end("install_failed", cutoffs.recorded(), pytest_note)
-        legacy = _legacy_config_options(workdir)
+        legacy = legacy_config_options(workdir)
         if not run.step("runner", [*_pytest_argv(legacy), "--version"], network=False):
             return run.end("no_test_runner", cutoffs.recorded(), pytest_note)
         if not run.step("collect", _collect_argv(probe, legacy), network=False, required=False):
@@ -466,7 +466,7 @@ class EnvironmentBuilder:
         try:
             working_copy_clone(workdir / "repo", check / "repo")
             environment_files_lay(environment.path, check / "repo")
-            argv = _collect_argv(probe or environment.suite_args, _legacy_config_options(check))
+            argv = _collect_argv(probe or environment.suite_args, legacy_config_options(check))
             result = self.sandbox([(environment.path, ENV)], image=environment.image).run(
                 argv, workdir=check, mount_at=WORKSPACE, cwd=REPO, limits=self.limits)
         finally:
@@ -554,7 +554,7 @@ def _ours_file(workdir: Path, name: str, text: str) -> str:
     return f"{WORKSPACE}/{name}" if sandbox_file_create(workdir, name, text.encode("utf-8")) else ""
 
 
-def _legacy_config_options(workdir: Path) -> list[str]:
+def legacy_config_options(workdir: Path) -> list[str]:
     """A setup.cfg `[pytest]` section, which pytest read until 4.0, given to pytest from a file of
     ours beside the working copy, as runs do (report_plugin.legacy_pytest_ini)."""
     def read(name: str) -> Optional[str]:  # the working copy was shaped in a sandbox: no link followed
