@@ -64,13 +64,17 @@ def repository_list(request):
 
 
 def _detail_context(request, repository, *, filters_form=None) -> dict:
+    # The jobs first, then what they write: a job that finishes between the reads then shows as still
+    # running (and its poll reloads the page), never as finished beside an empty funnel.
+    jobs = list(selectors.mining_jobs_recent(repository=repository))
+    repository.refresh_from_db()
     funnel = selectors.repository_funnel(repository=repository)
     total = funnel[0].remaining or 1
     return {
         "repository": repository,
         "funnel": [(step, 100 * step.remaining / total, 100 * step.dropped / total) for step in funnel],
         "reasons": MINING_DROP_REASONS,
-        "jobs": selectors.mining_jobs_recent(repository=repository),
+        "jobs": jobs,
         "filters_form": filters_form or RepositoryFiltersForm.for_repository(repository),
         "can_mine": user_can_mine(request.user),
     }
