@@ -27,6 +27,7 @@ from worker.engine.env.recipes import (
     build_packages,
     declared_dependencies,
     declared_python,
+    install_recipe,
     install_strategies,
     project_name,
     recipe_key,
@@ -67,13 +68,37 @@ def test_strategies_follow_what_the_repository_declares():
     assert _names({"pyproject.toml": hatch}) == ["editable", "install", "tests-only"]
 
 
+def test_requirements_files_of_every_era_are_read_without_what_no_sandbox_reaches(tmp_path):
+    for name in ("requirements.txt", "requirements-dev.txt", "dev-requirements.txt", "test-requirements.txt"):
+        (tmp_path / name).write_text(f"pytz  # {name}\n")
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='Old_Pkg')\n")
+    assert set(install_recipe(tmp_path)) == {"setup.py", "requirements.txt", "requirements-dev.txt",
+                                             "dev-requirements.txt", "test-requirements.txt"}
+    dev = ("-r requirements.txt\n-r requirements/missing.txt\n--index-url https://example.org/simple\n"
+           "-e git+https://github.com/someone/theme.git#egg=theme\ngit+https://github.com/someone/other.git\n"
+           "docs-theme @ https://example.org/theme.zip\n-e .\n.\nold-pkg\n"
+           "flake8==2.4.0 \\\n    --hash=sha256:0123\npytest==3.0.2 ; python_version < '4'  # pinned\n"
+           "not a requirement!\n")
+    recipe = {"setup.py": "setup(name='Old_Pkg')", "dev-requirements.txt": dev,
+              "requirements.txt": "simplejson>=2.1\n-r dev-requirements.txt\n"}
+    strategies = {s.name: s for s in install_strategies(recipe)}
+    assert strategies["editable+requirements"].install_args == (
+        "-e", REPO, "simplejson>=2.1", "flake8==2.4.0", 'pytest==3.0.2; python_version < "4"')
+    assert strategies["dependencies"].install_args == ("simplejson>=2.1", "flake8==2.4.0",
+                                                       'pytest==3.0.2; python_version < "4"')
+    nested = {"requirements/test.txt": "-r base.txt\nmock\n", "requirements/base.txt": "six\n-r ../requirements.txt\n",
+              "requirements.txt": "attrs\n"}
+    assert {s.name: s for s in install_strategies(nested)}["dependencies"].install_args == (
+        "six", "attrs", "mock")
+
+
 def test_only_what_runs_beside_the_working_copy_puts_it_on_the_path():
     strategies = {s.name: s for s in install_strategies({"setup.py": "setup(name='old', install_requires=['six'])",
                                                          "requirements.txt": "mock\n"})}
     assert not strategies["editable"].working_copy_on_path
     assert strategies["install"].install_args == (REPO,) and strategies["install"].working_copy_on_path
     assert strategies["dependencies"].working_copy_on_path and strategies["tests-only"].working_copy_on_path
-    assert strategies["dependencies"].install_args == ("six", "-r", f"{REPO}/requirements.txt")
+    assert strategies["dependencies"].install_args == ("six", "mock")
     assert strategies["editable-compat"].install_args == (
         "-e", REPO, "--config-settings-package", "old:editable_mode=compat")
 
@@ -223,6 +248,28 @@ def test_python_2_code_is_known_by_the_line_shown_where_the_python_says_only_inv
     assert dependency_too_old(dependency_collect.replace("../env/lib/python3.11/site-packages/oldlib", "oldlib")) == ""
 
 
+def test_python_2_implicit_relative_imports_are_known_by_the_sibling_the_importing_folder_holds():
+    # humanize of 2011: humanize/__init__.py says `from number import *`, and humanize/number.py is there.
+    collect = ("tests/test_number.py:3: in <module>\n    import humanize\n"
+               "humanize/__init__.py:5: in <module>\n    from number import *\n"
+               "E   ModuleNotFoundError: No module named 'number'\n")
+    files = frozenset({"humanize/__init__.py", "humanize/number.py", "tests/test_number.py"})
+    assert python2_code(collect, files=files)
+    assert python2_code(collect.replace("humanize/__init__.py:5: in <module>",
+                                        '  File "/workspace/repo/humanize/__init__.py", line 5, in <module>'),
+                        files=files, installing=True)
+    assert python2_code(collect, files=frozenset({"humanize/__init__.py", "humanize/number/__init__.py"}))
+    # A missing dependency, a sibling elsewhere, or a top-level module of its own: not Python 2.
+    assert not python2_code(collect, files=frozenset({"humanize/__init__.py", "tests/number.py"}))
+    assert not python2_code(collect, files=files | {"number.py"})
+    assert not python2_code(collect.replace("humanize/__init__.py:5", "../env/lib/python3.9/site-packages/h/x.py:5"),
+                            files=files | {"../env/lib/python3.9/site-packages/h/number.py"})
+    attempt = Attempt("python3.9 editable", [], "failed", "collect", collect, 0.0, reason="no_tests_collected",
+                      said=collect)
+    assert EnvironmentFailed(with_era_reason([attempt], {}, [Runtime("3.9")], files)).reason == "no_python_for_era"
+    assert EnvironmentFailed(with_era_reason([attempt], {}, [Runtime("3.9")])).reason == "no_tests_collected"
+
+
 def test_hostile_output_is_read_in_time_linear_in_its_length():
     # Patterns that could cross lines would rescan every run of blank lines from each of its starts:
     # minutes for this, days for a step's whole output.
@@ -252,8 +299,9 @@ def test_what_a_later_python_removed_from_the_standard_library_is_told_by_its_me
     assert removed_by_code(bare_generator.replace("/workspace/repo/", "/cache/sdists/"), installing=True) == ""
     # A module of the working copy's own with a removed module's name is not the standard library's.
     assert removed_in("No module named 'parser'") == "3.10"
-    assert removed_in("No module named 'parser'", frozenset({"parser"})) == ""
-    assert removed_in("module 'collections' has no attribute 'Mapping'", frozenset({"collections"})) == "3.10"
+    assert removed_in("No module named 'parser'", frozenset({"parser.py"})) == ""
+    own_collections = frozenset({"collections/__init__.py"})
+    assert removed_in("module 'collections' has no attribute 'Mapping'", own_collections) == "3.10"
     # Neither a module of the same name's start nor a name the module still has.
     assert removed_in("No module named 'impala'") == ""
     assert removed_in("module 'collections' has no attribute 'OrderedDict2'") == ""
@@ -417,6 +465,26 @@ def test_code_importing_pkg_resources_gets_the_setuptools_a_virtualenv_of_its_da
         [a.strategy for a in built.attempts]
     assert "No module named 'pkg_resources'" in built.attempts[-2].output
     assert "setuptools==" in built.lock
+
+
+def test_old_dev_requirements_install_without_their_vcs_lines_and_their_pytest_plugins_go_with_pytest(place):
+    work = place / "dev-requirements"
+    (work / "repo" / "tests").mkdir(parents=True)
+    (work / "repo" / "setup.py").write_text("from setuptools import setup\nsetup(name='old', py_modules=['old'])\n")
+    (work / "repo" / "old.py").write_text("VALUE = 1\n")
+    # marshmallow's of 2014: pytest-xdist of that year fails to load in any pytest that runs here, and
+    # a docs theme comes from GitHub, which no sandbox reaches.
+    (work / "repo" / "dev-requirements.txt").write_text(
+        "pytest\npytest-xdist  # for test watching\nsimplejson\n"
+        "-e git+https://github.com/someone/theme.git#egg=theme\n")
+    (work / "repo" / "tests" / "test_old.py").write_text(
+        "import simplejson\nimport old\n\n\ndef test_value():\n    assert simplejson.loads('1') == old.VALUE\n")
+    built = _builder(place).build(work, as_of=datetime(2014, 8, 10, tzinfo=timezone.utc))
+    kept = built.attempts[-1]
+    assert kept.strategy.startswith(f"{PYTHON} editable+requirements pytest~="), [a.strategy for a in built.attempts]
+    assert "pytest-xdist==" in built.lock and "simplejson==" in built.lock and "github" not in kept.commands[1]
+    # Lifted with pytest (and past it, where what it needs of that day is held to 2014), never left at 2014.
+    assert kept.lifted["pytest-xdist"] in (kept.lifted["pytest"], "none") and "simplejson" not in kept.lifted
 
 
 def test_a_dependency_older_than_the_python_has_its_cutoff_lifted_until_it_imports(place):

@@ -26,7 +26,13 @@ from typing import Callable, Literal, Optional, Sequence
 
 from packaging.utils import canonicalize_name
 
-from worker.engine.env.era import dependency_too_old, python2_code, removed_by_code, with_era_reason
+from worker.engine.env.era import (
+    dependency_too_old,
+    own_top_level_modules,
+    python2_code,
+    removed_by_code,
+    with_era_reason,
+)
 from worker.engine.env.files import (
     GENERATED_FILES,
     environment_files,
@@ -44,6 +50,7 @@ from worker.engine.env.recipes import (
     build_packages,
     install_recipe,
     install_strategies,
+    pytest_plugins,
     recipe_key,
 )
 from worker.engine.env.resolve import (
@@ -219,7 +226,7 @@ class EnvironmentBuilder:
                                              f"{self.backend} sandbox (docker: no base image is present; "
                                              f"manage.py build_base_images builds them).", 0.0, reason="no_python")])
         files = working_copy_files(workdir / "repo")
-        build = _Build(workdir, as_of, recipe, tuple(probe), files, own_top_level_modules(files))
+        build = _Build(workdir, as_of, recipe, tuple(probe), set(files), frozenset(files))
         attempts = []
         removed = ""  # a Python that removed what the code reaches for: it and later ones are not tried further
         for runtime in python_order(self.runtimes, recipe, as_of):
@@ -234,12 +241,13 @@ class EnvironmentBuilder:
                     return self._keep(workdir, runtime, attempts, recipe)
                 if attempts[-1].step == "venv":
                     break  # this Python is not there: no strategy can work with it
-                if attempts[-1].reason == "no_tests_collected" and not test_modules_present(workdir / "repo"):
+                if attempts[-1].reason == "no_tests_collected" and not test_modules_present(build.files):
                     raise EnvironmentFailed(attempts)  # nothing to collect, whatever installs it
                 failed, said = attempts[-1].step, attempts[-1].said
-                if failed in ("install", "collect") and python2_code(said, installing=failed == "install"):
+                if failed in ("install", "collect") and python2_code(said, installing=failed == "install",
+                                                                    files=build.files):
                     raise EnvironmentFailed(self._era_reason(build, attempts))  # no Python 2 here
-                now = removed_by_code(said, installing=failed == "install", own_modules=build.own) if failed in (
+                now = removed_by_code(said, installing=failed == "install", files=build.files) if failed in (
                     "install", "collect") else ""
                 if now and release_tuple(runtime.version) >= release_tuple(now):
                     removed = min(removed, now, key=release_tuple) if removed else now
@@ -249,7 +257,7 @@ class EnvironmentBuilder:
         raise EnvironmentFailed(self._era_reason(build, attempts))
 
     def _era_reason(self, build: "_Build", attempts: list[Attempt]) -> list[Attempt]:
-        return with_era_reason(attempts, build.recipe, self.runtimes, build.own)
+        return with_era_reason(attempts, build.recipe, self.runtimes, build.files)
 
     def _attempts_adjusting(self, build: "_Build", runtime: Runtime, strategy: Strategy,
                             floor: bool) -> tuple[list[Attempt], "_Adjustments"]:
@@ -390,7 +398,7 @@ class EnvironmentBuilder:
         up) for what the code runs with; the later of that and the Python's release for what the build
         needs; with the oldest pytest that runs on the Python (`floor`), what pytest needs as of the
         later of its series' end and the Python's release, to the end of that day (an older `py` or
-        `pluggy` may not import on that Python)."""
+        `pluggy` may not import on that Python), and so do the pytest plugins the repository names."""
         as_of = build.as_of
         packages = tuple(build_packages(build.recipe))
         released = PYTHON_RELEASES.get(runtime.version)
@@ -405,7 +413,7 @@ class EnvironmentBuilder:
             return cutoffs, PYTEST_OF_THE_DAY
         version, until = PYTEST_FLOOR.get(runtime.version, ("8.0.0", None))
         series = datetime.combine(max(until, released or until), time(23, 59, 59), as_of.tzinfo) if until else None
-        for package in PYTEST_NEEDS:
+        for package in (*PYTEST_NEEDS, *pytest_plugins(build.recipe)):
             current = cutoffs.lifted.get(package, resolved_as_of)
             if current is not None and (series is None or series > current):
                 cutoffs.lifted[package] = series
@@ -487,7 +495,12 @@ class _Build:
     recipe: dict[str, str]
     probe: tuple[str, ...]
     before: set[str]
-    own: frozenset[str]  # the top-level modules and packages of the working copy (at its root or in src/)
+    files: frozenset[str]  # the working copy's files as written, before anything ran
+
+    @property
+    def own(self) -> frozenset[str]:
+        """The top-level modules and packages of the working copy (at its root or in src/)."""
+        return own_top_level_modules(self.files)
 
 
 @dataclass
@@ -499,23 +512,10 @@ class _Adjustments:
     aged: dict[str, int] = field(default_factory=dict)  # distribution -> steps its cutoff is lifted (too old)
 
 
-def own_top_level_modules(files: set[str]) -> frozenset[str]:
-    """The modules and packages a working copy's files (working_copy_files) give it at its root or in src/."""
-    own = set()
-    for path in files:
-        parts = Path(path).parts
-        if parts[0] == "src" and len(parts) > 1:
-            parts = parts[1:]
-        if len(parts) > 1 or parts[0].endswith(".py"):
-            own.add(parts[0].removesuffix(".py"))
-    return frozenset(own)
-
-
-def test_modules_present(repo: Path) -> bool:
-    """Whether the working copy has a module any runner would take for tests (test*.py, *_test.py,
-    tests.py, or a module in a test folder), outside what installs and collections write; True where
-    the copy cannot be listed (too many files to look at)."""
-    files = working_copy_files(repo)
+def test_modules_present(files: frozenset[str]) -> bool:
+    """Whether a working copy's files (working_copy_files, as written) hold a module any runner would
+    take for tests (test*.py, *_test.py, tests.py, or a module in a test folder); True where the copy
+    could not be listed (too many files to look at)."""
     return not files or any(
         Path(path).suffix == ".py" and Path(path).name != "__init__.py" and (
             Path(path).name.startswith("test") or Path(path).name.endswith("_test.py")

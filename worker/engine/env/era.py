@@ -1,8 +1,10 @@
 """Code older than every Python a sandbox has: Python 2 code, and code using what a later Python
 removed from the standard library, where no Python from before the removal is there to run it."""
 
+import posixpath
 import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Sequence
 
 from worker.engine.env.recipes import REPO, declared_python
@@ -29,6 +31,7 @@ _PYTHON2_LINE = re.compile(rf"^{_PYTHON2_STATEMENT}", re.MULTILINE)
 _PYTHON2_FRAME_LINE = re.compile(rf'File "([^"\n]+)", line \d+\n{_PYTHON2_STATEMENT}', re.MULTILINE)
 # A traceback's frame, as pytest shows it ("path.py:12: in <module>") or as Python does.
 _FRAME = re.compile(r'^E?[ \t]*(?:File "([^"\n]+)", line \d+|([^\s:]+\.py):\d+: in )', re.MULTILINE)
+_NO_MODULE = re.compile(r"No module named '([A-Za-z_][A-Za-z0-9_]*)'")
 _SITE_PACKAGES = re.compile(r"site-packages/([A-Za-z_][A-Za-z0-9_]*)")
 _RUNNER_MODULES = {"_pytest", "pytest", "pluggy", "py"}
 _OWN_BUILD_FAILED = f"@ file://{REPO}`"  # uv: "Failed to build `name @ file:///workspace/repo`"
@@ -48,6 +51,30 @@ def dependency_of(output: str) -> str:
     return innermost.group(1)
 
 
+def own_top_level_modules(files: frozenset[str]) -> frozenset[str]:
+    """The modules and packages a working copy's files (working_copy_files) give it at its root or in src/."""
+    own = set()
+    for path in files:
+        parts = Path(path).parts
+        if parts[0] == "src" and len(parts) > 1:
+            parts = parts[1:]
+        if len(parts) > 1 or parts[0].endswith(".py"):
+            own.add(parts[0].removesuffix(".py"))
+    return frozenset(own)
+
+
+def _implicit_relative_import(output: str, files: frozenset[str]) -> bool:
+    """Python 2's `import sibling` in a package's module: Python 3 looks for `sibling` at the top level
+    only, and says it has no such module although the importing file's folder holds it."""
+    missing, frames = _NO_MODULE.findall(output), _FRAME.findall(output)
+    if not missing or not frames:
+        return False
+    folder = posixpath.dirname("".join(frames[-1]).removeprefix(f"{REPO}/"))
+    name = missing[-1]
+    return bool(folder) and not folder.startswith(("/", "..")) and name not in own_top_level_modules(files) and (
+        f"{folder}/{name}.py" in files or f"{folder}/{name}/__init__.py" in files)
+
+
 def _own_line(output: str) -> bool:
     """A Python 2 line shown under a frame of the repository's own: its files, or its setup.py where
     the build that failed was the repository's (setuptools runs setup.py as "<string>")."""
@@ -56,12 +83,13 @@ def _own_line(output: str) -> bool:
                for found in _PYTHON2_FRAME_LINE.finditer(output))
 
 
-def python2_code(output: str, *, installing: bool = False) -> bool:
+def python2_code(output: str, *, installing: bool = False, files: frozenset[str] = frozenset()) -> bool:
     """Whether what Python 3 printed shows the repository's code is Python 2: the line of a
-    SyntaxError in its own files; collecting, also what Python said of code that is not a
-    dependency's (whose old release is lifted instead)."""
+    SyntaxError in its own files, or an implicit relative import between its `files` (the working
+    copy's paths); collecting, also what Python said of code that is not a dependency's (whose old
+    release is lifted instead)."""
     output = _tail(output)
-    if "SyntaxError" in output and _own_line(output):
+    if ("SyntaxError" in output and _own_line(output)) or _implicit_relative_import(output, files):
         return True
     if installing or dependency_of(output):
         return False
@@ -112,16 +140,16 @@ def _removal_patterns() -> list[tuple[str, str, re.Pattern]]:
 _REMOVALS = _removal_patterns()
 
 
-def removed_in(output: str, own_modules: frozenset = frozenset()) -> str:
+def removed_in(output: str, files: frozenset[str] = frozenset()) -> str:
     """The earliest Python that removed something the output says was reached for ("" if none); a
-    module the working copy has of its own (`own_modules`) is not the standard library's."""
-    output = _tail(output)
+    module the working copy (its paths: `files`) has of its own is not the standard library's."""
+    output, own_modules = _tail(output), own_top_level_modules(files)
     found = [version for version, module, pattern in _REMOVALS
              if module not in own_modules and pattern.search(output)]
     return min(found, key=release_tuple) if found else ""
 
 
-def removed_by_code(output: str, *, installing: bool = False, own_modules: frozenset = frozenset()) -> str:
+def removed_by_code(output: str, *, installing: bool = False, files: frozenset[str] = frozenset()) -> str:
     """`removed_in`, where the repository's own code reached for it: installing, in its own build;
     collecting, not in a dependency (whose old release is lifted instead)."""
     output = _tail(output)
@@ -129,7 +157,7 @@ def removed_by_code(output: str, *, installing: bool = False, own_modules: froze
         return ""
     if not installing and dependency_of(output):
         return ""
-    return removed_in(output, own_modules)
+    return removed_in(output, files)
 
 
 def dependency_too_old(output: str) -> str:
@@ -140,18 +168,18 @@ def dependency_too_old(output: str) -> str:
 
 
 def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence,
-                    own_modules: frozenset = frozenset()) -> list:
+                    files: frozenset[str] = frozenset()) -> list:
     """Attempts that failed because the code is older than every Python here say so: Python 2 code,
     a declared Python none of the runtimes satisfies, or what the code reached for was removed from the
-    standard library before the oldest Python here."""
+    standard library before the oldest Python here. `files`: the working copy's paths."""
     declared = declared_python(recipe)
     too_new = declared is not None and not any(
         declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
         declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
     failed = [attempt for attempt in attempts if attempt.step in ("install", "collect")]
-    python2 = any(python2_code(attempt.said, installing=attempt.step == "install") for attempt in failed)
+    python2 = any(python2_code(attempt.said, installing=attempt.step == "install", files=files) for attempt in failed)
     oldest = min((release_tuple(runtime.version) for runtime in runtimes), default=None)
-    removed = [removed_by_code(attempt.said, installing=attempt.step == "install", own_modules=own_modules)
+    removed = [removed_by_code(attempt.said, installing=attempt.step == "install", files=files)
                for attempt in failed]
     gone = oldest is not None and any(version and release_tuple(version) <= oldest for version in removed)
     if not (too_new or python2 or gone):

@@ -9,6 +9,7 @@ serve another with the same dependencies.
 import ast
 import configparser
 import hashlib
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -47,8 +48,8 @@ class Strategy:
 def install_recipe(repo_dir: Path) -> dict[str, str]:
     """The files that say how the repository installs, by path."""
     paths = [repo_dir / name for name in _INSTALL_FILES]
-    # Not dev-requirements.txt and its kind yet: theirs often install from a VCS, which no sandbox reaches.
-    paths += sorted(repo_dir.glob("requirements*.txt")) + sorted(repo_dir.glob("requirements/*.txt"))
+    # requirements.txt, requirements-dev.txt, and the dev-requirements.txt or test-requirements.txt of old.
+    paths += sorted(repo_dir.glob("*requirements*.txt")) + sorted(repo_dir.glob("requirements/*.txt"))
     found = {name: sandbox_file_read(repo_dir, name, max_bytes=1 << 20)
              for name in (str(path.relative_to(repo_dir)) for path in paths)}
     return {name: data.decode("utf-8", "replace") for name, data in found.items() if data}
@@ -100,7 +101,7 @@ def install_strategies(recipe: dict[str, str]) -> list[Strategy]:
     strategies = []
     if installable:
         strategies += [Strategy(f"editable[{extra}]", ("-e", f"{REPO}[{extra}]")) for extra in _declared_extras(recipe)]
-    reqs = tuple(arg for path in (test_requirements or requirements) for arg in ("-r", f"{REPO}/{path}"))
+    reqs = _requirements_files(recipe, test_requirements or requirements)
     if installable and reqs:
         strategies.append(Strategy("editable+requirements", ("-e", REPO, *reqs)))
     if installable:
@@ -115,9 +116,10 @@ def install_strategies(recipe: dict[str, str]) -> list[Strategy]:
         strategies.append(Strategy("install", (f"{REPO}[{','.join(_declared_extras(recipe))}]"
                                                if _declared_extras(recipe) else REPO,), working_copy_on_path=True))
     dependencies = tuple(declared_dependencies(recipe))
-    all_reqs = tuple(arg for path in requirements for arg in ("-r", f"{REPO}/{path}"))
+    all_reqs = _requirements_files(recipe, requirements)
     if dependencies or all_reqs:
-        strategies.append(Strategy("dependencies", (*dependencies, *all_reqs), working_copy_on_path=True))
+        strategies.append(Strategy("dependencies", tuple(dict.fromkeys(dependencies + all_reqs)),
+                                   working_copy_on_path=True))
     strategies.append(Strategy("tests-only", (), working_copy_on_path=True))
     return strategies
 
@@ -230,16 +232,53 @@ def declared_extras(recipe: dict[str, str]) -> dict[str, list[str]]:
     return {extra: _requirements(texts) for extra, texts in extras.items()}
 
 
+def requirements_file(recipe: dict[str, str], path: str, seen: frozenset = frozenset()) -> list[str]:
+    """The requirements a requirements file of the recipe names, with the files it includes (`-r`)
+    that the recipe holds. Options, editable and VCS or URL lines are left out: no sandbox reaches
+    a VCS host, and one such line would fail the whole install (marshmallow's dev-requirements.txt
+    of 2014 installs a docs theme from GitHub)."""
+    texts = []
+    for line in re.sub(r"\\\n", "", recipe.get(path, "")).splitlines():
+        line = re.sub(r"(^|\s)#.*", "", line).strip()
+        included = re.fullmatch(r"(?:-r|--requirements?)(?:\s+|=)(\S+)", line)
+        if included:
+            name = os.path.normpath(os.path.join(os.path.dirname(path), included.group(1)))
+            if name in recipe and name not in seen:
+                texts += requirements_file(recipe, name, seen | {path})
+        elif line and not line.startswith("-"):
+            texts.append(re.sub(r"\s--\S.*", "", line))  # per-requirement options: --hash=..., --config-settings
+    return _requirements(texts)
+
+
+def _requirements_files(recipe: dict[str, str], paths: list[str]) -> tuple[str, ...]:
+    """The requirements of these files, each once, but the package itself (the working copy is it)."""
+    own = canonicalize_name(project_name(recipe) or "-")
+    texts = (text for path in paths for text in requirements_file(recipe, path))
+    return tuple(dict.fromkeys(text for text in texts if canonicalize_name(Requirement(text).name) != own))
+
+
 def _requirements(texts) -> list[str]:
+    """The texts that are requirements of a package by name (not a direct URL), each once."""
     found = []
     for text in texts:
         try:
-            requirement = str(Requirement(text.split("#")[0].strip()))
+            requirement = Requirement(text.split("#")[0].strip())
         except (InvalidRequirement, TypeError, AttributeError):
             continue
-        if requirement not in found:
-            found.append(requirement)
+        if not requirement.url and str(requirement) not in found:
+            found.append(str(requirement))
     return found
+
+
+def pytest_plugins(recipe: dict[str, str]) -> list[str]:
+    """The pytest plugins (pytest-*) the install files and requirements files name: they go with the
+    pytest an attempt installs, not with the commit's date (pytest-xdist of 2014 fails to load in
+    pytest 6)."""
+    texts = declared_dependencies(recipe) + [text for requirements in declared_extras(recipe).values()
+                                             for text in requirements]
+    texts += [text for path in recipe if path.endswith(".txt") for text in requirements_file(recipe, path)]
+    names = (canonicalize_name(Requirement(text).name) for text in texts)
+    return sorted({name for name in names if name.startswith("pytest-")})
 
 
 def build_packages(recipe: dict[str, str]) -> list[str]:
