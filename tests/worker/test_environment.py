@@ -359,6 +359,10 @@ def test_pythons_are_searched_from_the_one_of_the_commits_day():
     # In mid-2021 the newest Python was 3.9: try it, then older ones, then those that came later.
     assert _versions({}, datetime(2021, 6, 1)) == ["3.9", "3.8", "3.11", "3.13"]
     assert _versions({}, datetime(2015, 1, 1)) == ["3.8", "3.9", "3.11", "3.13"]
+    # Python 2 comes last whatever the date: the builder turns to it for code no Python 3 runs.
+    assert _versions({}, datetime(2012, 1, 1), ("3.11", "2.7", "3.9")) == ["3.9", "3.11", "2.7"]
+    assert _versions({"setup.py": "setup(python_requires='>=2.7,<3')"}, datetime(2012, 1, 1),
+                     ("3.11", "2.7", "3.9")) == ["2.7"]
 
 
 def test_the_pythons_a_repository_declares_come_first_and_alone():

@@ -152,14 +152,27 @@ class Sandboxed:
         return f"{self.mount_at}/{path.relative_to(workdir)}" if self.mount_at else str(path)
 
 
-@pytest.fixture(scope="module", params=[*PYTEST_VERSIONS, "docker"])
+@pytest.fixture(scope="module", params=[*PYTEST_VERSIONS, "docker", "docker-python2"])
 def sandboxed(request, shared_dir, docker_builder_make) -> Sandboxed:
     """Every forgery is tried in the local sandbox with each pytest, and in the docker sandbox with
-    an environment its builder made (the newest pytest)."""
-    if request.param != "docker":
-        environment = venv_with(shared_dir / f"venv-{PYTEST_VERSIONS.index(request.param)}", request.param)
+    an environment its builder made: the newest pytest, and Python 2.7 with pytest 4.6."""
+    return _sandboxed(request.param, shared_dir, docker_builder_make)
+
+
+@pytest.fixture(scope="module", params=[*PYTEST_VERSIONS, "docker"])
+def sandboxed_python3(request, shared_dir, docker_builder_make) -> Sandboxed:
+    """The same, for what only Python 3 has (asyncio)."""
+    return _sandboxed(request.param, shared_dir, docker_builder_make)
+
+
+def _sandboxed(param: str, shared_dir: Path, docker_builder_make) -> Sandboxed:
+    if not param.startswith("docker"):
+        environment = venv_with(shared_dir / f"venv-{PYTEST_VERSIONS.index(param)}", param)
         return Sandboxed(environment, lambda: LocalSandbox(read_only=[environment]))
-    builder = docker_builder_make(shared_dir / "envs-docker", runtimes=docker_runtimes(default_images())[:1])
+    runtimes = docker_runtimes(default_images())
+    runtimes = [r for r in runtimes if r.python2] if param == "docker-python2" else runtimes[:1]
+    assert runtimes, "make test builds commitgym-base:bullseye with Python 2.7 (deploy/dev/docker.sh)"
+    builder = docker_builder_make(shared_dir / f"envs-{param}", runtimes=runtimes)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=shared_dir))
     work.chmod(0o755)
     make_repo(work, {"tests/test_x.py": "def test_x():\n    pass\n"})
@@ -500,7 +513,7 @@ def test_start_up_files_of_the_working_copy_do_not_run(sandboxed, workdir):
                                "usercustomize.py": STARTUP_FORGERY,
                                "forge.pth": "import sitecustomize\n", "tests/forge.pth": "import sitecustomize\n"})
     # As an editable install leaves it: the working copy on sys.path from a .pth of the environment.
-    editable = next(sandboxed.environment.glob("lib/python3*/site-packages")) / "zz_editable_repo.pth"
+    editable = next(sandboxed.environment.glob("lib/python*/site-packages")) / "zz_editable_repo.pth"
     editable.write_text(sandboxed.inside(workdir, repo) + "\n")
     try:
         result = sandboxed(workdir, repo, ["tests/test_x.py"])
@@ -627,9 +640,9 @@ ASYNC_OUTCOMES = {
     "tests/test_async.py::test_plain_fails": "FAILED"}
 
 
-def test_a_plugin_that_runs_async_tests_its_own_way_is_trusted(sandboxed, workdir):
+def test_a_plugin_that_runs_async_tests_its_own_way_is_trusted(sandboxed_python3, workdir):
     repo = make_repo(workdir, {"tests/conftest.py": ASYNC_RUNNER, "tests/test_async.py": ASYNC_TESTS})
-    result = sandboxed(workdir, repo, ["tests/test_async.py"])
+    result = sandboxed_python3(workdir, repo, ["tests/test_async.py"])
     assert result.untrusted == "" and result.outcomes == {
         "tests/test_async.py::test_passes": "PASSED", "tests/test_async.py::test_fails": "FAILED",
         "tests/test_async.py::test_catches_its_own": "PASSED", "tests/test_async.py::test_plain": "PASSED",

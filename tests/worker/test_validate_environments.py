@@ -75,8 +75,8 @@ def test_an_optional_dependency_that_changes_nothing_is_not_kept(builder, open_m
 
 ISOLATION_REFUSING_CONFTEST = """import sys
 
-if sys.flags.isolated:
-    raise ImportError("this conftest does not load in an isolated interpreter")
+if sys.flags.no_site:
+    raise ImportError("this conftest does not load in an interpreter started without site")
 """
 
 

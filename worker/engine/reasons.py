@@ -54,8 +54,8 @@ VALIDATION_REASONS = {
 ENVIRONMENT_REASONS = {
     "no_python": "No Python is available to the sandbox (docker: no base image; manage.py build_base_images).",
     "no_python_for_era": "The code needs a Python older than any the sandbox has (its declared Python, Python 2 "
-                         "code, syntax a later Python stopped accepting, or what it removed from the standard "
-                         "library).",
+                         "code where no Python 2.7 is there, syntax a later Python stopped accepting, or what it "
+                         "removed from the standard library).",
     "build_requirements_unavailable": "What the build needs cannot be resolved, even with its date cutoff lifted.",
     "build_failed": "The package itself does not build (its setup script or build backend fails), with every "
                     "cutoff of the build's packages tried.",

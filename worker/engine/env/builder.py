@@ -24,6 +24,7 @@ from datetime import datetime, time
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from worker.engine.env.era import (
@@ -85,6 +86,13 @@ _SEEDED_BY_VIRTUALENV = re.compile(r"No module named '(pkg_resources|setuptools|
 # pytest==3.0.2, older than any our report plugin runs with).
 PYTEST_OVERRIDE = "pytest-override.txt"
 LEGACY_INI = "legacy-setup-cfg.ini"  # beside the working copy, where a setup.cfg has a [pytest] section
+# Python 2: virtualenv (Debian's, in the base image) makes the environment and pip installs into it,
+# resolving for Python 2 with no date cutoff (uv, which has one, neither makes nor resolves for it).
+PIP_INSTALL = (f"{ENV}/bin/python", "-m", "pip", "install", "--disable-pip-version-check",
+               "--no-python-version-warning", "--no-input")
+PYTHON2_SEED = ("setuptools<45", "wheel<0.38")  # the last that run on Python 2
+PYTEST_PYTHON2 = "pytest>=4.6,<5"  # the last series on Python 2, and the first the report plugin runs with
+_PIP_UNAVAILABLE = re.compile(r"No matching distribution found|Could not find a version that satisfies")
 _NO_TESTS = re.compile(r"^(no tests ran|no tests collected)\b", re.MULTILINE)
 # Run in the environment: the distribution that installed a top-level module, and its version.
 _DISTRIBUTION_OF = """
@@ -229,11 +237,16 @@ class EnvironmentBuilder:
         build = _Build(workdir, as_of, recipe, tuple(probe), set(files), frozenset(files))
         attempts = []
         removed = ""  # a Python that removed what the code reaches for: it and later ones are not tried further
-        for runtime in python_order(self.runtimes, recipe, as_of):
+        order = python_order(self.runtimes, recipe, as_of)
+        for runtime in order:
             if removed and release_tuple(runtime.version) >= release_tuple(removed):
                 continue
+            if runtime.python2 and not removed and any(not other.python2 for other in order):
+                continue  # Python 2 only for code no Python 3 here runs
             floor = False  # once pytest of the commit's day fails on this Python, the next strategies skip it
             for strategy in install_strategies(recipe):
+                if runtime.python2 and strategy.name == "editable-compat":
+                    continue  # pip's editable install on Python 2 is setuptools' develop already
                 tried, adjust = self._attempts_adjusting(build, runtime, strategy, floor)
                 attempts, floor = attempts + tried, adjust.floor
                 if attempts[-1].status == "ok":
@@ -244,9 +257,12 @@ class EnvironmentBuilder:
                 if attempts[-1].reason == "no_tests_collected" and not test_modules_present(build.files):
                     raise EnvironmentFailed(attempts)  # nothing to collect, whatever installs it
                 failed, said = attempts[-1].step, attempts[-1].said
-                if failed in ("install", "collect") and python2_code(said, installing=failed == "install",
-                                                                    files=build.files):
-                    raise EnvironmentFailed(self._era_reason(build, attempts))  # no Python 2 here
+                if failed in ("install", "collect") and not runtime.python2 and python2_code(
+                        said, installing=failed == "install", files=build.files):
+                    if not any(other.python2 for other in order):
+                        raise EnvironmentFailed(self._era_reason(build, attempts))  # no Python 2 here
+                    removed = "3.0"  # Python 2 code: only Python 2 runs it
+                    break
                 now = removed_by_code(said, installing=failed == "install", files=build.files) if failed in (
                     "install", "collect") else ""
                 if now and release_tuple(runtime.version) >= release_tuple(now):
@@ -269,6 +285,8 @@ class EnvironmentBuilder:
         the code)."""
         adjust = _Adjustments(floor)
         attempts = [self._attempt(build, runtime, strategy, adjust)]
+        if runtime.python2:
+            return attempts, adjust  # what would be adjusted is uv's, which Python 2 installs do without
         for _ in range(MAX_PINS + len(LIFT_YEARS) + 1):
             last = attempts[-1]
             said = last.said if last.step == "collect" else ""
@@ -361,14 +379,21 @@ class EnvironmentBuilder:
              *([pytest] if floor else []), *added]))
         run.added = [{"requirement": requirement, "why": why} for requirement, why in optional]
         run.on_path = strategy.working_copy_on_path
-        if not run.step("venv", [UV, "venv", "--quiet", "--python", runtime.interpreter, ENV]):
+        if not run.step("venv", _venv_argv(runtime)):
             return run.end("no_python")
-        override = _ours_file(workdir, PYTEST_OVERRIDE, f"{pytest}\n")
-        installed = self._install(run, [*strategy.install_args, pytest, *pins.values(), *added,
-                                        *(("--override", override) if override else ())], cutoffs)
-        pytest_note = f"{pytest} ({'the oldest that runs on Python ' + runtime.version if floor else 'as of the commit'})"
-        if not installed:
-            return run.end(install_failure_reason(run.last_output, cutoffs), cutoffs.recorded(), pytest_note)
+        if runtime.python2:
+            cutoffs = Cutoffs(build.as_of, {}, ())  # none: pip has no date cutoff
+            pytest_note = f"{PYTEST_PYTHON2} (the newest that runs on Python 2; no date cutoff on Python 2)"
+            if not self._install_python2(run, strategy, added):
+                return run.end(_python2_install_failure_reason(run.last_output), {}, pytest_note)
+        else:
+            override = _ours_file(workdir, PYTEST_OVERRIDE, f"{pytest}\n")
+            installed = self._install(run, [*strategy.install_args, pytest, *pins.values(), *added,
+                                            *(("--override", override) if override else ())], cutoffs)
+            why = f"the oldest that runs on Python {runtime.version}" if floor else "as of the commit"
+            pytest_note = f"{pytest} ({why})"
+            if not installed:
+                return run.end(install_failure_reason(run.last_output, cutoffs), cutoffs.recorded(), pytest_note)
         after_install = working_copy_files(workdir / "repo")
         run.generated = tuple(sorted(after_install - build.before))[:GENERATED_FILES]
         if strategy.working_copy_on_path and not run.step(
@@ -435,9 +460,24 @@ class EnvironmentBuilder:
         run.status, run.failed_step = run.last_status, "install"
         return False
 
+    def _install_python2(self, run: "_AttemptRun", strategy: Strategy, added: Sequence[str]) -> bool:
+        """pip into a Python 2 virtualenv: what builds old packages first (the virtualenv has none),
+        then the strategy's requirements with the pytest the report plugin runs with there (any the
+        repository names gives way to it); pip's editable install is setuptools' develop."""
+        if not run.step("install", [*PIP_INSTALL, *PYTHON2_SEED], network=True, required=False):
+            run.status, run.failed_step = run.last_status, "install"
+            return False
+        wanted = [arg for arg in strategy.install_args if not _names_pytest(arg)]
+        if run.step("install", [*PIP_INSTALL, *wanted, PYTEST_PYTHON2, *added], network=True, required=False):
+            return True
+        run.status, run.failed_step = run.last_status, "install"
+        return False
+
     def _keep(self, workdir: Path, runtime: Runtime, attempts: list[Attempt], recipe: dict[str, str]) -> BuiltEnvironment:
         sandbox = self._sandbox(runtime)
-        freeze = sandbox.run([UV, "pip", "freeze", "--python", f"{ENV}/bin/python"], workdir=workdir,
+        freeze_argv = ([f"{ENV}/bin/python", "-m", "pip", "freeze", "--all", "--disable-pip-version-check"]
+                       if runtime.python2 else [UV, "pip", "freeze", "--python", f"{ENV}/bin/python"])
+        freeze = sandbox.run(freeze_argv, workdir=workdir,
                              mount_at=WORKSPACE, limits=self.limits, env=self._env())
         version = sandbox.run([f"{ENV}/bin/python", "-c", "import platform; print(platform.python_version())"],
                               workdir=workdir, mount_at=WORKSPACE, limits=self.limits)
@@ -536,6 +576,26 @@ def nose_era_test_folders(repo: Path) -> list[str]:
                     and parts[-1] != "__init__.py":
                 tests.add(str(Path(*parts[:depth])))
     return sorted(tests)[:10]
+
+
+def _venv_argv(runtime: Runtime) -> list[str]:
+    if runtime.python2:  # Debian's virtualenv, seeding pip from the image's own wheels (no network)
+        return ["python3", "-m", "virtualenv", "--quiet", "--no-setuptools", "--no-wheel", "--no-periodic-update",
+                "--app-data", f"{WORKSPACE}/.virtualenv", "--python", runtime.interpreter, ENV]
+    return [UV, "venv", "--quiet", "--python", runtime.interpreter, ENV]
+
+
+def _names_pytest(arg: str) -> bool:
+    try:
+        return canonicalize_name(Requirement(arg).name) == "pytest"
+    except InvalidRequirement:
+        return False
+
+
+def _python2_install_failure_reason(output: str) -> str:
+    if _PIP_UNAVAILABLE.search(output):
+        return "dependencies_unavailable"
+    return "build_failed" if "Command errored out" in output or "Failed building" in output else "install_failed"
 
 
 def _nose_era_args(folders: list[str]) -> tuple[str, ...]:

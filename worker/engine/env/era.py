@@ -169,7 +169,8 @@ def dependency_too_old(output: str) -> str:
 
 def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence,
                     files: frozenset[str] = frozenset()) -> list:
-    """Attempts that failed because the code is older than every Python here say so: Python 2 code,
+    """Attempts that failed because the code is older than every Python here say so: Python 2 code
+    (where no Python 2 is here),
     a declared Python none of the runtimes satisfies, or what the code reached for was removed from the
     standard library before the oldest Python here. `files`: the working copy's paths."""
     declared = declared_python(recipe)
@@ -177,7 +178,8 @@ def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence,
         declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
         declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
     failed = [attempt for attempt in attempts if attempt.step in ("install", "collect")]
-    python2 = any(python2_code(attempt.said, installing=attempt.step == "install", files=files) for attempt in failed)
+    python2 = not any(runtime.version.startswith("2.") for runtime in runtimes) and any(
+        python2_code(attempt.said, installing=attempt.step == "install", files=files) for attempt in failed)
     oldest = min((release_tuple(runtime.version) for runtime in runtimes), default=None)
     removed = [removed_by_code(attempt.said, installing=attempt.step == "install", files=files)
                for attempt in failed]

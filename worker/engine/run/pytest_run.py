@@ -84,8 +84,8 @@ def pytest_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection
         try:
             env = dict(extra_env or {})
             env["COMMITGYM_TEST_TIMEOUT"] = str(per_test_timeout or 0)
-            # -I -S: nothing of the working copy runs at start-up (report_plugin.py's docstring).
-            argv = [python, "-I", "-S", inside(plugin), "-p", "no:cacheprovider", "-q",
+            # -E -s -S: nothing of the working copy runs at start-up (report_plugin.py's docstring).
+            argv = [python, "-E", "-s", "-S", inside(plugin), "-p", "no:cacheprovider", "-q",
                     "--continue-on-collection-errors", *selection]
             result = sandbox.run(argv, workdir=workdir, network=False, limits=limits, env=env,
                                  mount_at=mount_at, cwd=inside(repo_dir))

@@ -2,11 +2,12 @@
 report as the run goes, through a channel the tested code cannot cheaply forge.
 
 pytest_run.py copies this file into a folder beside the repository, with a key file, and runs
-`python -I -S <this file> <pytest arguments>` in the sandbox, so it must run wherever an old
-commit's tests run: Python 3.7 to 3.13, pytest 4.6 to 9.x, standard library only.
+`python -E -s -S <this file> <pytest arguments>` in the sandbox, so it must run wherever an old
+commit's tests run: Python 2.7 and 3.7 to 3.14, pytest 4.6 to 9.x, standard library only.
 
-Start-up: `-I -S` keep the working copy off `sys.path` and skip `site`, so no sitecustomize.py,
-usercustomize.py or .pth file of the repository runs. This script then adds the environment's
+Start-up: `-E -s -S` ignore PYTHON* variables and the user's site folder, and skip `site`, so no
+sitecustomize.py, usercustomize.py or .pth file of the repository runs; the script's own folder
+leaves `sys.path` first thing (what `-I` does, which Python 2 lacks). This script then adds the environment's
 site-packages (their .pth files: an editable install's), imports pytest, and only then puts the
 repository first on `sys.path`, as `python -m pytest` would; the plugin is registered before any
 conftest loads.
@@ -41,14 +42,38 @@ fails its test. Node ids are relative to the directory pytest was started in (th
 root), even when pytest's rootdir is below it.
 """
 
-import dis
+import sys
+
+
+def _python2_standard_library():
+    """With -S, a virtualenv of Python 2 finds only the few modules it links (os, site): its site.py,
+    skipped, would have put the base Python's standard library in their place, from pyvenv.cfg."""
+    try:
+        with open(sys.prefix + "/pyvenv.cfg") as handle:
+            settings = dict((key.strip(), value.strip()) for key, _, value in
+                            (line.partition("=") for line in handle.read().splitlines()))
+    except EnvironmentError:
+        return
+    base, ours = settings.get("base-prefix", ""), sys.prefix + "/lib/python2."
+    if base:
+        sys.path[:] = [base + path[len(sys.prefix):] if path.startswith(ours) else path for path in sys.path]
+        import encodings  # noqa: F401 (what start-up could not find there: no codec works without it)
+
+
+if __name__ == "__main__":
+    del sys.path[0]  # this file's folder, as `-I` would (Python 2 has none): ours, but nothing comes from it
+    if sys.version_info[0] == 2:
+        _python2_standard_library()
+
+import binascii  # noqa: E402 (imported once this file's folder has left sys.path)
+import dis  # noqa: E402
 import hashlib
 import hmac
+import io
 import json
 import os
 import posixpath
 import signal
-import sys
 import threading
 from contextlib import contextmanager
 
@@ -60,12 +85,12 @@ def _channel():
     try:
         with open(key_path) as handle:
             key_hex, report_path = handle.read().split("\n")[:2]
-    except (OSError, ValueError):
+    except (EnvironmentError, ValueError):  # EnvironmentError: Python 2's IOError is no OSError
         return None
     os.unlink(key_path)
     report = open(report_path, "a")
     os.unlink(report_path)
-    key, counter, lock = bytes.fromhex(key_hex), [0], threading.Lock()
+    key, counter, lock = binascii.unhexlify(key_hex), [0], threading.Lock()
     # Taken now, before the repository's code runs: replacing json.dumps later changes nothing here.
     dumps, mac, sha256, append, flush = json.dumps, hmac.new, hashlib.sha256, report.write, report.flush
 
@@ -83,6 +108,8 @@ def _channel():
 def _site_packages():
     """What `site` would have added, without its sitecustomize and usercustomize imports: the
     environment's site-packages and their .pth files (an editable install's)."""
+    if sys.version_info[0] == 2:
+        return _site_packages_python2()
     import site
 
     prefix = sys.prefix
@@ -91,6 +118,31 @@ def _site_packages():
         site.addsitepackages(None)
     else:
         site.addsitepackages(None, site.PREFIXES[1:])  # the system's too, if the virtualenv includes them
+
+
+def _site_packages_python2():
+    """The same on Python 2, whose `site` runs sitecustomize as it is imported: the virtualenv's
+    site-packages (with -S, sys.prefix is already the virtualenv's) and its .pth files, read as
+    `site` reads them: a line naming a folder adds it, a line starting with `import` runs."""
+    folder = os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+    if not os.path.isdir(folder):
+        return
+    sys.path.append(folder)
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".pth"):
+            continue
+        try:
+            with io.open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                lines = handle.read(1 << 20).splitlines()
+        except EnvironmentError:
+            continue
+        for line in lines:
+            if line.startswith(("import ", "import\t")):
+                exec(line)
+            elif line.strip() and not line.startswith("#"):
+                path = os.path.abspath(os.path.join(folder, line.rstrip()))
+                if os.path.exists(path) and path not in sys.path:
+                    sys.path.append(path)
 
 
 def _fingerprint():
@@ -228,7 +280,7 @@ def _plugin(pytest, write, test_timeout):
     def alarm_after_timeout():
         """SIGALRM raises PerTestTimeout in the test; only where signals reach us (POSIX, main thread)."""
         if not (test_timeout > 0 and hasattr(signal, "setitimer")
-                and threading.current_thread() is threading.main_thread()):
+                and isinstance(threading.current_thread(), threading._MainThread)):  # Python 2 has no main_thread()
             yield
             return
 
@@ -273,7 +325,7 @@ def _plugin(pytest, write, test_timeout):
             if event == "exception":
                 raising[frame.f_code] = getattr(arg[0], "__name__", "an exception")
             elif event == "return":
-                instruction = opnames[frame.f_code.co_code[frame.f_lasti]]
+                instruction = opnames[bytearray(frame.f_code.co_code)[frame.f_lasti]]  # Python 2's code is a str
                 seen[frame.f_code] = "ran" if instruction.startswith("RETURN") else \
                     "raised " + raising.get(frame.f_code, "an exception")
             return local
@@ -316,7 +368,7 @@ def _plugin(pytest, write, test_timeout):
             happened.setdefault(item.nodeid, {})[when] = outcome_of(when, outcome.excinfo, item)
         return wrapper
 
-    class Report:
+    class Report(object):
         def pytest_configure(self, config):
             place["config"] = config
             invocation = getattr(config, "invocation_params", None)  # pytest 5.1+
@@ -401,12 +453,15 @@ def _plugin(pytest, write, test_timeout):
 def _plugin_options():
     """Plugins that would run a test more than once, or elsewhere, told not to: their results
     cannot be matched with what happened (a repository's addopts may ask for them)."""
-    import importlib.util
+    try:
+        from importlib.util import find_spec
+    except ImportError:  # Python 2
+        from pkgutil import find_loader as find_spec
 
     options = []
-    if importlib.util.find_spec("xdist") is not None:
+    if find_spec("xdist") is not None:
         options += ["-n", "0"]
-    if importlib.util.find_spec("pytest_rerunfailures") is not None:
+    if find_spec("pytest_rerunfailures") is not None:
         options += ["--reruns", "0"]
     return options
 
@@ -422,7 +477,10 @@ def legacy_pytest_ini(read, root):
     setup.cfg has no such section. `read(name)`: a file at the repository's root as text, or None;
     `root`: where the repository is as pytest sees it. The file is only parsed (configparser, no
     interpolation)."""
-    import configparser
+    try:
+        import configparser
+    except ImportError:  # Python 2
+        import ConfigParser as configparser
 
     def has(name, marker):
         text = read(name)
@@ -431,10 +489,10 @@ def legacy_pytest_ini(read, root):
     if has("pytest.ini", None) or has(".pytest.ini", None) or has("pyproject.toml", "[tool.pytest.ini_options]") \
             or has("tox.ini", "[pytest]") or not has("setup.cfg", "[pytest]"):
         return None
-    parser = configparser.RawConfigParser(strict=False, interpolation=None)
+    parser = configparser.RawConfigParser(**({"strict": False} if sys.version_info[0] > 2 else {}))
     parser.optionxform = str
     try:
-        parser.read_string(read("setup.cfg"))
+        (getattr(parser, "read_file", None) or parser.readfp)(io.StringIO(read("setup.cfg")))  # readfp: Python 2
     except configparser.Error:
         return None
     if not parser.has_section("pytest") or parser.has_section("tool:pytest"):
@@ -450,9 +508,9 @@ def legacy_pytest_ini(read, root):
 
 def _read_here(name):
     try:
-        with open(name, encoding="utf-8", errors="replace") as handle:
+        with io.open(name, encoding="utf-8", errors="replace") as handle:
             return handle.read(1 << 20)
-    except OSError:
+    except EnvironmentError:
         return None
 
 

@@ -11,9 +11,10 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from worker.engine.env.runtimes import DEBIAN_PYTHONS
+from worker.engine.env.runtimes import DEBIAN_PACKAGES, DEBIAN_PYTHONS
 
-PACKAGES = "python3,python3-venv,git,ca-certificates"
+PACKAGES = ("python3", "python3-venv", "git", "ca-certificates")
+LABEL = "commitgym.pythons"  # the Pythons an image has: one built before a Python was added is rebuilt
 
 
 class Command(BaseCommand):
@@ -25,26 +26,32 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true", help="rebuild an image that is already there")
 
     def handle(self, *args, release=None, force=False, **options):
-        for name in ("debootstrap", "docker"):
-            if shutil.which(name) is None:
-                raise CommandError(f"{name} is missing (deploy/dev/docker.sh installs it on Debian)")
-        if os.geteuid() != 0:
-            raise CommandError("debootstrap needs root")
+        if shutil.which("docker") is None:
+            raise CommandError("docker is missing (deploy/dev/docker.sh installs it on Debian)")
         for each in release or list(DEBIAN_PYTHONS):
             image = f"commitgym-base:{each}"
-            if not force and subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0:
+            pythons = ",".join(DEBIAN_PYTHONS[each])
+            has = subprocess.run(["docker", "image", "inspect", "-f", f'{{{{index .Config.Labels "{LABEL}"}}}}', image],
+                                 capture_output=True, text=True)
+            if not force and has.returncode == 0 and has.stdout.strip() == pythons:
                 self.stdout.write(f"{image} is there")
                 continue
+            if shutil.which("debootstrap") is None:
+                raise CommandError("debootstrap is missing (deploy/dev/docker.sh installs it on Debian)")
+            if os.geteuid() != 0:
+                raise CommandError("debootstrap needs root")
             started = time.monotonic()
             with tempfile.TemporaryDirectory(prefix="commitgym-base-") as root:
-                built = subprocess.run(["debootstrap", "--variant=minbase", f"--include={PACKAGES}", each, root],
+                packages = ",".join(PACKAGES + DEBIAN_PACKAGES.get(each, ()))
+                built = subprocess.run(["debootstrap", "--variant=minbase", f"--include={packages}", each, root],
                                        capture_output=True, text=True)
                 if built.returncode:
                     raise CommandError(f"debootstrap {each} failed:\n{built.stdout[-2000:]}{built.stderr[-2000:]}")
                 tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
-                imported = subprocess.run(["docker", "import", "-", image], stdin=tar.stdout, capture_output=True,
-                                          text=True)
+                imported = subprocess.run(["docker", "import", "--change", f"LABEL {LABEL}={pythons}", "-", image],
+                                          stdin=tar.stdout, capture_output=True, text=True)
                 tar.stdout.close()
                 if tar.wait() or imported.returncode:
                     raise CommandError(f"docker import {image} failed: {imported.stderr.strip()}")
-            self.stdout.write(f"{image} (Python {DEBIAN_PYTHONS[each]}) built in {time.monotonic() - started:.1f} s")
+            self.stdout.write(f"{image} (Python {' and '.join(DEBIAN_PYTHONS[each])}) built in "
+                              f"{time.monotonic() - started:.1f} s")
