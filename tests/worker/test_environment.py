@@ -270,6 +270,19 @@ def test_python_2_implicit_relative_imports_are_known_by_the_sibling_the_importi
     assert EnvironmentFailed(with_era_reason([attempt], {}, [Runtime("3.9")])).reason == "no_tests_collected"
 
 
+def test_where_python_2_is_here_the_verdict_on_python_2_code_is_its_attempts():
+    on_python3 = Attempt("python3.9 editable", [], "failed", "collect", _COLLECTION_OF_PYTHON2, 0.0,
+                         reason="tests_do_not_collect", said=_COLLECTION_OF_PYTHON2)
+    on_python2 = Attempt("python2.7 editable", [], "failed", "install", "error: no such distribution", 0.0,
+                         reason="build_failed", said="error: no such distribution")
+    runtimes = [Runtime("3.9"), Runtime("2.7")]
+    marked = with_era_reason([on_python3, on_python2], {}, runtimes)
+    assert [attempt.reason for attempt in marked] == ["no_python_for_era", "build_failed"]
+    # Python 2's install got less far than Python 3's collection, and is the verdict all the same.
+    assert EnvironmentFailed(marked).reason == "build_failed"
+    assert EnvironmentFailed(with_era_reason([on_python3], {}, runtimes)).reason == "no_python_for_era"
+
+
 def test_hostile_output_is_read_in_time_linear_in_its_length():
     # Patterns that could cross lines would rescan every run of blank lines from each of its starts:
     # minutes for this, days for a step's whole output.

@@ -159,6 +159,12 @@ def sandboxed(request, shared_dir, docker_builder_make) -> Sandboxed:
     return _sandboxed(request.param, shared_dir, docker_builder_make)
 
 
+@pytest.fixture(scope="module")
+def sandboxed_python2(shared_dir, docker_builder_make) -> Sandboxed:
+    """Python 2.7 alone, for what only it allows (raising an old-style class)."""
+    return _sandboxed("docker-python2", shared_dir, docker_builder_make)
+
+
 @pytest.fixture(scope="module", params=[*PYTEST_VERSIONS, "docker"])
 def sandboxed_python3(request, shared_dir, docker_builder_make) -> Sandboxed:
     """The same, for what only Python 3 has (asyncio)."""
@@ -521,6 +527,64 @@ def test_start_up_files_of_the_working_copy_do_not_run(sandboxed, workdir):
         editable.unlink()
     assert result.untrusted == "" and result.outcomes == {"tests/test_x.py::test_fails": "FAILED",
                                                           "tests/test_x.py::test_also_fails": "FAILED"}
+
+
+# Raises ImportError, as if it were not there, once it has hooked imports to forge pytest's reports as
+# soon as pytest has loaded them: before the plugin's account of pytest's internals, it would hold.
+IMPORT_TIME_FORGERY = """
+import sys
+try:
+    import builtins
+except ImportError:
+    import __builtin__ as builtins
+real_import = builtins.__import__
+
+
+def forging_import(*args, **kwargs):
+    module = real_import(*args, **kwargs)
+    reports = sys.modules.get("_pytest.reports")
+    if reports is not None and getattr(reports, "BaseReport", None) is not None:
+        reports.BaseReport.failed = property(lambda self: False)
+        reports.BaseReport.passed = property(lambda self: True)
+        builtins.__import__ = real_import
+    return module
+
+
+builtins.__import__ = forging_import
+raise ImportError("not here")
+"""
+# Modules pytest or what it imports try at import, and go without: on Python 2 (pytest 4.6) enum,
+# pathlib and _scandir; on Python 3, Windows' and others' modules.
+OPTIONAL_AT_IMPORT = ("enum", "pathlib", "_scandir", "org", "nt", "_winapi", "msvcrt")
+
+
+def test_modules_of_the_working_copy_on_the_path_do_not_run_while_pytest_loads(sandboxed, workdir):
+    repo = make_repo(workdir, {"tests/test_x.py": FAILING, "src/tests_helper.py": "",
+                               **{f"{name}.py": IMPORT_TIME_FORGERY for name in OPTIONAL_AT_IMPORT},
+                               **{f"src/{name}.py": IMPORT_TIME_FORGERY for name in OPTIONAL_AT_IMPORT}})
+    # An editable install's folders, and src/ ahead of site-packages as the builder's .pth puts it.
+    site_packages = next(sandboxed.environment.glob("lib/python*/site-packages"))
+    (site_packages / "zz_editable_repo.pth").write_text(sandboxed.inside(workdir, repo) + "\n")
+    (site_packages / "zzz_src_first.pth").write_text(
+        f"import sys; sys.path.insert(0, {sandboxed.inside(workdir, repo / 'src')!r})\n")
+    try:
+        result = sandboxed(workdir, repo, ["tests/test_x.py"])
+    finally:
+        (site_packages / "zz_editable_repo.pth").unlink()
+        (site_packages / "zzz_src_first.pth").unlink()
+    _no_false_pass(result)
+    assert result.untrusted or result.outcomes == {"tests/test_x.py::test_fails": "FAILED",
+                                                   "tests/test_x.py::test_also_fails": "FAILED"}, result.untrusted
+
+
+def test_an_old_style_exception_python_2s_pluggy_swallows_fails_its_test(sandboxed_python2, workdir):
+    # pluggy 0.13 catches BaseException only: a classic class raised in the code under test ends the
+    # hook call without a word, and the test's call phase looks passed.
+    result = _forged(sandboxed_python2, workdir, {"tests/test_x.py": (
+        "class Swallowed:\n    pass\n\n\ndef broken():\n    raise Swallowed()\n\n\n"
+        "def test_fails():\n    broken()\n    assert False\n")})
+    _no_false_pass(result)
+    assert result.untrusted.startswith("forged_result: tests/test_x.py::test_fails"), result.untrusted
 
 
 def test_printed_passed_lines_change_nothing(sandboxed, workdir):

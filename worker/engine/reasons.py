@@ -58,9 +58,10 @@ ENVIRONMENT_REASONS = {
                          "removed from the standard library).",
     "build_requirements_unavailable": "What the build needs cannot be resolved, even with its date cutoff lifted.",
     "build_failed": "The package itself does not build (its setup script or build backend fails), with every "
-                    "cutoff of the build's packages tried.",
+                    "cutoff of the build's packages tried (on Python 2, with the last setuptools that runs there).",
     "dependencies_unavailable": "A dependency cannot be resolved as of the commit's date, even with its cutoff "
-                                "lifted (or the requirements conflict).",
+                                "lifted, or the requirements conflict (on Python 2: no release of it runs there, "
+                                "or the package index is out of reach).",
     "dependency_build_failed": "A dependency has no wheel for the Python and its source does not build, with every "
                                "cutoff tried.",
     "pytest_unavailable": "No pytest the report plugin supports (4.6 or later) could be installed.",

@@ -107,10 +107,11 @@ for dist in metadata.distributions():
 """
 # Run in the environment: a .pth file putting the working copy's src/ ahead of site-packages, so the
 # code under test is the working copy's even where a regular install put a copy in site-packages
-# (the runner puts the working copy's root first itself).
+# (the runner puts the working copy's root first itself). Named to be read last: no other .pth file's
+# import line then finds a module of the working copy's.
 _WORKING_COPY_PTH = """
 import sys, sysconfig
-with open(sysconfig.get_paths()["purelib"] + "/_commitgym_working_copy.pth", "w") as pth:
+with open(sysconfig.get_paths()["purelib"] + "/zz_commitgym_working_copy.pth", "w") as pth:
     pth.write("import sys; sys.path.insert(next((i for i, p in enumerate(sys.path) if p.endswith('-packages')), "
               "len(sys.path)), %r)\\n" % (sys.argv[1] + "/src"))
 """
@@ -158,6 +159,8 @@ def failure_reason(attempts: Sequence[Attempt]) -> str:
     fails for want of what the install would have given."""
     failed = [attempt for attempt in attempts if attempt.status != "ok" and attempt.strategy != "reuse"]
     failed = [attempt for attempt in failed if not attempt.on_path] or failed
+    # On a Python too new for the code, how far an attempt got says nothing: those of its era speak.
+    failed = [attempt for attempt in failed if attempt.reason != "no_python_for_era"] or failed
     if not failed:
         return "install_failed"
     closest = max(reversed(failed), key=lambda attempt: _STEP_ORDER.index(attempt.step or "keep"))
@@ -241,7 +244,8 @@ class EnvironmentBuilder:
         for runtime in order:
             if removed and release_tuple(runtime.version) >= release_tuple(removed):
                 continue
-            if runtime.python2 and not removed and any(not other.python2 for other in order):
+            python3 = [release_tuple(other.version) for other in order if not other.python2]
+            if runtime.python2 and python3 and not (removed and release_tuple(removed) <= min(python3)):
                 continue  # Python 2 only for code no Python 3 here runs
             floor = False  # once pytest of the commit's day fails on this Python, the next strategies skip it
             for strategy in install_strategies(recipe):

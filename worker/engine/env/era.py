@@ -169,21 +169,33 @@ def dependency_too_old(output: str) -> str:
 
 def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence,
                     files: frozenset[str] = frozenset()) -> list:
-    """Attempts that failed because the code is older than every Python here say so: Python 2 code
-    (where no Python 2 is here),
-    a declared Python none of the runtimes satisfies, or what the code reached for was removed from the
-    standard library before the oldest Python here. `files`: the working copy's paths."""
+    """Attempts that failed because the code is older than the Python they ran on say so: Python 2
+    code, a declared Python none of the runtimes satisfies, or what the code reached for was removed
+    from the standard library before every Python 3 here. Where a Python 2 is here, its own attempts
+    keep their reasons (the verdict is then theirs: failure_reason prefers them). `files`: the working
+    copy's paths."""
     declared = declared_python(recipe)
     too_new = declared is not None and not any(
         declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
         declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
     failed = [attempt for attempt in attempts if attempt.step in ("install", "collect")]
-    python2 = not any(runtime.version.startswith("2.") for runtime in runtimes) and any(
-        python2_code(attempt.said, installing=attempt.step == "install", files=files) for attempt in failed)
-    oldest = min((release_tuple(runtime.version) for runtime in runtimes), default=None)
+    python2 = any(python2_code(attempt.said, installing=attempt.step == "install", files=files) for attempt in failed)
+    oldest = min((release_tuple(runtime.version) for runtime in runtimes if not _python2(runtime.version)),
+                 default=None)
     removed = [removed_by_code(attempt.said, installing=attempt.step == "install", files=files)
                for attempt in failed]
     gone = oldest is not None and any(version and release_tuple(version) <= oldest for version in removed)
     if not (too_new or python2 or gone):
         return attempts
-    return [replace(a, reason="no_python_for_era") if a.status != "ok" else a for a in attempts]
+    return [replace(a, reason="no_python_for_era") if a.status != "ok" and not _python2(attempt_python(a)) else a
+            for a in attempts]
+
+
+def _python2(version: str) -> bool:
+    return version.startswith("2.")
+
+
+def attempt_python(attempt) -> str:
+    """The Python version an attempt ran on, from its name ("python3.9 editable ...", "reuse (python2.7 ...)")."""
+    found = re.search(r"\bpython(\d+\.\d+)\b", attempt.strategy)
+    return found.group(1) if found else ""

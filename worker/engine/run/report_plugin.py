@@ -123,26 +123,33 @@ def _site_packages():
 def _site_packages_python2():
     """The same on Python 2, whose `site` runs sitecustomize as it is imported: the virtualenv's
     site-packages (with -S, sys.prefix is already the virtualenv's) and its .pth files, read as
-    `site` reads them: a line naming a folder adds it, a line starting with `import` runs."""
-    folder = os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
-    if not os.path.isdir(folder):
+    `site` reads them: a line starting with `import` runs (a line that fails ends its file), a line
+    naming a folder adds it. The folders are added once every line has run, so no line imports from
+    a folder another file added (setuptools' easy-install.pth of old moves its folders first)."""
+    sitedir = os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+    if not os.path.isdir(sitedir):
         return
-    sys.path.append(folder)
-    for name in sorted(os.listdir(folder)):
-        if not name.endswith(".pth"):
+    sys.path.append(sitedir)
+    added = []
+    for name in sorted(os.listdir(sitedir)):  # `sitedir`: namespace packages' lines read it from this frame
+        if not name.endswith(".pth") or name.startswith("."):
             continue
         try:
-            with io.open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+            with io.open(os.path.join(sitedir, name), encoding="utf-8-sig", errors="replace") as handle:
                 lines = handle.read(1 << 20).splitlines()
         except EnvironmentError:
             continue
         for line in lines:
             if line.startswith(("import ", "import\t")):
-                exec(line)
+                try:
+                    exec(line)
+                except Exception:
+                    break
             elif line.strip() and not line.startswith("#"):
-                path = os.path.abspath(os.path.join(folder, line.rstrip()))
-                if os.path.exists(path) and path not in sys.path:
-                    sys.path.append(path)
+                added.append(os.path.abspath(os.path.join(sitedir, line.rstrip())))
+    for path in added:
+        if os.path.exists(path) and path not in sys.path:
+            sys.path.append(path)
 
 
 def _fingerprint():
@@ -435,7 +442,10 @@ def _plugin(pytest, write, test_timeout):
 
         @pytest.hookimpl(hookwrapper=True, tryfirst=True)
         def pytest_pyfunc_call(self, pyfuncitem):
-            codes = collected_codes.get(id(pyfuncitem), ()) if others_call_tests() else ()
+            # Python 2's pluggy drops what is not a BaseException (an old-style class raised) without a
+            # word: the test's own frames say whether it raised.
+            watched = others_call_tests() or sys.version_info[0] == 2
+            codes = collected_codes.get(id(pyfuncitem), ()) if watched else ()
             seen = {}
             with frames_watched(codes, seen):
                 outcome = yield
@@ -489,7 +499,10 @@ def legacy_pytest_ini(read, root):
     if has("pytest.ini", None) or has(".pytest.ini", None) or has("pyproject.toml", "[tool.pytest.ini_options]") \
             or has("tox.ini", "[pytest]") or not has("setup.cfg", "[pytest]"):
         return None
-    parser = configparser.RawConfigParser(**({"strict": False} if sys.version_info[0] > 2 else {}))
+    try:
+        parser = configparser.RawConfigParser(strict=False)
+    except TypeError:  # Python 2's own ConfigParser (pytest 4.6's backport takes it)
+        parser = configparser.RawConfigParser()
     parser.optionxform = str
     try:
         (getattr(parser, "read_file", None) or parser.readfp)(io.StringIO(read("setup.cfg")))  # readfp: Python 2
@@ -522,9 +535,14 @@ def _legacy_config_options(pytest_version):
     if text is None:
         return []
     ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), "legacy-setup-cfg.ini")
-    with open(ini, "w") as handle:
+    with io.open(ini, "w", encoding="utf-8") as handle:
         handle.write(text)
     return ["-c", ini, "--rootdir", os.getcwd()]
+
+
+def _inside(path, folder):
+    path = os.path.realpath(path)
+    return path == folder or path.startswith(folder + os.sep)
 
 
 def _main():
@@ -533,12 +551,17 @@ def _main():
     test_timeout = float(os.environ.pop("COMMITGYM_TEST_TIMEOUT", "0") or 0)
     _site_packages()
     sys.dont_write_bytecode = True
+    # The working copy's folders an install put on sys.path (an editable install's, src/) wait until
+    # pytest and the plugin are loaded: a module of the repository's named like one pytest tries at
+    # import (enum on Python 2, nt, org) would otherwise run before the plugin's account begins.
+    repository, every_path = os.path.realpath(os.getcwd()), list(sys.path)
+    sys.path[:] = [path for path in every_path if not _inside(path, repository)]
     import pytest  # after the channel and the site folders: nothing of the repository has run yet
 
     plugin = _plugin(pytest, write, test_timeout)
-    sys.path.insert(0, os.getcwd())
-    sys.argv[0] = "pytest"
     options = _legacy_config_options(pytest.__version__) + sys.argv[1:] + _plugin_options()
+    sys.path[:] = [os.getcwd()] + every_path
+    sys.argv[0] = "pytest"
     sys.exit(pytest.main(options, plugins=[plugin]))
 
 
