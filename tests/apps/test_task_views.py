@@ -358,7 +358,8 @@ def test_task_page_says_why_each_attempt_was_refused(curator_client, task):
                                       pytest="pytest>=4.6 (as of the commit)", output="the log")
     text = text_of(html(curator_client.get(reverse("tasks:detail", args=[task.instance_id]))))
     assert ("python3.11 editable failed install build_failed The package itself does not build (its setup script "
-            "or build backend fails), with every cutoff of the build's packages tried.") in text.replace("&#x27;", "'")
+            "or build backend fails), with every cutoff of the build's packages tried (on Python 2, with the last "
+            "setuptools that runs there).") in text.replace("&#x27;", "'")
     assert "pytest&gt;=4.6 (as of the commit) cutoff lifted: setuptools to none" in text
 
 
