@@ -241,11 +241,12 @@ class EnvironmentBuilder:
         attempts = []
         removed = ""  # a Python that removed what the code reaches for: it and later ones are not tried further
         order = python_order(self.runtimes, recipe, as_of)
+        oldest_python3 = min((release_tuple(other.version) for other in order if not other.python2), default=None)
+        python2_here = any(other.python2 for other in order)
         for runtime in order:
             if removed and release_tuple(runtime.version) >= release_tuple(removed):
                 continue
-            python3 = [release_tuple(other.version) for other in order if not other.python2]
-            if runtime.python2 and python3 and not (removed and release_tuple(removed) <= min(python3)):
+            if runtime.python2 and oldest_python3 and not (removed and release_tuple(removed) <= oldest_python3):
                 continue  # Python 2 only for code no Python 3 here runs
             floor = False  # once pytest of the commit's day fails on this Python, the next strategies skip it
             for strategy in install_strategies(recipe):
@@ -263,7 +264,7 @@ class EnvironmentBuilder:
                 failed, said = attempts[-1].step, attempts[-1].said
                 if failed in ("install", "collect") and not runtime.python2 and python2_code(
                         said, installing=failed == "install", files=build.files):
-                    if not any(other.python2 for other in order):
+                    if not python2_here:
                         raise EnvironmentFailed(self._era_reason(build, attempts))  # no Python 2 here
                     removed = "3.0"  # Python 2 code: only Python 2 runs it
                     break
@@ -375,7 +376,9 @@ class EnvironmentBuilder:
                  optional: Sequence[tuple[str, str]] = ()) -> Attempt:
         workdir, probe = build.workdir, build.probe
         shutil.rmtree(workdir / "env", ignore_errors=True)
-        cutoffs, pytest = self._cutoffs(build, runtime, adjust)
+        # Python 2: no cutoffs, as pip has none
+        cutoffs, pytest = (Cutoffs(build.as_of, {}, ()), PYTEST_PYTHON2) if runtime.python2 else self._cutoffs(
+            build, runtime, adjust)
         pins, floor = adjust.pins, adjust.floor
         added = [requirement for requirement, _why in optional]
         run = _AttemptRun(self, workdir, runtime, " ".join(
@@ -386,10 +389,9 @@ class EnvironmentBuilder:
         if not run.step("venv", _venv_argv(runtime)):
             return run.end("no_python")
         if runtime.python2:
-            cutoffs = Cutoffs(build.as_of, {}, ())  # none: pip has no date cutoff
-            pytest_note = f"{PYTEST_PYTHON2} (the newest that runs on Python 2; no date cutoff on Python 2)"
+            pytest_note = f"{pytest} (the newest that runs on Python 2; no date cutoff on Python 2)"
             if not self._install_python2(run, strategy, added):
-                return run.end(_python2_install_failure_reason(run.last_output), {}, pytest_note)
+                return run.end(_python2_install_failure_reason(run.last_output), cutoffs.recorded(), pytest_note)
         else:
             override = _ours_file(workdir, PYTEST_OVERRIDE, f"{pytest}\n")
             installed = self._install(run, [*strategy.install_args, pytest, *pins.values(), *added,
@@ -468,11 +470,9 @@ class EnvironmentBuilder:
         """pip into a Python 2 virtualenv: what builds old packages first (the virtualenv has none),
         then the strategy's requirements with the pytest the report plugin runs with there (any the
         repository names gives way to it); pip's editable install is setuptools' develop."""
-        if not run.step("install", [*PIP_INSTALL, *PYTHON2_SEED], network=True, required=False):
-            run.status, run.failed_step = run.last_status, "install"
-            return False
         wanted = [arg for arg in strategy.install_args if not _names_pytest(arg)]
-        if run.step("install", [*PIP_INSTALL, *wanted, PYTEST_PYTHON2, *added], network=True, required=False):
+        if run.step("install", [*PIP_INSTALL, *PYTHON2_SEED], network=True, required=False) and run.step(
+                "install", [*PIP_INSTALL, *wanted, PYTEST_PYTHON2, *added], network=True, required=False):
             return True
         run.status, run.failed_step = run.last_status, "install"
         return False

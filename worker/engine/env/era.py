@@ -9,6 +9,7 @@ from typing import Sequence
 
 from worker.engine.env.recipes import REPO, declared_python
 from worker.engine.env.resolve import release_tuple
+from worker.engine.env.runtimes import is_python2
 
 # What Python 3 says of Python 2 code.
 PYTHON2 = re.compile(r"Missing parentheses in call to '(print|exec)'|multiple exception types must be parenthesized"
@@ -180,22 +181,17 @@ def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence,
         declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
     failed = [attempt for attempt in attempts if attempt.step in ("install", "collect")]
     python2 = any(python2_code(attempt.said, installing=attempt.step == "install", files=files) for attempt in failed)
-    oldest = min((release_tuple(runtime.version) for runtime in runtimes if not _python2(runtime.version)),
-                 default=None)
+    oldest = min((release_tuple(runtime.version) for runtime in runtimes if not runtime.python2), default=None)
     removed = [removed_by_code(attempt.said, installing=attempt.step == "install", files=files)
                for attempt in failed]
     gone = oldest is not None and any(version and release_tuple(version) <= oldest for version in removed)
     if not (too_new or python2 or gone):
         return attempts
-    return [replace(a, reason="no_python_for_era") if a.status != "ok" and not _python2(attempt_python(a)) else a
+    return [replace(a, reason="no_python_for_era") if a.status != "ok" and not is_python2(_attempt_python(a)) else a
             for a in attempts]
 
 
-def _python2(version: str) -> bool:
-    return version.startswith("2.")
-
-
-def attempt_python(attempt) -> str:
+def _attempt_python(attempt) -> str:
     """The Python version an attempt ran on, from its name ("python3.9 editable ...", "reuse (python2.7 ...)")."""
     found = re.search(r"\bpython(\d+\.\d+)\b", attempt.strategy)
     return found.group(1) if found else ""

@@ -32,15 +32,19 @@ class Runtime:
 
     @property
     def python2(self) -> bool:
-        """Python 2: uv makes no environment for it and resolves nothing for it (the builder uses
-        virtualenv and pip there), and it is tried only where Python 3 cannot run the code."""
-        return self.version.startswith("2.")
+        return is_python2(self.version)
+
+
+def is_python2(version: str) -> bool:
+    """Python 2: uv makes no environment for it and resolves nothing for it (the builder uses
+    virtualenv and pip there), and it is tried only where Python 3 cannot run the code."""
+    return version.startswith("2.")
 
 
 def local_runtimes() -> tuple[Runtime, ...]:
     """The Pythons installed on this machine where the local sandbox finds them, newest first."""
     found = [version for version in PYTHON_RELEASES
-             if not version.startswith("2.") and shutil.which(f"python{version}", path=SANDBOX_PATH)]
+             if not is_python2(version) and shutil.which(f"python{version}", path=SANDBOX_PATH)]
     return tuple(Runtime(version) for version in sorted(found, key=_version_tuple, reverse=True))
 
 
@@ -74,7 +78,7 @@ def default_images() -> list[tuple[str, str]]:
     debian = {version: release for release, versions in DEBIAN_PYTHONS.items() for version in versions}
     images = []
     for version in reversed(PYTHON_RELEASES):
-        if not version.startswith("2."):  # Python 2's official image has no Python 3 to run virtualenv
+        if not is_python2(version):  # Python 2's official image has no Python 3 to run virtualenv
             images.append((version, f"python:{version}-slim"))
         if version in debian:
             images.append((version, f"commitgym-base:{debian[version]}"))

@@ -44,6 +44,8 @@ root), even when pytest's rootdir is below it.
 
 import sys
 
+PYTHON2 = sys.version_info[0] == 2
+
 
 def _python2_standard_library():
     """With -S, a virtualenv of Python 2 finds only the few modules it links (os, site): its site.py,
@@ -62,7 +64,7 @@ def _python2_standard_library():
 
 if __name__ == "__main__":
     del sys.path[0]  # this file's folder, as `-I` would (Python 2 has none): ours, but nothing comes from it
-    if sys.version_info[0] == 2:
+    if PYTHON2:
         _python2_standard_library()
 
 import binascii  # noqa: E402 (imported once this file's folder has left sys.path)
@@ -108,7 +110,7 @@ def _channel():
 def _site_packages():
     """What `site` would have added, without its sitecustomize and usercustomize imports: the
     environment's site-packages and their .pth files (an editable install's)."""
-    if sys.version_info[0] == 2:
+    if PYTHON2:
         return _site_packages_python2()
     import site
 
@@ -444,7 +446,7 @@ def _plugin(pytest, write, test_timeout):
         def pytest_pyfunc_call(self, pyfuncitem):
             # Python 2's pluggy drops what is not a BaseException (an old-style class raised) without a
             # word: the test's own frames say whether it raised.
-            watched = others_call_tests() or sys.version_info[0] == 2
+            watched = others_call_tests() or PYTHON2
             codes = collected_codes.get(id(pyfuncitem), ()) if watched else ()
             seen = {}
             with frames_watched(codes, seen):
