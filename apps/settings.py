@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "apps.environments",
     "apps.llm",
     "apps.jobs",
+    "apps.datasets",
 ]
 
 MIDDLEWARE = [

@@ -10,6 +10,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("repositories/", include("apps.repositories.urls")),
     path("", include("apps.tasks.urls")),
+    path("", include("apps.datasets.urls")),
     path("environments/", include("apps.environments.urls")),
     path("models/", include("apps.llm.urls")),
     path("jobs/", include("apps.jobs.urls")),

@@ -163,5 +163,11 @@ class Commit(models.Model):
         )
 
     @property
+    def task(self):
+        """The task made from this commit (an imported instance's base commit may have several:
+        the first)."""
+        return next(iter(self.tasks.all()), None)
+
+    @property
     def drop_sentence(self) -> str:
         return reason_sentence(self.drop_reason) if self.drop_reason else ""

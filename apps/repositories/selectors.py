@@ -82,7 +82,7 @@ def commits_filtered(
     if text:
         commits = commits.filter(
             Q(message__icontains=text) | Q(sha__startswith=text.lower()) | Q(author_name__icontains=text))
-    return commits.select_related("task")
+    return commits.prefetch_related("tasks")
 
 
 

@@ -312,7 +312,7 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
 def _tasks_for_kept_commits(repository: Repository) -> None:
     """Every kept commit without a task gets one: once per job rather than per batch, and so
     also those of an earlier job that stopped before this step (a worker that died)."""
-    waiting = Commit.objects.filter(repository=repository, drop_reason="", task__isnull=True).only("id", "sha")
+    waiting = Commit.objects.filter(repository=repository, drop_reason="", tasks__isnull=True).only("id", "sha")
     for commits in _batches(list(waiting), TASKS_AT_ONCE):
         tasks_create_for_commits(repository=repository, commits=commits)
 

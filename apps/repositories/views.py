@@ -238,6 +238,6 @@ def _commit_diff(repository, commit: Commit) -> dict:
 
 def commit_detail(request, pk: int, sha: str):
     repository = _visible_repository(request, pk)
-    commit = get_object_or_404(Commit.objects.select_related("task"), repository=repository, sha=sha)
+    commit = get_object_or_404(Commit.objects.prefetch_related("tasks"), repository=repository, sha=sha)
     context = {"repository": repository, "commit": commit, "diff": _commit_diff(repository, commit)}
     return render(request, "repositories/commit_detail.html", context)

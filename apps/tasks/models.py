@@ -21,11 +21,18 @@ class Task(models.Model):
         ACCEPTED = "accepted"
         REJECTED = "rejected"
 
+    class Source(models.TextChoices):
+        MINED = "mined"  # a kept commit of the repository's history
+        IMPORTED = "imported"  # an instance of a SWE-bench file (its patches and oracle in ImportedInstance)
+
     instance_id = models.CharField(max_length=255, unique=True, help_text="<owner>__<repo>-<first 10 hex of the sha>")
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.MINED)
     # The (repository, state) index serves lookups by repository: a second index would only slow inserts.
     repository = models.ForeignKey("repositories.Repository", on_delete=models.CASCADE, related_name="tasks",
                                    db_index=False)
-    commit = models.OneToOneField("repositories.Commit", on_delete=models.CASCADE, related_name="task")
+    # A mined task's commit is its fix (one task a commit); an imported task's is its base commit,
+    # which other imported instances may share.
+    commit = models.ForeignKey("repositories.Commit", on_delete=models.CASCADE, related_name="tasks")
     state = models.CharField(max_length=32, choices=State.choices, default=State.MINED)
     reason = models.CharField(max_length=64, blank=True)
     excluded_tests = models.JSONField(default=list, blank=True,
@@ -49,13 +56,42 @@ class Task(models.Model):
         # The list's default order, alone and within a state.
         indexes = [models.Index(fields=["repository", "state"]), models.Index(fields=["state", "-updated_at"]),
                    models.Index(fields=["-updated_at", "-id"], name="task_recently_changed")]
+        constraints = [models.UniqueConstraint(fields=["commit"], condition=models.Q(source="mined"),
+                                               name="one_mined_task_per_commit")]
 
     def __str__(self):
         return self.instance_id
 
     @property
+    def imported(self) -> bool:
+        return self.source == self.Source.IMPORTED
+
+    @property
     def reason_sentence(self) -> str:
         return reason_sentence(self.reason) if self.reason else ""
+
+
+class ImportedInstance(models.Model):
+    """What a SWE-bench instance file gave an imported task: its patches and its oracle as given.
+
+    The task's commit is the instance's base commit; the problem statement is issue version 1.
+    The test ids are kept as the file gives them: SWE-bench's are often not pytest node ids
+    (Django's and SymPy's name tests their own way)."""
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="imported_instance")
+    patch = models.TextField(help_text="The gold patch.")
+    test_patch = models.TextField()
+    fail_to_pass = models.JSONField(default=list)
+    pass_to_pass = models.JSONField(default=list)
+    hints_text = models.TextField(blank=True)
+    created_at = models.CharField(max_length=64, blank=True, help_text="As the file gives it.")
+    version = models.CharField(max_length=64, blank=True)
+    environment_setup_commit = models.CharField(max_length=40, blank=True)
+    checksum = models.CharField(max_length=64, help_text="Of the row's fields: the same row imported again is "
+                                                         "recognised, a different one refused.")
+
+    def __str__(self):
+        return f"imported instance {self.task_id}"
 
 
 class TaskStateChange(models.Model):
@@ -158,6 +194,7 @@ class IssueVersion(models.Model):
     class Author(models.TextChoices):
         MODEL = "model"
         PERSON = "person"
+        IMPORTED = "imported"  # an imported instance's problem statement
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="issue_versions")
     number = models.PositiveIntegerField()
@@ -180,11 +217,15 @@ class IssueVersion(models.Model):
 
 
 def current_issue(versions: list[IssueVersion]) -> IssueVersion | None:
-    """The problem statement among a task's versions: the newest a person wrote, else the newest the
-    model wrote. No model output ever replaces a person's edit."""
+    """The problem statement among a task's versions: the newest a person wrote, else the one an
+    import gave, else the newest the model wrote. No model output ever replaces a person's edit or
+    an imported instance's statement."""
     newest_first = sorted(versions, key=lambda version: version.number, reverse=True)
-    return next((v for v in newest_first if v.author == IssueVersion.Author.PERSON), None) or next(
-        iter(newest_first), None)
+    for author in (IssueVersion.Author.PERSON, IssueVersion.Author.IMPORTED):
+        found = next((v for v in newest_first if v.author == author), None)
+        if found:
+            return found
+    return next(iter(newest_first), None)
 
 
 class GeneratedTest(models.Model):

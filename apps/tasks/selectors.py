@@ -2,6 +2,7 @@
 
 import difflib
 from dataclasses import dataclass, field
+from typing import Optional
 
 from django.conf import settings
 from django.core.cache import cache
@@ -12,10 +13,20 @@ from django.utils import timezone
 from apps.llm.models import LanguageJob, ModelCall
 from apps.repositories.models import Repository
 from apps.repositories.selectors import repositories_visible
+from worker.engine.git.patches import CommitPatches, commit_patches
 from worker.engine.reasons import reason_sentence
 from worker.engine.validate.generated_tests import FILE_PREFIX as GENERATED_FILE_PREFIX
 
-from .models import GeneratedTest, IssueVersion, Review, Task, TaskStateChange, TestRunRecord, Validation
+from .models import (
+    GeneratedTest,
+    ImportedInstance,
+    IssueVersion,
+    Review,
+    Task,
+    TaskStateChange,
+    TestRunRecord,
+    Validation,
+)
 from .states import VALID_OR_LATER
 
 SORTS = {
@@ -215,6 +226,26 @@ def repository_environment_failures(*, repository: Repository) -> list[tuple[str
 
 
 # --- the task page ----------------------------------------------------------------------------
+
+
+def task_patches(*, task: Task) -> CommitPatches:
+    """The task's source (gold) and test patches: an imported instance's as given, a mined task's
+    from its commit in the mirror (GitError when the mirror cannot give them)."""
+    if task.imported:
+        instance = task.imported_instance
+        return CommitPatches(source_patch=instance.patch, test_patch=instance.test_patch, test_files=[])
+    repository, commit = task.repository, task.commit
+    return commit_patches(repository.mirror_dir, commit.sha, commit.parent_sha, repository.test_file_rules())
+
+
+def task_base_sha(task: Task) -> str:
+    """The commit a candidate patch applies to: a mined task's parent, an imported instance's base."""
+    return task.commit.sha if task.imported else task.commit.parent_sha
+
+
+def task_imported_instance(*, task: Task) -> Optional[ImportedInstance]:
+    """What the instance file gave an imported task; None for a mined one."""
+    return ImportedInstance.objects.filter(task=task).first() if task.imported else None
 
 
 def task_state_changes(*, task: Task) -> QuerySet:

@@ -83,7 +83,7 @@ def validation_job_work(job, progress) -> None:
     target = CommitToValidate(mirror_dir=repository.mirror_dir, sha=commit.sha, parent_sha=commit.parent_sha,
                               committed_at=commit.committed_at, rules=repository.test_file_rules(),
                               excluded_tests=frozenset(task.excluded_tests))
-    builder = _builder(repository, validation.backend)
+    builder = environment_builder(repository, validation.backend)
     try:
         if validation.generated:
             checked = _generated_check(validation, target, builder, progress.work_dir())
@@ -145,7 +145,7 @@ def _engine_settings() -> ValidationSettings:
                               suite_seconds=settings.COMMITGYM_SUITE_SECONDS)
 
 
-def _builder(repository, backend: str) -> EnvironmentBuilder:
+def environment_builder(repository, backend: str) -> EnvironmentBuilder:
     """Environments are shared between a repository's commits, never across repositories:
     building one runs the repository's own code."""
     uv = Path(sys.executable).parent / "uv"
@@ -171,11 +171,11 @@ def _generated_check(validation: Validation, target: CommitToValidate, builder: 
                                             "validate the task again first.")
     contents = list(GeneratedTest.objects.filter(validation=validation).order_by("index")
                     .values_list("content", flat=True))
-    return task_validate_generated(target, contents, builder=builder, environment=_built(environment),
+    return task_validate_generated(target, contents, builder=builder, environment=built_environment(environment),
                                    work_root=work, settings=_engine_settings(), pass_to_pass=validation.pass_to_pass)
 
 
-def _built(environment: Environment) -> BuiltEnvironment:
+def built_environment(environment: Environment) -> BuiltEnvironment:
     return BuiltEnvironment(path=Path(environment.path), key=environment.key,
                             python_version=environment.python_version, lock=environment.lock,
                             recipe_key=environment.recipe_key, image=environment.image,
@@ -184,7 +184,7 @@ def _built(environment: Environment) -> BuiltEnvironment:
 
 def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:
     environments = Environment.objects.filter(repository=repository, backend=backend)[:5]
-    return [_built(env) for env in environments if Path(env.path).is_dir()]
+    return [built_environment(env) for env in environments if Path(env.path).is_dir()]
 
 
 def _how_built(environment: BuiltEnvironment) -> dict:

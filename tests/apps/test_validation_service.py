@@ -189,12 +189,12 @@ def test_without_bubblewrap_validation_runs_only_if_allowed_and_the_page_says_so
 
     monkeypatch.setattr(LocalSandbox, "available", staticmethod(lambda: False))
     settings.COMMITGYM_ALLOW_UNSANDBOXED = False
-    assert not services._builder(task.repository, "local").sandbox().allow_unsandboxed
+    assert not services.environment_builder(task.repository, "local").sandbox().allow_unsandboxed
     with pytest.raises(SandboxUnavailable):
-        services._builder(task.repository, "local").sandbox().run(["true"], workdir=tmp_path)
+        services.environment_builder(task.repository, "local").sandbox().run(["true"], workdir=tmp_path)
 
     settings.COMMITGYM_ALLOW_UNSANDBOXED = True
-    assert services._builder(task.repository, "local").sandbox().allow_unsandboxed
+    assert services.environment_builder(task.repository, "local").sandbox().allow_unsandboxed
     monkeypatch.setattr(services, "task_validate", lambda *a, **k: _result())
     validation = services.task_validation_start(task=task)
     _run(validation)

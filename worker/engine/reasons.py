@@ -14,6 +14,12 @@ MINING_DROP_REASONS = {
     "no_python_change": "No non-test Python file changes beyond comments and docstrings.",
 }
 
+# Why a commit is stored though mining did not keep it.
+IMPORT_REASONS = {
+    "imported_base": "The base commit of an imported SWE-bench instance: named by the import, not mined.",
+    "imported": "Imported from a SWE-bench instance file, with its oracle as given.",
+}
+
 # Why a mining job failed.
 MINING_JOB_FAILURES = {
     "unreachable": "The repository could not be reached (network, host or path).",
@@ -33,6 +39,8 @@ JOB_FAILURES = {
     "time_limit": "The job ran past its time limit (CELERY_TASK_SOFT_TIME_LIMIT).",
     "model_failed": "The language model gave no answer (unreachable, refused, or misconfigured).",
     "environment_gone": "The environment the generated tests were to run in is gone: validate the task again first.",
+    "no_environment": "The task has no environment to grade in (not validated valid in this sandbox, its environment "
+                      "gone, or an imported instance): validate it first.",
 }
 
 # Why validation found a task invalid, in the order the checks run.
@@ -95,7 +103,7 @@ REJECT_REASONS = {
     "other": "Another problem, said in the note.",
 }
 
-REASONS = {**MINING_DROP_REASONS, **MINING_JOB_FAILURES, **JOB_FAILURES, **VALIDATION_REASONS, **ENVIRONMENT_REASONS,
+REASONS = {**MINING_DROP_REASONS, **IMPORT_REASONS, **MINING_JOB_FAILURES, **JOB_FAILURES, **VALIDATION_REASONS, **ENVIRONMENT_REASONS,
            **GENERATED_TEST_REASONS, **REJECT_REASONS}
 
 

@@ -49,7 +49,7 @@ def _posted(request, name: str, limit: int = 10_000) -> str:
 
 def _gold_patch(task: Task, context: str, split: bool) -> dict:
     """The commit's patch for reading, rendered once an hour at most: a commit never changes."""
-    key = f"gold:{task.repository_id}:{task.commit.sha}:{context}:{int(split)}"
+    key = f"gold:{task.repository_id}:{task.instance_id if task.imported else task.commit.sha}:{context}:{int(split)}"
     rendered = cache.get(key)
     if rendered is None:
         rendered = _gold_patch_render(task, context, split)
@@ -60,6 +60,11 @@ def _gold_patch(task: Task, context: str, split: bool) -> dict:
 
 def _gold_patch_render(task: Task, context: str, split: bool) -> dict:
     repository, commit = task.repository, task.commit
+    if task.imported:  # the instance file's patches, with the context they came with
+        instance = task.imported_instance
+        source, tests = patch_files(instance.patch, split=split), patch_files(instance.test_patch, split=split)
+        return {"source": source, "tests": tests} if source is not None and tests is not None else {
+            "problem": "The imported patch could not be parsed."}
     if not repository.mirror_dir.is_dir():
         return {"problem": "The repository's mirror is not on disk (the next mining job makes it)."}
     try:

@@ -77,7 +77,7 @@ def _validation_context(request, task: Task) -> dict:
         "earlier_validations": validations[1:],
         "matrix": selectors.validation_test_matrix(validation=latest) if latest else None,
         "can_mine": user_can_mine(request.user),
-        "can_validate": task.state in VALIDATABLE_STATES,
+        "can_validate": task.state in VALIDATABLE_STATES and not task.imported,
     }
 
 
@@ -110,6 +110,8 @@ def task_detail(request, instance_id: str):
         **_generated_context(request, task),
         "repository": task.repository,
         "state_changes": selectors.task_state_changes(task=task),
+        "imported": selectors.task_imported_instance(task=task),
+        "candidate_count": task.candidates.count(),
     }
     return page_render(request, "tasks/task_detail.html", context)
 
@@ -169,6 +171,10 @@ def task_validation_state(request, instance_id: str):
 def task_validate(request, instance_id: str):
     task = visible_task(request, instance_id)
     require_miner(request)
+    if task.imported:
+        messages.info(request, f"{task.instance_id} is an imported instance: its oracle is the one imported, "
+                               f"and it is not validated here.")
+        return redirect("tasks:detail", instance_id=task.instance_id)
     validation = services.task_validation_start(task=task, actor=request.user)
     if validation is None:
         task.refresh_from_db(fields=["state"])

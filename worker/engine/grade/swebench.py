@@ -3,9 +3,11 @@ read row by row into plain data. Each row is kept or refused with its reason; a 
 read from says why. Nothing here touches the database or runs anything.
 
 Instances and predictions: `.jsonl` (one JSON object a line) or `.json` (a list; for predictions also
-a dict keyed by instance id). `FAIL_TO_PASS` and `PASS_TO_PASS` come as JSON strings holding lists
-(SWE-bench's own dataset) or as lists. A prediction whose `model_patch` is null or empty is "no patch".
-An instance id seen twice in one file: the later row wins, and the id is reported as a duplicate.
+a dict keyed by instance id); instances also `.parquet`, as the Hugging Face copies ship.
+`FAIL_TO_PASS` and `PASS_TO_PASS` come as JSON strings holding lists (SWE-bench's own dataset) or as
+lists. A prediction whose `model_patch` is null or empty is "no patch".
+An instance id seen twice in one file (for predictions: twice in one run) is a duplicate: the later
+row wins, and the duplicate is reported.
 
 Reports, each instance id to an outcome (GROUND_TRUTH_OUTCOMES), and how each field maps:
 - the current harness's run report (`schema_version` 2): `resolved_ids` resolved; `unresolved_ids`
@@ -21,6 +23,7 @@ Reports, each instance id to an outcome (GROUND_TRUTH_OUTCOMES), and how each fi
 """
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
@@ -29,6 +32,9 @@ MAX_PATCH_BYTES = 8 << 20  # a patch larger than this is refused: no fix of a ta
 MAX_TEXT_BYTES = 1 << 20  # a problem statement or hints larger than this is refused
 GROUND_TRUTH_OUTCOMES = ("resolved", "partial", "no", "no_patch", "does_not_apply", "error", "timeout", "untrusted")
 INSTANCE_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
+MAX_ID_CHARS = 255  # an instance id, a run's name
+MAX_REPO_CHARS = 200
+_SHA = re.compile(r"[0-9a-f]{7,40}")
 
 
 @dataclass(frozen=True)
@@ -63,12 +69,14 @@ class Refused:
 
 @dataclass
 class Rows:
-    """What a file gave: the rows kept (by instance id, the later winning), those refused and why."""
+    """What a file gave: the rows kept (the later winning), those refused and why. Rows are keyed by
+    instance id; predictions by (run, instance id): one file may hold several runs."""
 
     rows: int = 0
-    kept: dict = field(default_factory=dict)  # instance id -> Instance | Prediction
+    kept: dict = field(default_factory=dict)  # key -> Instance | Prediction
+    row_of: dict = field(default_factory=dict)  # key -> the row it was kept from
     refused: list[Refused] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
+    duplicates: list = field(default_factory=list)  # keys seen more than once
     unreadable: str = ""  # why nothing could be read at all ("" when the file could be read)
 
 
@@ -77,17 +85,18 @@ class NotARow(ValueError):
 
 
 def instances_read(path: Path) -> Rows:
-    return _rows_read(path, _instance, keyed=False)
+    return _rows_read(path, _instance, keyed=False, parquet=True)
 
 
 def predictions_read(path: Path, *, run: str = "") -> Rows:
     return _rows_read(path, lambda row: _prediction(row, run), keyed=True)
 
 
-def _rows_read(path: Path, make, *, keyed: bool) -> Rows:
+def _rows_read(path: Path, make, *, keyed: bool, parquet: bool = False) -> Rows:
     found = Rows()
+    path = Path(path)
     try:
-        rows = list(_json_rows(Path(path), keyed=keyed))
+        rows = list(_parquet_rows(path) if parquet and path.suffix == ".parquet" else _json_rows(path, keyed=keyed))
     except NotARow as unreadable:
         found.unreadable = str(unreadable)
         return found
@@ -100,9 +109,11 @@ def _rows_read(path: Path, make, *, keyed: bool) -> Rows:
         except NotARow as refused:
             found.refused.append(Refused(number, _id_of(row), str(refused)))
             continue
-        if made.instance_id in found.kept:
-            found.duplicates.append(made.instance_id)
-        found.kept[made.instance_id] = made
+        key = (made.run, made.instance_id) if isinstance(made, Prediction) else made.instance_id
+        if key in found.kept:
+            found.duplicates.append(key)
+        found.kept[key] = made
+        found.row_of[key] = number
     return found
 
 
@@ -128,6 +139,21 @@ def _json_rows(path: Path, *, keyed: bool) -> Iterator[tuple[int, object]]:
         raise NotARow(f"{path.name} holds {type(document).__name__}, not a list of rows" +
                       (" or an object keyed by instance id" if keyed else ""))
     yield from enumerate(document, start=1)
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[int, object]]:
+    import pyarrow
+    import pyarrow.parquet
+
+    try:
+        table = pyarrow.parquet.read_table(path)
+    except (OSError, pyarrow.ArrowException) as error:
+        raise NotARow(f"{path.name} is not a readable Parquet file: {error}")
+    number = 0
+    for batch in table.to_batches(max_chunksize=1000):
+        for row in batch.to_pylist():
+            number += 1
+            yield number, row
 
 
 def _jsonl_rows(data: bytes) -> Iterator[tuple[int, object]]:
@@ -157,8 +183,12 @@ def _instance(row) -> Instance:
         _size_check(name, row[name], MAX_PATCH_BYTES)
     for name in ("problem_statement", "hints_text"):
         _size_check(name, row.get(name) or "", MAX_TEXT_BYTES)
-    if "/" not in row["repo"]:
-        raise NotARow(f"repo {row['repo'][:80]!r} is not owner/name")
+    if "/" not in row["repo"] or len(row["repo"]) > MAX_REPO_CHARS:
+        raise NotARow(f"repo {row['repo'][:80]!r} is not owner/name (at most {MAX_REPO_CHARS} characters)")
+    if len(row["instance_id"]) > MAX_ID_CHARS:
+        raise NotARow(f"instance_id is longer than {MAX_ID_CHARS} characters")
+    if not _SHA.fullmatch(row["base_commit"]):
+        raise NotARow(f"base_commit {row['base_commit'][:80]!r} is not a commit's hex sha")
     return Instance(
         instance_id=row["instance_id"], repo=row["repo"], base_commit=row["base_commit"], patch=row["patch"],
         test_patch=row["test_patch"], problem_statement=row["problem_statement"],
@@ -175,6 +205,8 @@ def _prediction(row, run: str) -> Prediction:
     name = run or row.get("model_name_or_path")
     if not isinstance(name, str) or not name:
         raise NotARow("missing or not text: model_name_or_path (or name the run)")
+    if len(name) > MAX_ID_CHARS:
+        raise NotARow(f"model_name_or_path is longer than {MAX_ID_CHARS} characters (name the run)")
     patch = row.get("model_patch")
     if patch is not None and not isinstance(patch, str):
         raise NotARow("model_patch is not text")

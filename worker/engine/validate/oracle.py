@@ -92,6 +92,47 @@ def run_resolves(run, *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str
     return resolves(outcomes, fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass)
 
 
+def graded_files(fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]) -> list[str]:
+    """The test files a grade runs: those of the F2P and P2P tests."""
+    return sorted({test.split("::")[0] for test in [*fail_to_pass, *pass_to_pass]})
+
+
+# A candidate's grade from one run, SWE-bench's way, beside the runs that say nothing of the code.
+RUN_OUTCOMES = ("resolved", "partial", "no", "error", "timeout", "untrusted")
+_CUT_SHORT = ("out_of_memory", "output_limit", "disk_limit", "killed")
+
+
+def run_outcome(run, *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str],
+                reference_xfail: Iterable[str] = ()) -> str:
+    """resolved (every F2P and P2P test passes), partial (some F2P pass, every P2P passes), no;
+    untrusted (the report was forged), timeout, error (the tests did not collect, or the sandbox
+    stopped the run on a limit)."""
+    if run.untrusted:
+        return "untrusted"
+    if run.status == "timeout":
+        return "timeout"
+    if run.status in _CUT_SHORT or (run.collection_error and not run.outcomes):
+        return "error"
+    fail_to_pass, pass_to_pass = list(fail_to_pass), list(pass_to_pass)
+    if run_resolves(run, fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass, reference_xfail=reference_xfail):
+        return "resolved"
+    allowed = set(reference_xfail)
+    passing = {test for test, status in run.outcomes.items()
+               if status in PASSING and (status != "XFAIL" or test in allowed)}
+    if any(test in passing for test in fail_to_pass) and all(test in passing for test in pass_to_pass):
+        return "partial"
+    return "no"
+
+
+def runs_outcome(outcomes: list[str]) -> str:
+    """The grade of several runs of one candidate (a task whose tests were ever flaky): untrusted if
+    any run was; else the outcome most runs had, a tie going to the worse."""
+    if "untrusted" in outcomes:
+        return "untrusted"
+    worst_first = ("error", "timeout", "no", "partial", "resolved")
+    return max(worst_first, key=lambda outcome: (outcomes.count(outcome), -worst_first.index(outcome)))
+
+
 def task_verdict(oracle: Oracle, *, gold_resolves: bool, empty_resolves: bool) -> tuple[Verdict, str]:
     """("valid", "") or ("invalid", reason code), checks in a fixed order."""
     if not oracle.fail_to_pass:

@@ -25,6 +25,7 @@ from worker.engine.validate.generated_tests import GeneratedFileVerdict, generat
 from worker.engine.validate.oracle import (
     Oracle,
     Verdict,
+    graded_files,
     oracle_from_runs,
     oracle_without,
     resolves,
@@ -137,22 +138,34 @@ class _Validation:
         limits = self.settings.limits
         if wall_seconds:
             limits = Limits(**{**limits.__dict__, "wall_seconds": wall_seconds})
-        sandbox = self.builder.sandbox([(self.environment.path, ENV)], image=self.environment.image)
-        fresh = Path(tempfile.mkdtemp(prefix="run-", dir=self.work))
-        try:
-            # A file system of its own where the worker can: the run's writes stop at its disk limit.
-            with capped_folder(fresh, holds=workdir / "repo", limits=limits):
-                copy_started = time.monotonic()
-                working_copy_clone(workdir / "repo", fresh / "repo")
-                environment_files_lay(self.environment.path, fresh / "repo")
-                self.result.copy_seconds += time.monotonic() - copy_started
-                run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo",
-                                 python=f"{ENV}/bin/python", selection=selection,
-                                 per_test_timeout=self.settings.per_test_timeout, limits=limits, mount_at=WORKSPACE)
-        finally:
-            shutil.rmtree(fresh, ignore_errors=True)
+        run, copy_seconds = fresh_copy_run(self.builder, self.environment, workdir / "repo", selection,
+                                           scratch=self.work, limits=limits,
+                                           per_test_timeout=self.settings.per_test_timeout)
+        self.result.copy_seconds += copy_seconds
         self.result.runs.append(RunRecord(side=side, scope=scope, index=index, run=run))
         return run
+
+
+def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, repo: Path, selection: list[str], *,
+                   scratch: Path, limits: Limits, per_test_timeout: float) -> tuple[TestRun, float]:
+    """One pytest run of `selection` in the environment, in a fresh copy of the working copy `repo`
+    made under `scratch` and thrown away after: nothing a run writes is seen by the next. Returns
+    the run and the seconds the copy took."""
+    sandbox = builder.sandbox([(environment.path, ENV)], image=environment.image)
+    fresh = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
+    try:
+        # A file system of its own where the worker can: the run's writes stop at its disk limit.
+        with capped_folder(fresh, holds=repo, limits=limits):
+            copy_started = time.monotonic()
+            working_copy_clone(repo, fresh / "repo")
+            environment_files_lay(environment.path, fresh / "repo")
+            copy_seconds = time.monotonic() - copy_started
+            run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
+                             selection=selection, per_test_timeout=per_test_timeout, limits=limits,
+                             mount_at=WORKSPACE)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    return run, copy_seconds
 
 
 def task_validate(commit: CommitToValidate, *, builder: EnvironmentBuilder, work_root: Path,
@@ -217,7 +230,7 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     if not oracle.fail_to_pass:
         result.reason = "no_fail_to_pass"
         return
-    graded = sorted({test.split("::")[0] for test in [*oracle.fail_to_pass, *oracle.pass_to_pass]})
+    graded = graded_files(oracle.fail_to_pass, oracle.pass_to_pass)
     gold = v.run(v.copy("gold", commit.parent_sha, patches.source_patch, patches.test_patch), "gold", "graded", 0,
                  graded)
     empty = v.run(v.copy("empty", commit.parent_sha, patches.test_patch), "empty", "graded", 0, graded)

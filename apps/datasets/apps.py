@@ -1,0 +1,30 @@
+from django.apps import AppConfig
+from django.urls import reverse
+
+
+def candidate_page(job) -> str:
+    """The candidate a job grades, on its task's candidates page."""
+    return reverse("datasets:candidate", args=[job.subject_id]) if job.subject_id else ""
+
+
+class DatasetsConfig(AppConfig):
+    name = "apps.datasets"
+    label = "datasets"
+    verbose_name = "Datasets and candidates"
+
+    def ready(self):
+        from django.db.models.signals import post_save
+
+        from apps.jobs.registry import JobKind, job_kind_register
+        from apps.repositories.models import Repository
+
+        def repository_saved(sender, instance, created, raw=False, **kwargs):
+            if created and not raw:
+                from .services import repository_dataset_ensure
+
+                repository_dataset_ensure(instance)
+
+        post_save.connect(repository_saved, sender=Repository, weak=False, dispatch_uid="repository_dataset")
+        job_kind_register(JobKind(name="grade", label="Grading", queue="tests",
+                                  run="apps.datasets.grading.grade_job_work", subject="datasets.candidate",
+                                  retry="apps.datasets.grading.grade_job_retry", link=candidate_page))

@@ -1,0 +1,115 @@
+"""Grading candidates: each one a job on the `tests` queue, against its task's hidden tests, in the
+task's environment (never one environment per candidate), through the engine (grade/candidate.py).
+Controls (the gold and empty patches) are made for every task before its candidates are graded."""
+
+from pathlib import Path
+from typing import Optional
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps.jobs.services import JobFailed, JobRefused, job_start
+from apps.rows import text_storable
+from apps.tasks.models import Task, TestRunRecord, Validation
+from apps.tasks.selectors import task_base_sha, task_patches
+from apps.tasks.services import built_environment, environment_builder
+from worker.engine.git.repo import GitError
+from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
+
+from .models import Candidate, Grade
+
+GRADE = "grade"  # the job kind (registered in apps.datasets.apps)
+FLAKY_RUNS = 3  # runs of each candidate of a task whose tests were ever flaky
+_OUTPUT_KEPT = 20_000  # characters of a run's output kept with a grade
+
+
+def task_controls_ensure(task: Task) -> str:
+    """The task's gold and empty patches as candidates (controls), where they are not yet; "" when
+    they are there, else why they cannot be made."""
+    if Candidate.objects.filter(task=task, source__in=Candidate.CONTROLS).count() == len(Candidate.CONTROLS):
+        return ""
+    try:
+        gold = task_patches(task=task).source_patch
+    except (GitError, OSError) as error:
+        return f"the gold patch cannot be read from the repository's mirror ({error}): no controls"
+    for source, patch in ((Candidate.Source.GOLD, gold), (Candidate.Source.EMPTY, "")):
+        Candidate.objects.get_or_create(task=task, source=source, defaults={"kind": source, "patch": patch})
+    return ""
+
+
+def candidate_grade_start(*, candidate: Candidate, actor=None, backend: str = "") -> Optional[Grade]:
+    """Queue a grading of the candidate; None when one is queued or running already."""
+    with transaction.atomic():
+        job, created = job_start(kind=GRADE, subject=candidate, user=actor)
+        if not created:
+            return None
+        return Grade.objects.create(job=job, candidate=candidate, backend=backend or settings.COMMITGYM_SANDBOX)
+
+
+def grade_job_work(job, progress) -> None:
+    """The registered `run`: grade the candidate in its task's environment; store the runs and the
+    outcome, and make it the candidate's ground truth, at once."""
+    grade = Grade.objects.select_related("candidate__task__commit", "candidate__task__repository").get(job=job)
+    candidate, task = grade.candidate, grade.candidate.task
+    validation = _grading_validation(task, grade.backend)
+    builder = environment_builder(task.repository, grade.backend)
+    # A time limit or an unexpected error ends the job in words (jobs.services.job_run).
+    result = candidate_grade(_task_to_grade(task, validation), None if candidate.no_patch else candidate.patch,
+                             builder=builder, environment=built_environment(validation.environment),
+                             work_root=progress.work_dir(),
+                             settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT))
+    progress.complete(lambda: _grade_store(grade, validation, result))
+
+
+def grade_job_retry(job, user):
+    grade = Grade.objects.select_related("candidate").get(job=job)
+    again = candidate_grade_start(candidate=grade.candidate, actor=user, backend=grade.backend)
+    if again is None:
+        raise JobRefused("This candidate is being graded already.")
+    return again.job
+
+
+def _grading_validation(task: Task, backend: str) -> Validation:
+    """The validation whose environment and oracle grade the task's candidates: its latest valid one
+    in the backend, with its environment still on disk."""
+    if task.imported:
+        raise JobFailed("no_environment", f"{task.instance_id} is an imported instance with no environment here: "
+                                          "its candidates get their ground truth from an imported report.")
+    validation = (Validation.objects.filter(task=task, verdict="valid", backend=backend, generated=False,
+                                            job__state=Validation.State.SUCCEEDED, environment__isnull=False)
+                  .select_related("environment").order_by("-created_at", "-id").first())
+    if validation is None or not Path(validation.environment.path).is_dir():
+        raise JobFailed("no_environment", f"{task.instance_id} has no valid validation with its environment on "
+                                          f"disk in the {backend} sandbox: validate it first.")
+    return validation
+
+
+def _task_to_grade(task: Task, validation: Validation) -> TaskToGrade:
+    try:
+        patches = task_patches(task=task)
+    except (GitError, OSError) as error:
+        raise JobFailed("no_environment", f"the task's patches cannot be read from the mirror: {error}") from None
+    excluded = set(task.excluded_tests)
+    xfail = {test for run in TestRunRecord.objects.filter(validation=validation, side="after")
+             for test, status in run.outcomes.items() if status == "XFAIL"}
+    ever_flaky = Validation.objects.filter(task=task).exclude(flaky=[]).exists()
+    return TaskToGrade(
+        mirror_dir=task.repository.mirror_dir, base_sha=task_base_sha(task), test_patch=patches.test_patch,
+        fail_to_pass=tuple(t for t in validation.fail_to_pass if t not in excluded),
+        pass_to_pass=tuple(t for t in validation.pass_to_pass if t not in excluded),
+        reference_xfail=frozenset(xfail), runs=FLAKY_RUNS if ever_flaky else 1)
+
+
+def _grade_store(grade: Grade, validation: Validation, result: GradeResult) -> None:
+    runs = [{"status": run.status, "exit_code": run.exit_code, "seconds": round(run.seconds, 3),
+             "untrusted": text_storable(run.untrusted), "complete": run.complete,
+             "outcomes": {text_storable(test): status for test, status in run.outcomes.items()},
+             "output": text_storable(run.output)[-_OUTPUT_KEPT:]} for run in result.runs]
+    Grade.objects.filter(id=grade.id).update(
+        environment=validation.environment, outcome=result.outcome, detail=text_storable(result.detail),
+        tampering=[text_storable(path) for path in result.tampering],
+        touches_tests=[text_storable(path) for path in result.touches_tests], runs=runs, seconds=result.seconds)
+    Candidate.objects.filter(id=grade.candidate_id).update(
+        outcome=result.outcome, outcome_source="graded", tampering=bool(result.tampering),
+        touches_tests=bool(result.touches_tests), graded_at=timezone.now())

@@ -1,0 +1,101 @@
+import json
+import time
+from collections import Counter
+
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.datasets.grading import candidate_grade_start, task_controls_ensure
+from apps.datasets.models import Candidate, Dataset, Grade, Run
+from apps.datasets.selectors import dataset_tasks
+from apps.jobs.on_demand import WorkerOnDemand
+from apps.repositories.services import repository_find
+from apps.tasks.models import Task
+
+
+class Command(BaseCommand):
+    help = ("Grade every candidate without a ground truth (of a repository, a task, a dataset or a run) against its "
+            "task's hidden tests, wait, and print each outcome.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("scope", nargs="?", default="", help="a repository (name, URL or path) or a task's id")
+        parser.add_argument("--dataset", default="", help="a dataset's name")
+        parser.add_argument("--run", default="", help="a run's name")
+        parser.add_argument("--backend", choices=["local", "docker"], default="",
+                            help="the sandbox (default: the COMMITGYM_SANDBOX setting); the task's environment in it")
+        parser.add_argument("--json", action="store_true", dest="as_json", help="JSON lines on standard output")
+        parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds to wait for every grade")
+
+    def handle(self, *args, scope, dataset, run, backend, as_json, timeout, **options):
+        candidates = self._candidates(scope, dataset, run)
+        pending = {}
+        for candidate in candidates:
+            grade = candidate_grade_start(candidate=candidate, backend=backend)
+            if grade is None:
+                self.stderr.write(f"{candidate}: being graded already: skipped")
+                continue
+            pending[grade.id] = candidate
+        outcomes, failures, deadline = Counter(), 0, time.monotonic() + timeout
+        with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
+            while pending:
+                for grade in Grade.objects.filter(id__in=pending).exclude(job__state__in=Grade.ACTIVE_STATES) \
+                        .select_related("job"):
+                    candidate = pending.pop(grade.id)
+                    outcome = grade.outcome if grade.state == Grade.State.SUCCEEDED else "error"
+                    failures += grade.state != Grade.State.SUCCEEDED
+                    outcomes[outcome] += 1
+                    self._report(candidate, grade, outcome, as_json)
+                if pending and time.monotonic() > deadline:
+                    raise CommandError(f"{len(pending)} grades did not finish within {timeout:.0f} s")
+                worker.waiting(queued=Grade.objects.filter(id__in=pending, job__state=Grade.State.QUEUED).exists())
+                time.sleep(0.5)
+        counts = {"counts": dict(sorted(outcomes.items()))}
+        self.stdout.write(json.dumps(counts) if as_json else
+                          f"{sum(outcomes.values())} graded: " + (", ".join(f"{n} {o}" for o, n in
+                                                                            sorted(outcomes.items())) or "nothing"))
+        if failures:
+            raise CommandError(f"{failures} grades stopped on an error (see their jobs)")
+
+    def _candidates(self, scope: str, dataset: str, run: str) -> list[Candidate]:
+        if sum(map(bool, (scope, dataset, run))) != 1:
+            raise CommandError("name one of: a repository or a task, --dataset NAME, --run NAME")
+        if run:
+            found = Run.objects.filter(name=run).first()
+            if found is None:
+                raise CommandError(f"no run named {run!r}")
+            candidates = found.candidates.all()
+        else:
+            tasks = self._tasks(scope, dataset)
+            for task in tasks:
+                problem = task_controls_ensure(task)
+                if problem:
+                    self.stderr.write(f"{task.instance_id}: {problem}")
+            candidates = Candidate.objects.filter(task__in=tasks)
+        return list(candidates.filter(outcome="").select_related("task").order_by("task__instance_id", "id"))
+
+    def _tasks(self, scope: str, dataset: str) -> list[Task]:
+        if dataset:
+            found = Dataset.objects.filter(name=dataset).first()
+            if found is None:
+                raise CommandError(f"no dataset named {dataset!r}")
+            return list(dataset_tasks(found).select_related("repository", "commit"))
+        task = Task.objects.filter(instance_id=scope).select_related("repository", "commit").first()
+        if task is not None:
+            return [task]
+        repository = repository_find(location=scope)
+        if repository is None:
+            raise CommandError(f"{scope!r} is neither a task's id nor a registered repository")
+        return list(Task.objects.filter(repository=repository, verdict="valid").select_related("repository", "commit"))
+
+    def _report(self, candidate: Candidate, grade: Grade, outcome: str, as_json: bool) -> None:
+        line = {"task_id": candidate.task.instance_id, "candidate_id": candidate.id, "source": candidate.source,
+                "kind": candidate.kind, "outcome": outcome, "tampering": bool(grade.tampering),
+                "touches_tests": bool(grade.touches_tests), "seconds": round(grade.seconds or 0, 3)}
+        if as_json:
+            self.stdout.write(json.dumps(line))
+            if outcome == "error" and grade.job.error_message:
+                self.stderr.write(f"{candidate}: {grade.job.error_message}")
+        else:
+            flags = "".join(f", {flag}" for flag in ("tampering", "touches_tests") if line[flag])
+            why = f": {grade.detail or grade.job.error_message}" if outcome not in ("resolved", "partial", "no") else ""
+            self.stdout.write(f"{candidate}: {outcome}{flags} ({line['seconds']:.1f} s){why}")
+        self.stdout.flush()

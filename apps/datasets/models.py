@@ -1,0 +1,170 @@
+"""Datasets, imports, and the candidate patches of tasks with their ground truth.
+
+A dataset is a named set of tasks. A task belongs to any number of them, by reference: its
+candidates, grades and labels are the task's, the same through whichever dataset it is seen.
+- A repository's dataset holds its mined tasks, as mining makes them (membership is the
+  repository, no rows).
+- An import's dataset holds the instances its files brought (rows of DatasetTask).
+- A dataset made from a saved task-list view holds the tasks the view matched when it was made
+  (rows of DatasetTask): a snapshot, so that what was measured on it stays reproducible.
+"""
+
+from django.conf import settings
+from django.db import models
+
+from apps.jobs.models import JobLife
+from worker.engine.grade.swebench import GROUND_TRUTH_OUTCOMES
+
+
+class Dataset(models.Model):
+    class Kind(models.TextChoices):
+        REPOSITORY = "repository"
+        IMPORT = "import"
+        VIEW = "view"
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    repository = models.OneToOneField("repositories.Repository", null=True, blank=True, on_delete=models.CASCADE,
+                                      related_name="dataset", help_text="A repository's dataset: its mined tasks.")
+    query = models.CharField(max_length=2000, blank=True, help_text="The task-list query a view's dataset was made "
+                                                                    "from.")
+    tasks = models.ManyToManyField("tasks.Task", through="DatasetTask", related_name="datasets")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class DatasetTask(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="memberships")
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="memberships")
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "task"], name="dataset_task_unique")]
+
+
+class Import(models.Model):
+    """One file read by import_instances or import_predictions: what it gave, row by row."""
+
+    class Kind(models.TextChoices):
+        INSTANCES = "instances"
+        PREDICTIONS = "predictions"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    file_name = models.CharField(max_length=255)
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports")
+    report_name = models.CharField(max_length=255, blank=True, help_text="The evaluation report given with it.")
+    report_shape = models.CharField(max_length=32, blank=True)
+    rows = models.PositiveIntegerField(default=0, help_text="Rows read.")
+    matched = models.PositiveIntegerField(default=0, help_text="Rows that made or met a task or candidate.")
+    counts = models.JSONField(default=dict, help_text="What the command printed, per run for predictions.")
+    refused = models.JSONField(default=list, help_text="[{row, instance_id, reason}] of the rows refused.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"import {self.pk} of {self.file_name}"
+
+
+class Run(models.Model):
+    """A set of candidates made the same way: one agent's predictions, say."""
+
+    name = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+OUTCOME_CHOICES = [(outcome, outcome.replace("_", " ")) for outcome in GROUND_TRUTH_OUTCOMES]
+
+
+class Candidate(models.Model):
+    """A patch that claims to resolve a task, and its ground truth (empty until graded or reported)."""
+
+    class Source(models.TextChoices):
+        IMPORT = "import"  # an imported predictions file
+        SAMPLER = "sampler"  # the built-in agent
+        MUTANT = "mutant"  # the gold patch made wrong on purpose
+        GOLD = "gold"  # the task's own fix (a control)
+        EMPTY = "empty"  # no change at all (a control)
+
+    CONTROLS = (Source.GOLD, Source.EMPTY)
+
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="candidates")
+    source = models.CharField(max_length=16, choices=Source.choices)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="candidates")
+    kind = models.CharField(max_length=64, blank=True, help_text="The mutant's kind, or the run's name.")
+    patch = models.TextField(blank=True)
+    no_patch = models.BooleanField(default=False, help_text="The prediction had no patch (null or empty).")
+    made = models.JSONField(default=dict, blank=True, help_text="How a mutant was made.")
+    trajectory = models.JSONField(default=list, blank=True,
+                                  help_text="The agent's steps: [{step, thought, action, observation}].")
+    outcome = models.CharField(max_length=16, blank=True, choices=OUTCOME_CHOICES,
+                               help_text="The ground truth; empty until graded or reported.")
+    outcome_source = models.CharField(max_length=300, blank=True,
+                                      help_text="graded, or the report it came from (report:SHAPE:FILE).")
+    tampering = models.BooleanField(default=False, help_text="It changed test configuration or start-up files: "
+                                                              "those changes were dropped before grading.")
+    touches_tests = models.BooleanField(default=False, help_text="It changed files the task's test patch changes: "
+                                                                  "the task's versions were used.")
+    graded_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "source", "kind", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "task"], condition=models.Q(run__isnull=False),
+                                    name="one_candidate_per_run_and_task"),
+            models.UniqueConstraint(fields=["task", "source"], condition=models.Q(source__in=["gold", "empty"]),
+                                    name="one_control_of_each_kind_per_task"),
+        ]
+        indexes = [models.Index(fields=["task", "source"]), models.Index(fields=["run", "outcome"])]
+
+    def __str__(self):
+        return f"{self.kind or self.source} candidate {self.pk} of {self.task.instance_id}"
+
+    @property
+    def is_control(self) -> bool:
+        return self.source in self.CONTROLS
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcome == "resolved"
+
+
+class Grade(JobLife, models.Model):
+    """One grading of a candidate against its task's hidden tests; its life is its `job`'s. The
+    latest finished grade is the candidate's ground truth."""
+
+    # Set in the transaction that makes the row: the job's subject is the candidate.
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="grade")
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="grades")
+    backend = models.CharField(max_length=16, default="local")
+    environment = models.ForeignKey("environments.Environment", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="grades")
+    outcome = models.CharField(max_length=16, blank=True, choices=OUTCOME_CHOICES)
+    detail = models.TextField(blank=True, help_text="Why, for an outcome that is not resolved, partial or no.")
+    tampering = models.JSONField(default=list, help_text="Paths whose changes were dropped before grading.")
+    touches_tests = models.JSONField(default=list, help_text="Paths the task's test patch decided.")
+    runs = models.JSONField(default=list, help_text="[{status, exit_code, seconds, untrusted, outcomes, output}] "
+                                                    "of every run: per-test outcomes kept.")
+    seconds = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"grade {self.pk} of candidate {self.candidate_id}"

@@ -1,0 +1,94 @@
+"""Reads of datasets, runs, imports and candidates, for the pages and the commands. Tasks are seen
+through tasks_visible: a dataset shows only the tasks of repositories the person may see."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from django.db.models import Count, Prefetch, Q, QuerySet
+
+from apps.tasks.models import Task
+from apps.tasks.selectors import tasks_visible
+
+from .models import Candidate, Dataset, Grade, Import, Run
+
+
+def dataset_tasks(dataset: Dataset) -> QuerySet:
+    """Every task of the dataset: a repository's mined tasks, or the tasks of its membership rows."""
+    if dataset.kind == Dataset.Kind.REPOSITORY:
+        return Task.objects.filter(repository_id=dataset.repository_id, source=Task.Source.MINED)
+    return Task.objects.filter(memberships__dataset=dataset)
+
+
+def dataset_tasks_visible(dataset: Dataset, *, user) -> QuerySet:
+    return dataset_tasks(dataset) & tasks_visible(user=user)
+
+
+@dataclass
+class DatasetRow:
+    dataset: Dataset
+    tasks: int
+    candidates: int
+    graded: int
+
+
+def datasets_listed(*, user) -> list[DatasetRow]:
+    """Every dataset with at least one task the person sees, with its counts."""
+    rows = []
+    for dataset in Dataset.objects.select_related("repository").order_by("kind", "name"):
+        tasks = dataset_tasks_visible(dataset, user=user)
+        counts = Candidate.objects.filter(task__in=tasks).aggregate(
+            candidates=Count("id"), graded=Count("id", filter=~Q(outcome="")))
+        task_count = tasks.count()
+        if task_count or dataset.kind != Dataset.Kind.REPOSITORY:
+            rows.append(DatasetRow(dataset, task_count, counts["candidates"], counts["graded"]))
+    return rows
+
+
+@dataclass
+class RunRow:
+    run: Run
+    tasks: int  # tasks it has a candidate for (in the scope asked)
+    resolved: int  # of those, tasks whose candidate is resolved
+    ungraded: int  # candidates with no ground truth yet
+    no_patch: int
+
+    @property
+    def resolved_rate(self) -> Optional[float]:
+        graded = self.tasks - self.ungraded
+        return self.resolved / graded if graded else None
+
+
+def runs_summarised(*, tasks: QuerySet, runs: Optional[QuerySet] = None) -> list[RunRow]:
+    """Each run with candidates among `tasks`: its resolved rate over the graded ones, and how
+    many are still ungraded."""
+    candidates = Candidate.objects.filter(task__in=tasks, run__isnull=False)
+    if runs is not None:
+        candidates = candidates.filter(run__in=runs)
+    counts = candidates.values("run").annotate(
+        tasks=Count("id"), resolved=Count("id", filter=Q(outcome="resolved")),
+        ungraded=Count("id", filter=Q(outcome="")), no_patch=Count("id", filter=Q(no_patch=True)))
+    by_id = {run.pk: run for run in Run.objects.filter(pk__in=[row["run"] for row in counts])}
+    return sorted((RunRow(by_id[row["run"]], row["tasks"], row["resolved"], row["ungraded"], row["no_patch"])
+                   for row in counts), key=lambda row: row.run.name)
+
+
+def candidate_counts(*, tasks: QuerySet) -> dict:
+    """{source: {outcome or "ungraded": n}} over the tasks' candidates."""
+    counts: dict = {}
+    for row in Candidate.objects.filter(task__in=tasks).values("source", "outcome").annotate(n=Count("id")):
+        counts.setdefault(row["source"], {})[row["outcome"] or "ungraded"] = row["n"]
+    return counts
+
+
+def task_candidates(*, task: Task) -> QuerySet:
+    """The task's candidates, each with `latest_grades` (its latest grade, or none)."""
+    latest = Grade.objects.select_related("job").order_by("-created_at", "-id")
+    return (Candidate.objects.filter(task=task).select_related("run").order_by("source", "kind", "id")
+            .prefetch_related(Prefetch("grades", queryset=latest, to_attr="latest_grades")))
+
+
+def imports_recent(*, dataset: Optional[Dataset] = None, limit: int = 20) -> QuerySet:
+    imports = Import.objects.select_related("dataset")
+    if dataset is not None:
+        imports = imports.filter(dataset=dataset)
+    return imports[:limit]

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from . import views
+
+app_name = "datasets"
+
+# Included at the site's root: a task's candidates live under the task.
+urlpatterns = [
+    path("datasets/", views.dataset_list, name="list"),
+    path("datasets/<int:pk>/", views.dataset_detail, name="detail"),
+    path("runs/<int:pk>/", views.run_detail, name="run"),
+    path("imports/<int:pk>/", views.import_detail, name="import"),
+    path("candidates/<int:pk>/", views.candidate_detail, name="candidate"),
+    path("tasks/<str:instance_id>/candidates/", views.task_candidates, name="task_candidates"),
+]

@@ -1,0 +1,74 @@
+"""Pages of datasets, runs, imports and a task's candidates. Reads go through selectors; a task of
+a repository the person may not see is a 404, and so is a dataset none of whose tasks they see."""
+
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+
+from apps.tasks.models import Task
+from apps.tasks.selectors import task_for_page, tasks_visible
+from apps.web import diff_html
+
+from . import selectors
+from .models import Candidate, Dataset, Import, Run
+
+TASKS_PER_PAGE = 50
+CANDIDATES_PER_PAGE = 100
+
+
+def dataset_list(request):
+    rows = selectors.datasets_listed(user=request.user)
+    return render(request, "datasets/dataset_list.html", {"rows": rows,
+                                                          "imports": selectors.imports_recent(limit=10)})
+
+
+def dataset_detail(request, pk: int):
+    dataset = get_object_or_404(Dataset.objects.select_related("repository"), pk=pk)
+    tasks = selectors.dataset_tasks_visible(dataset, user=request.user)
+    if dataset.kind == Dataset.Kind.REPOSITORY and not tasks.exists():
+        raise Http404("No such dataset.")
+    page = Paginator(tasks.select_related("repository").order_by("instance_id"), TASKS_PER_PAGE).get_page(
+        request.GET.get("page"))
+    context = {
+        "dataset": dataset,
+        "page": page,
+        "runs": selectors.runs_summarised(tasks=tasks),
+        "candidates": selectors.candidate_counts(tasks=tasks),
+        "imports": selectors.imports_recent(dataset=dataset),
+    }
+    return render(request, "datasets/dataset_detail.html", context)
+
+
+def run_detail(request, pk: int):
+    run = get_object_or_404(Run, pk=pk)
+    tasks = tasks_visible(user=request.user)
+    summary = next(iter(selectors.runs_summarised(tasks=tasks, runs=Run.objects.filter(pk=pk))), None)
+    if summary is None:
+        raise Http404("No such run.")
+    candidates = (run.candidates.filter(task__in=tasks).select_related("task").defer("patch", "trajectory")
+                  .order_by("task__instance_id"))
+    page = Paginator(candidates, CANDIDATES_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "datasets/run_detail.html", {"run": run, "summary": summary, "page": page})
+
+
+def import_detail(request, pk: int):
+    imported = get_object_or_404(Import.objects.select_related("dataset"), pk=pk)
+    return render(request, "datasets/import_detail.html", {"imported": imported})
+
+
+def candidate_detail(request, pk: int):
+    """A candidate, where it is shown: on its task's candidates page."""
+    candidate = get_object_or_404(Candidate.objects.filter(task__in=tasks_visible(user=request.user))
+                                  .select_related("task"), pk=pk)
+    return redirect(reverse("datasets:task_candidates", args=[candidate.task.instance_id]) + f"#candidate-{pk}")
+
+
+def task_candidates(request, instance_id: str):
+    try:
+        task = task_for_page(user=request.user, instance_id=instance_id)
+    except Task.DoesNotExist:
+        raise Http404("No such task.") from None
+    candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "")
+                  for candidate in selectors.task_candidates(task=task)]
+    return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates})

@@ -1,0 +1,157 @@
+"""Grading candidate patches for real, in the sandbox (worker/engine/grade/candidate.py): the task's
+hidden tests decide, on a clean copy, and nothing a candidate does to the tests or their
+configuration counts."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from tests.worker.test_validate import UV
+from worker.engine.env.builder import EnvironmentBuilder
+from worker.engine.git.patches import commit_patches
+from worker.engine.grade.candidate import TaskToGrade, candidate_grade
+from worker.engine.mine.filters import TestFileRules
+from worker.engine.validate.oracle import run_outcome, runs_outcome
+from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+FIXED = CALC.replace("a - b", "a + b")
+# F2P: test_add and test_add_ones; P2P: test_add_zero and test_mul.
+TESTS = ("from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+         "def test_add_ones():\n    assert add(1, 1) == 2\n\n\n"
+         "def test_add_zero():\n    assert add(0, 0) == 0\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n")
+SETUP_CFG = "[metadata]\nname = calc\n\n[tool:pytest]\ntestpaths = tests\n"
+
+
+@pytest.fixture(scope="module", params=["local", "docker"])
+def graded(request, open_module_folder, docker_builder_make):
+    """A validated task (its environment, oracle and patches) and a way to grade a patch against it."""
+    place = open_module_folder / request.param
+    builder = docker_builder_make(place / "envs") if request.param == "docker" else EnvironmentBuilder(
+        env_root=place / "envs", uv=UV)
+    repo = GitRepo(place / "calc")
+    parent = repo.commit("init", {"calc.py": CALC, "setup.cfg": SETUP_CFG,
+                                  "tests/test_calc.py": "from calc import mul\n\n\ndef test_mul():\n"
+                                                        "    assert mul(2, 3) == 6\n"})
+    fix = repo.commit("Fix add", {"calc.py": FIXED, "tests/test_calc.py": TESTS})
+    result = task_validate(CommitToValidate(mirror_dir=repo.path, sha=fix, parent_sha=parent,
+                                            committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
+                           builder=builder, work_root=place, settings=ValidationSettings(runs_per_side=1))
+    assert result.verdict == "valid", result.reason
+    patches = commit_patches(repo.path, fix, parent, TestFileRules())
+    task = TaskToGrade(mirror_dir=repo.path, base_sha=parent, test_patch=patches.test_patch,
+                       fail_to_pass=tuple(result.oracle.fail_to_pass), pass_to_pass=tuple(result.oracle.pass_to_pass))
+
+    def grade(patch, **changes):
+        return candidate_grade(TaskToGrade(**{**task.__dict__, **changes}), patch, builder=builder,
+                               environment=result.environment, work_root=place)
+
+    grade.repo, grade.parent, grade.gold = repo, parent, patches.source_patch
+    return grade
+
+
+def diff(repo: GitRepo, parent: str, files: dict) -> str:
+    """The patch that turns the parent into `files` (a commit made on a side branch, then dropped)."""
+    repo.git("checkout", "-q", "-b", f"candidate-{len(files)}-{abs(hash(str(files)))}", parent)
+    sha = repo.commit("candidate", files)
+    patch = repo.git("diff", "--binary", parent, sha) + "\n"  # git() strips the last newline
+    repo.git("checkout", "-q", "-")
+    return patch
+
+
+def test_the_gold_patch_resolves_and_the_empty_one_does_not(graded):
+    gold = graded(graded.gold)
+    assert (gold.outcome, gold.tampering, gold.touches_tests) == ("resolved", [], [])
+    assert len(gold.runs) == 1 and not gold.runs[0].untrusted
+    assert graded("").outcome == "no"
+    assert graded(None).outcome == "no_patch" and not graded(None).runs
+
+
+def test_a_half_fix_is_partial_and_a_patch_that_does_not_apply_says_why(graded):
+    # Right only when a == 2: test_add passes, test_add_ones still fails, the P2P tests pass.
+    half = graded(diff(graded.repo, graded.parent, {"calc.py": CALC.replace("a - b", "5 if a == 2 else a - b")}))
+    assert half.outcome == "partial"
+    wrong = graded(diff(graded.repo, graded.parent, {"calc.py": CALC.replace("a - b", "a * b")}))
+    assert wrong.outcome == "no"
+    stale = graded("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
+                   " def add(a, b):\n-    return b - a\n+    return a + b\n")
+    assert stale.outcome == "does_not_apply" and "patch does not apply" in stale.detail
+
+
+def test_tampering_is_dropped_and_flagged_and_cannot_resolve(graded):
+    passing_conftest = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
+                        "def pytest_runtest_makereport(item, call):\n    outcome = yield\n"
+                        "    outcome.get_result().outcome = 'passed'\n")
+    conftest_only = graded(diff(graded.repo, graded.parent, {"conftest.py": passing_conftest}))
+    assert (conftest_only.outcome, conftest_only.tampering) == ("no", ["conftest.py"])
+    # On top of a wrong fix (the tampering mutant), and with the fix: the fix alone decides.
+    wrong = {"calc.py": CALC.replace("a - b", "a * b"), "tests/conftest.py": passing_conftest,
+             "pytest.ini": "[pytest]\naddopts = -p no:python\n", "calc_boot.pth": "import os\n"}
+    tampered = graded(diff(graded.repo, graded.parent, wrong))
+    assert tampered.outcome == "no"
+    assert tampered.tampering == ["calc_boot.pth", "pytest.ini", "tests/conftest.py"]
+    fixed = graded(diff(graded.repo, graded.parent, {**wrong, "calc.py": FIXED}))
+    assert fixed.outcome == "resolved" and len(fixed.tampering) == 3
+    # setup.cfg: its pytest section is protected, the rest is the fix's to change.
+    section = graded(diff(graded.repo, graded.parent, {"setup.cfg": SETUP_CFG + "addopts = --deselect x\n"}))
+    assert section.tampering == ["setup.cfg"]
+    metadata = graded(diff(graded.repo, graded.parent, {"calc.py": FIXED,
+                                                        "setup.cfg": SETUP_CFG.replace("calc", "calc2")}))
+    assert (metadata.outcome, metadata.tampering) == ("resolved", [])
+
+
+def test_a_candidate_editing_the_hidden_tests_gets_the_tasks_versions(graded):
+    weakened = graded(diff(graded.repo, graded.parent, {
+        "tests/test_calc.py": "def test_add():\n    pass\n", "tests/test_mine.py": "def test_mine():\n    pass\n"}))
+    assert (weakened.outcome, weakened.touches_tests, weakened.tampering) == ("no", ["tests/test_calc.py"], [])
+
+
+def test_links_a_candidate_makes_are_put_back(graded):
+    link = ("diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 120000\n--- /dev/null\n"
+            "+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"
+            "diff --git a/helper.py b/helper.py\nnew file mode 120000\n--- /dev/null\n+++ b/helper.py\n"
+            "@@ -0,0 +1 @@\n+calc.py\n\\ No newline at end of file\n")
+    linked = graded(link + graded.gold)
+    assert (linked.outcome, linked.tampering) == ("resolved", ["helper.py", "tests/conftest.py"])
+
+
+def test_printed_passed_lines_and_reports_rewritten_at_import_are_not_resolved(graded):
+    printing = graded(diff(graded.repo, graded.parent, {"calc.py": CALC + (
+        "\nprint('tests/test_calc.py::test_add PASSED')\nprint('tests/test_calc.py::test_add_zero PASSED')\n"
+        "print('===== 3 passed in 0.01s =====')\n")}))
+    assert printing.outcome == "no"
+    rewriting = CALC + (
+        "\nimport _pytest.reports\n_original = _pytest.reports.TestReport.__init__\n\n\n"
+        "def _forged(self, *args, **kwargs):\n    _original(self, *args, **kwargs)\n    self.outcome = 'passed'\n\n\n"
+        "_pytest.reports.TestReport.__init__ = _forged\n")
+    forged = graded(diff(graded.repo, graded.parent, {"calc.py": rewriting}))
+    assert forged.outcome == "untrusted" and "cannot be believed" in forged.detail
+
+
+def test_a_flaky_task_grades_each_run_and_the_majority_decides(graded):
+    thrice = graded(graded.gold, runs=3)
+    assert thrice.outcome == "resolved" and len(thrice.runs) == 3
+
+
+class _Run:
+    def __init__(self, outcomes, untrusted="", status="failed", collection_error=False):
+        self.outcomes, self.untrusted, self.status, self.collection_error = outcomes, untrusted, status, \
+            collection_error
+
+
+def test_outcomes_of_runs_worked_out_by_hand():
+    grade = {"fail_to_pass": ["f1", "f2"], "pass_to_pass": ["p"]}
+    assert run_outcome(_Run({"f1": "PASSED", "f2": "PASSED", "p": "PASSED"}), **grade) == "resolved"
+    assert run_outcome(_Run({"f1": "PASSED", "f2": "FAILED", "p": "PASSED"}), **grade) == "partial"
+    assert run_outcome(_Run({"f1": "PASSED", "f2": "PASSED", "p": "FAILED"}), **grade) == "no"
+    assert run_outcome(_Run({"f1": "XFAIL", "f2": "PASSED", "p": "PASSED"}), **grade) == "partial"
+    assert run_outcome(_Run({"f1": "XFAIL", "f2": "PASSED", "p": "PASSED"}), **grade, reference_xfail=["f1"]) == \
+        "resolved"
+    assert run_outcome(_Run({}, collection_error=True), **grade) == "error"
+    assert run_outcome(_Run({"f1": "PASSED"}, status="timeout"), **grade) == "timeout"
+    assert run_outcome(_Run({"f1": "PASSED"}, status="out_of_memory"), **grade) == "error"
+    assert run_outcome(_Run({}, untrusted="forged: x"), **grade) == "untrusted"
+    assert runs_outcome(["resolved", "no", "resolved"]) == "resolved"
+    assert runs_outcome(["resolved", "no"]) == "no"  # a tie goes to the worse
+    assert runs_outcome(["resolved", "resolved", "untrusted"]) == "untrusted"

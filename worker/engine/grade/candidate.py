@@ -1,0 +1,215 @@
+"""A candidate patch's ground truth: does it resolve the task by the task's hidden tests?
+
+On a fresh copy of the task's base commit, the candidate is applied (inside the sandbox: the patch
+is anyone's). What it changed is found by comparing the copy with the base, file by file, links
+never followed: whatever `git apply` did (renames, modes, links) is seen. Its changes to test
+configuration and interpreter start-up files (PROTECTED_NAMES, `.pth` files, the pytest sections
+of setup.cfg and pyproject.toml) and any link it made are put back as they were (`tampering`); its
+changes to the files the task's test patch touches give way to the task's versions
+(`touches_tests`: an agent adding tests of its own is no cheat). Then the test patch is applied and
+the task's F2P and P2P test files run in the task's environment, once, or several times for a task
+whose tests were ever flaky. Outcomes come only from runs whose report is trusted
+(validate/oracle.py: run_outcome).
+"""
+
+import configparser
+import hashlib
+import os
+import shutil
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
+from worker.engine.git.working_copy import patch_apply, working_copy_clone, working_copy_write
+from worker.engine.run.pytest_run import TestRun
+from worker.engine.sandbox.base import Limits
+from worker.engine.validate.oracle import graded_files, run_outcome, runs_outcome
+from worker.engine.validate.pipeline import fresh_copy_run
+
+# Files whose changes decide how pytest runs or what Python does at start-up, wherever they are.
+PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "sitecustomize.py",
+                             "usercustomize.py"})
+PROTECTED_SUFFIXES = (".pth",)
+# Files protected only in their pytest sections: a fix may change the rest (a dependency, say).
+PYTEST_SECTIONS = {"setup.cfg": ("tool:pytest", "pytest"), "pyproject.toml": ("tool", "pytest")}
+OUTPUT_KEPT = 2000  # characters of `git apply`'s output kept when a patch does not apply
+
+
+@dataclass(frozen=True)
+class TaskToGrade:
+    mirror_dir: Path
+    base_sha: str  # the commit the candidate is applied to (a mined task's parent, an instance's base)
+    test_patch: str
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    reference_xfail: frozenset[str] = frozenset()  # tests the reference runs saw XFAIL
+    runs: int = 1  # more for a task whose tests were ever flaky
+
+
+@dataclass(frozen=True)
+class GradeSettings:
+    per_test_timeout: float = 60
+    limits: Limits = Limits(wall_seconds=1800, cpu_seconds=1800)
+
+
+@dataclass
+class GradeResult:
+    outcome: str  # one of GROUND_TRUTH_OUTCOMES
+    tampering: list[str] = field(default_factory=list)  # paths whose changes were put back
+    touches_tests: list[str] = field(default_factory=list)  # paths the task's test patch decided
+    runs: list[TestRun] = field(default_factory=list)
+    detail: str = ""  # why, for outcomes other than resolved, partial and no
+    seconds: float = 0.0
+
+
+def candidate_grade(task: TaskToGrade, patch: Optional[str], *, builder: EnvironmentBuilder,
+                    environment: BuiltEnvironment, work_root: Path,
+                    settings: GradeSettings = GradeSettings()) -> GradeResult:
+    """The ground truth of one candidate (`patch` None: the prediction had none)."""
+    started = time.monotonic()
+    if patch is None:
+        return GradeResult("no_patch", detail="the candidate has no patch")
+    work = Path(work_root) / f"grade-{time.monotonic_ns()}"
+    try:
+        result = _grade(task, patch, builder, environment, work, settings)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environment: BuiltEnvironment, work: Path,
+           settings: GradeSettings) -> GradeResult:
+    base = working_copy_write(task.mirror_dir, task.base_sha, work / "base")
+    candidate = working_copy_clone(base, work / "candidate" / "repo")
+    applied = patch_apply(builder.sandbox(), candidate.parent, patch)
+    if not applied.ok:
+        return GradeResult("does_not_apply", detail=_tail(applied.output))
+    result = GradeResult("")
+    for path in sorted(_changed(_tree(base), _tree(candidate))):
+        if _protected(path, base, candidate):
+            result.tampering.append(path)
+        elif path in _patched_paths(task.test_patch):
+            result.touches_tests.append(path)
+        else:
+            continue
+        _put_back(path, base, candidate)
+    applied = patch_apply(builder.sandbox(), candidate.parent, task.test_patch)
+    if not applied.ok:
+        result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
+        return result
+    grade = {"fail_to_pass": task.fail_to_pass, "pass_to_pass": task.pass_to_pass,
+             "reference_xfail": task.reference_xfail}
+    for _ in range(max(task.runs, 1)):
+        run, _ = fresh_copy_run(builder, environment, candidate, graded_files(task.fail_to_pass, task.pass_to_pass),
+                                scratch=work, limits=settings.limits, per_test_timeout=settings.per_test_timeout)
+        result.runs.append(run)
+    result.outcome = runs_outcome([run_outcome(run, **grade) for run in result.runs])
+    untrusted = next((run.untrusted for run in result.runs if run.untrusted), "")
+    result.detail = f"a run's report cannot be believed: {untrusted}" if untrusted else ""
+    return result
+
+
+def _tail(output: bytes) -> str:
+    return output[-OUTPUT_KEPT:].decode("utf-8", "replace").strip()
+
+
+# --- what a candidate changed ----------------------------------------------------------------
+
+
+def _tree(root: Path) -> dict[str, tuple]:
+    """{path relative to root: ("file", mode bits, sha256) | ("link", target) | ("dir",)}, links
+    never followed."""
+    found = {}
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            path = Path(folder) / name
+            relative = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                found[relative] = ("link", os.readlink(path))
+            elif path.is_dir():
+                found[relative] = ("dir",)
+            elif path.is_file():
+                with open(path, "rb", opener=_no_follow) as file:  # read in chunks: a file may be large
+                    digest = hashlib.file_digest(file, "sha256").hexdigest()
+                found[relative] = ("file", path.stat().st_mode & 0o111, digest)
+            else:
+                found[relative] = ("other",)
+    return found
+
+
+def _no_follow(path, flags):
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    """Paths added, removed or changed. A folder made or removed is not one: its files are."""
+    return {path for path in before.keys() | after.keys()
+            if before.get(path) != after.get(path) and not {before.get(path), after.get(path)} <= {("dir",), None}}
+
+
+def _protected(path: str, base: Path, candidate: Path) -> bool:
+    name = Path(path).name
+    if name in PROTECTED_NAMES or name.endswith(PROTECTED_SUFFIXES):
+        return True
+    if any(os.path.islink(root / path) for root in (base, candidate)):
+        return True  # a link the candidate made or changed: nothing a fix needs, and it could point anywhere
+    if name in PYTEST_SECTIONS:
+        return _pytest_section(base / path, name) != _pytest_section(candidate / path, name)
+    return False
+
+
+def _pytest_section(path: Path, name: str):
+    """The pytest configuration a setup.cfg or pyproject.toml holds (None without one); a file that
+    does not parse gives its whole text, so that any change to it counts."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    text = path.read_bytes().decode("utf-8", "replace")
+    try:
+        if name == "pyproject.toml":
+            return tomllib.loads(text).get("tool", {}).get("pytest")
+        parser = configparser.RawConfigParser(strict=False, interpolation=None)
+        parser.read_string(text)
+        return {section: dict(parser.items(section)) for section in PYTEST_SECTIONS[name]
+                if parser.has_section(section)}
+    except (ValueError, configparser.Error, AttributeError):
+        return ("unparsed", text)
+
+
+def _put_back(path: str, base: Path, candidate: Path) -> None:
+    """The base's version of `path` in the candidate's copy (or none, where the base had none)."""
+    target, source = candidate / path, base / path
+    if not Path(os.path.realpath(target.parent)).is_relative_to(os.path.realpath(candidate)):
+        raise RuntimeError(f"{path}: a folder above it leads out of the working copy")  # its parent comes first
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        shutil.rmtree(target)
+    if source.is_symlink():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.readlink(source), target)
+    elif source.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+    elif source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+
+
+def _patched_paths(patch: str) -> frozenset[str]:
+    """The files a patch creates, changes or removes."""
+    try:
+        files = PatchSet(patch)
+    except UnidiffParseError:
+        return frozenset()
+    paths = set()
+    for patched in files:
+        for name in (patched.source_file, patched.target_file):
+            if name and name != "/dev/null":
+                paths.add(name[2:] if name[:2] in ("a/", "b/") else name)
+    return frozenset(paths)
