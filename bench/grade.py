@@ -129,7 +129,7 @@ def grading() -> None:
         grades = [candidate_grade_start(candidate=c, backend="local") for c in Candidate.objects.filter(task=task)]
         ids = [grade.id for grade in grades]
         while Grade.objects.filter(id__in=ids, job__state__in=Job.ACTIVE_STATES).exists():
-            time.sleep(0.2)
+            time.sleep(0.05)
         wall = time.perf_counter() - started
     finally:
         worker.terminate()

@@ -2,6 +2,7 @@
 task's environment (never one environment per candidate), through the engine (grade/candidate.py).
 Controls (the gold and empty patches) are made for every task before its candidates are graded."""
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -22,6 +23,7 @@ from .models import Candidate, Grade
 GRADE = "grade"  # the job kind (registered in apps.datasets.apps)
 FLAKY_RUNS = 3  # runs of each candidate of a task whose tests were ever flaky
 _OUTPUT_KEPT = 20_000  # characters of a run's output kept with a grade
+GRADE_BASES = "grade-bases"  # in COMMITGYM_WORK_DIR: each task's base with its test patch, kept by the worker
 
 
 def task_controls_ensure(task: Task) -> str:
@@ -58,7 +60,8 @@ def grade_job_work(job, progress) -> None:
     result = candidate_grade(_task_to_grade(task, validation), None if candidate.no_patch else candidate.patch,
                              builder=builder, environment=built_environment(validation.environment),
                              work_root=progress.work_dir(),
-                             settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT))
+                             settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT,
+                                                    bases=Path(settings.COMMITGYM_WORK_DIR) / GRADE_BASES))
     progress.complete(lambda: _grade_store(grade, validation, result))
 
 
@@ -87,15 +90,22 @@ def _grading_validation(task: Task, backend: str) -> Validation:
 
 def _task_to_grade(task: Task, validation: Validation) -> TaskToGrade:
     try:
-        patches = task_patches(task=task)
+        return _task_to_grade_cached(task, validation.id, tuple(task.excluded_tests))
     except (GitError, OSError) as error:
         raise JobFailed("no_environment", f"the task's patches cannot be read from the mirror: {error}") from None
-    excluded = set(task.excluded_tests)
-    xfail = {test for run in TestRunRecord.objects.filter(validation=validation, side="after")
-             for test, status in run.outcomes.items() if status == "XFAIL"}
+
+
+@lru_cache(maxsize=64)
+def _task_to_grade_cached(task: Task, validation_id: int, excluded: tuple) -> TaskToGrade:
+    """What grading a task's candidates needs, read once per worker process for a validation: a
+    worker grading many candidates of one task reads its runs once."""
+    validation = Validation.objects.only("fail_to_pass", "pass_to_pass").get(id=validation_id)
+    xfail = {test for outcomes in TestRunRecord.objects.filter(validation_id=validation_id, side="after")
+             .values_list("outcomes", flat=True) for test, status in outcomes.items() if status == "XFAIL"}
     ever_flaky = Validation.objects.filter(task=task).exclude(flaky=[]).exists()
     return TaskToGrade(
-        mirror_dir=task.repository.mirror_dir, base_sha=task_base_sha(task), test_patch=patches.test_patch,
+        mirror_dir=task.repository.mirror_dir, base_sha=task_base_sha(task),
+        test_patch=task_patches(task=task).test_patch,
         fail_to_pass=tuple(t for t in validation.fail_to_pass if t not in excluded),
         pass_to_pass=tuple(t for t in validation.pass_to_pass if t not in excluded),
         reference_xfail=frozenset(xfail), runs=FLAKY_RUNS if ever_flaky else 1)

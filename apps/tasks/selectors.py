@@ -2,6 +2,7 @@
 
 import difflib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Optional
 
 from django.conf import settings
@@ -235,7 +236,14 @@ def task_patches(*, task: Task) -> CommitPatches:
         instance = task.imported_instance
         return CommitPatches(source_patch=instance.patch, test_patch=instance.test_patch, test_files=[])
     repository, commit = task.repository, task.commit
-    return commit_patches(repository.mirror_dir, commit.sha, commit.parent_sha, repository.test_file_rules())
+    return _commit_patches(repository.mirror_dir, commit.sha, commit.parent_sha, repository.test_file_rules())
+
+
+@lru_cache(maxsize=256)
+def _commit_patches(mirror_dir, sha: str, parent_sha: str, rules) -> CommitPatches:
+    """A commit's patches never change for the same rules: a worker grading many candidates of a
+    task reads them once."""
+    return commit_patches(mirror_dir, sha, parent_sha, rules)
 
 
 def task_base_sha(task: Task) -> str:

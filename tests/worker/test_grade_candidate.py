@@ -2,6 +2,7 @@
 hidden tests decide, on a clean copy, and nothing a candidate does to the tests or their
 configuration counts."""
 
+import os
 from datetime import datetime, timezone
 
 import pytest
@@ -10,7 +11,7 @@ from tests.gitrepo import GitRepo
 from tests.worker.test_validate import UV
 from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.git.patches import commit_patches
-from worker.engine.grade.candidate import TaskToGrade, candidate_grade
+from worker.engine.grade.candidate import GradeSettings, TaskToGrade, candidate_grade
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.validate.oracle import run_outcome, runs_outcome
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
@@ -43,11 +44,11 @@ def graded(request, open_module_folder, docker_builder_make):
     task = TaskToGrade(mirror_dir=repo.path, base_sha=parent, test_patch=patches.test_patch,
                        fail_to_pass=tuple(result.oracle.fail_to_pass), pass_to_pass=tuple(result.oracle.pass_to_pass))
 
-    def grade(patch, **changes):
+    def grade(patch, settings=GradeSettings(), **changes):
         return candidate_grade(TaskToGrade(**{**task.__dict__, **changes}), patch, builder=builder,
-                               environment=result.environment, work_root=place)
+                               environment=result.environment, work_root=place, settings=settings)
 
-    grade.repo, grade.parent, grade.gold = repo, parent, patches.source_patch
+    grade.repo, grade.parent, grade.gold, grade.place = repo, parent, patches.source_patch, place
     return grade
 
 
@@ -127,6 +128,23 @@ def test_printed_passed_lines_and_reports_rewritten_at_import_are_not_resolved(g
         "_pytest.reports.TestReport.__init__ = _forged\n")
     forged = graded(diff(graded.repo, graded.parent, {"calc.py": rewriting}))
     assert forged.outcome == "untrusted" and "cannot be believed" in forged.detail
+
+
+def test_the_base_with_the_test_patch_is_kept_once_per_task_and_the_newest_only(graded):
+    kept = GradeSettings(bases=graded.place / "bases", bases_kept=1)
+    first = graded(graded.gold, settings=kept)
+    (folder,) = (graded.place / "bases").iterdir()
+    marker = folder / "repo" / "tests" / "test_calc.py"
+    assert "test_add_ones" in marker.read_text() and marker.stat().st_uid == os.getuid()
+    # The candidate's own edits never reach the kept copy, and the next grade uses it as it was.
+    wrong = graded(diff(graded.repo, graded.parent, {"calc.py": CALC.replace("a - b", "a * b"),
+                                                     "conftest.py": "raise SystemExit(1)\n"}), settings=kept)
+    assert (first.outcome, wrong.outcome, wrong.tampering) == ("resolved", "no", ["conftest.py"])
+    assert not (folder / "repo" / "conftest.py").exists() and list((graded.place / "bases").iterdir()) == [folder]
+    # Another task's base (here: no test patch, so the F2P tests do not exist) pushes the older one out.
+    other = graded(graded.gold, settings=kept, test_patch="")
+    assert other.outcome == "no" and list((graded.place / "bases").iterdir()) != [folder]
+    assert len(list((graded.place / "bases").iterdir())) == 1
 
 
 def test_a_flaky_task_grades_each_run_and_the_majority_decides(graded):

@@ -1,15 +1,18 @@
 """A candidate patch's ground truth: does it resolve the task by the task's hidden tests?
 
-On a fresh copy of the task's base commit, the candidate is applied (inside the sandbox: the patch
-is anyone's). What it changed is found by comparing the copy with the base, file by file, links
-never followed: whatever `git apply` did (renames, modes, links) is seen. Its changes to test
+The candidate is applied (inside the sandbox: the patch is anyone's) to a fresh copy of the task's
+base commit with the task's test patch applied: that copy is made once per task and kept by the
+worker (`GradeSettings.bases`), as what is graded never sees it, only a copy. What the candidate
+changed is found by comparing the copy with the one it came from, file by file, links never
+followed: whatever `git apply` did (renames, modes, links) is seen. Its changes to test
 configuration and interpreter start-up files (PROTECTED_NAMES, `.pth` files, the pytest sections
 of setup.cfg and pyproject.toml) and any link it made are put back as they were (`tampering`); its
 changes to the files the task's test patch touches give way to the task's versions
-(`touches_tests`: an agent adding tests of its own is no cheat). Then the test patch is applied and
-the task's F2P and P2P test files run in the task's environment, once, or several times for a task
-whose tests were ever flaky. Outcomes come only from runs whose report is trusted
-(validate/oracle.py: run_outcome).
+(`touches_tests`: an agent adding tests of its own is no cheat). A candidate that applies to the
+base alone but not on top of the test patch (it edits the same lines) is applied to the base,
+put right the same way, and the test patch applied after. Then the task's F2P and P2P test files
+run in the task's environment, once, or several times for a task whose tests were ever flaky.
+Outcomes come only from runs whose report is trusted (validate/oracle.py: run_outcome).
 """
 
 import configparser
@@ -26,9 +29,9 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
-from worker.engine.git.working_copy import patch_apply, working_copy_clone, working_copy_write
+from worker.engine.git.working_copy import PATCH_FILE, patch_apply, working_copy_clone, working_copy_write
 from worker.engine.run.pytest_run import TestRun
-from worker.engine.sandbox.base import Limits
+from worker.engine.sandbox.base import Limits, hand_over
 from worker.engine.validate.oracle import graded_files, run_outcome, runs_outcome
 from worker.engine.validate.pipeline import fresh_copy_run
 
@@ -56,6 +59,8 @@ class TaskToGrade:
 class GradeSettings:
     per_test_timeout: float = 60
     limits: Limits = Limits(wall_seconds=1800, cpu_seconds=1800)
+    bases: Optional[Path] = None  # where the worker keeps each task's base with its test patch (None: not kept)
+    bases_kept: int = 32  # the newest, at most
 
 
 @dataclass
@@ -86,24 +91,27 @@ def candidate_grade(task: TaskToGrade, patch: Optional[str], *, builder: Environ
 
 def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environment: BuiltEnvironment, work: Path,
            settings: GradeSettings) -> GradeResult:
-    base = working_copy_write(task.mirror_dir, task.base_sha, work / "base")
-    candidate = working_copy_clone(base, work / "candidate" / "repo")
-    applied = patch_apply(builder.sandbox(), candidate.parent, patch)
-    if not applied.ok:
-        return GradeResult("does_not_apply", detail=_tail(applied.output))
     result = GradeResult("")
-    for path in sorted(_changed(_tree(base), _tree(candidate))):
-        if _protected(path, base, candidate):
-            result.tampering.append(path)
-        elif path in _patched_paths(task.test_patch):
-            result.touches_tests.append(path)
-        else:
-            continue
-        _put_back(path, base, candidate)
-    applied = patch_apply(builder.sandbox(), candidate.parent, task.test_patch)
-    if not applied.ok:
-        result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
+    tested = _tested_base(task, builder, work, settings)
+    if tested is None:
+        result.outcome, result.detail = "error", "the task's test patch does not apply to its base commit"
         return result
+    candidate = working_copy_clone(tested, work / "candidate" / "repo")
+    if patch_apply(builder.sandbox(), candidate.parent, patch).ok:
+        _put_right(result, task, tested, candidate)
+    else:  # written against the base's version of a file the test patch changes, say
+        shutil.rmtree(candidate.parent)
+        base = working_copy_write(task.mirror_dir, task.base_sha, work / "base")
+        candidate = working_copy_clone(base, work / "candidate" / "repo")
+        applied = patch_apply(builder.sandbox(), candidate.parent, patch)
+        if not applied.ok:
+            result.outcome, result.detail = "does_not_apply", _tail(applied.output)
+            return result
+        _put_right(result, task, base, candidate)
+        applied = patch_apply(builder.sandbox(), candidate.parent, task.test_patch)
+        if not applied.ok:
+            result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
+            return result
     grade = {"fail_to_pass": task.fail_to_pass, "pass_to_pass": task.pass_to_pass,
              "reference_xfail": task.reference_xfail}
     for _ in range(max(task.runs, 1)):
@@ -114,6 +122,53 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
     untrusted = next((run.untrusted for run in result.runs if run.untrusted), "")
     result.detail = f"a run's report cannot be believed: {untrusted}" if untrusted else ""
     return result
+
+
+def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, candidate: Path) -> None:
+    """Put back, from the copy the candidate was applied to, what it may not change."""
+    test_paths = _patched_paths(task.test_patch)
+    for path in sorted(_changed(_tree(origin), _tree(candidate))):
+        if _protected(path, origin, candidate):
+            result.tampering.append(path)
+        elif path in test_paths:
+            result.touches_tests.append(path)
+        else:
+            continue
+        _put_back(path, origin, candidate)
+
+
+def _tested_base(task: TaskToGrade, builder: EnvironmentBuilder, work: Path, settings: GradeSettings
+                 ) -> Optional[Path]:
+    """The task's base commit with its test patch applied: kept in `settings.bases` (made there
+    once, atomically), else made in `work`; None when the test patch does not apply."""
+    key = hashlib.sha256(f"{task.mirror_dir}\0{task.base_sha}\0{task.test_patch}".encode(
+        "utf-8", "surrogatepass")).hexdigest()[:32]
+    kept = settings.bases / key if settings.bases else None
+    if kept is not None and (kept / "repo").is_dir():
+        os.utime(kept)  # the newest are kept
+        return kept / "repo"
+    making = work / "tested"
+    repo = working_copy_write(task.mirror_dir, task.base_sha, making)
+    if not patch_apply(builder.sandbox(), making, task.test_patch).ok:
+        return None
+    (making / PATCH_FILE).unlink(missing_ok=True)
+    if kept is None:
+        return repo
+    hand_over(making, os.getuid())  # the worker's again: no sandbox user keeps a hand on what many grades copy
+    settings.bases.mkdir(parents=True, exist_ok=True)
+    try:
+        making.rename(kept)
+    except OSError:  # another job kept it first
+        return repo
+    _bases_prune(settings)
+    return kept / "repo"
+
+
+def _bases_prune(settings: GradeSettings) -> None:
+    kept = sorted((path for path in settings.bases.iterdir() if path.is_dir() and not path.is_symlink()),
+                  key=lambda path: path.stat().st_mtime, reverse=True)
+    for old in kept[settings.bases_kept:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _tail(output: bytes) -> str:
