@@ -156,7 +156,9 @@ def task_merged_scores(task_id: int) -> Merged:
 
 
 def _latest_done(task_id: int) -> Optional[Validation]:
-    return (Validation.objects.filter(task_id=task_id, job__state=Validation.State.SUCCEEDED)
+    """The latest validation with a verdict: its results are stored in the transaction that ends its
+    job, so within that transaction its job is not yet marked succeeded."""
+    return (Validation.objects.filter(task_id=task_id).exclude(verdict="")
             .only("verdict", "fail_to_pass", "flaky").order_by("-created_at", "-id").first())
 
 

@@ -43,6 +43,8 @@ def test_validate_command_through_a_worker(celery_worker, tmp_path):
 
     task = Task.objects.get(commit__sha=fix.sha)
     assert task.state == "valid"
+    # The list's summary columns hold the verdict the worker stored with the job's end.
+    assert (task.verdict, task.fail_to_pass_count) == ("valid", len(fix.fail_to_pass))
     assert list(TaskStateChange.objects.filter(task=task).values_list("to_state", flat=True)) == [
         "mined", "building", "validating", "valid"]
     validation = Validation.objects.get(task=task)
