@@ -19,6 +19,7 @@ from worker.engine.git.repo import GitError
 from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
 
 from .models import Candidate, Grade
+from .mutants import task_mutation_score_refresh
 
 GRADE = "grade"  # the job kind (registered in apps.datasets.apps)
 FLAKY_RUNS = 3  # runs of each candidate of a task whose tests were ever flaky
@@ -123,3 +124,5 @@ def _grade_store(grade: Grade, validation: Validation, result: GradeResult) -> N
     Candidate.objects.filter(id=grade.candidate_id).update(
         outcome=result.outcome, outcome_source="graded", tampering=bool(result.tampering),
         touches_tests=bool(result.touches_tests), graded_at=timezone.now())
+    if grade.candidate.source == Candidate.Source.MUTANT:
+        task_mutation_score_refresh(grade.candidate.task_id)

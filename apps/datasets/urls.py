@@ -11,5 +11,7 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("imports/<int:pk>/", views.import_detail, name="import"),
     path("candidates/<int:pk>/", views.candidate_detail, name="candidate"),
+    path("candidates/<int:pk>/equivalent/", views.mutant_equivalent, name="mutant_equivalent"),
+    path("tasks/<str:instance_id>/tests-weak/", views.tests_weak, name="tests_weak"),
     path("tasks/<str:instance_id>/candidates/", views.task_candidates, name="task_candidates"),
 ]

@@ -1,17 +1,20 @@
 """Pages of datasets, runs, imports and a task's candidates. Reads go through selectors; a task of
 a repository the person may not see is a 404, and so is a dataset none of whose tasks they see."""
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from apps.tasks.models import Task
 from apps.tasks.selectors import task_for_page, tasks_visible
-from apps.web import diff_html
+from apps.web import diff_html, require_reviewer
 
 from . import selectors
 from .models import Candidate, Dataset, Import, Run
+from .mutants import mutant_mark_equivalent, task_tests_flag_weak
 
 TASKS_PER_PAGE = 50
 CANDIDATES_PER_PAGE = 100
@@ -72,3 +75,28 @@ def task_candidates(request, instance_id: str):
     candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "")
                   for candidate in selectors.task_candidates(task=task)]
     return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates})
+
+
+@require_POST
+def mutant_equivalent(request, pk: int):
+    """Mark a surviving mutant equivalent to a right fix (or take that back); reviewers only."""
+    require_reviewer(request)
+    mutants = Candidate.objects.filter(task__in=tasks_visible(user=request.user), source=Candidate.Source.MUTANT)
+    candidate = get_object_or_404(mutants.select_related("task"), pk=pk)
+    equivalent = request.POST.get("equivalent", "1") == "1"
+    mutant_mark_equivalent(candidate=candidate, equivalent=equivalent)
+    messages.success(request, f"The {candidate.kind} mutant is {'marked' if equivalent else 'no longer'} equivalent; "
+                              "the mutation score is recomputed.")
+    return redirect(reverse("tasks:review", args=[candidate.task.instance_id]) + "#mutants")
+
+
+@require_POST
+def tests_weak(request, instance_id: str):
+    require_reviewer(request)
+    try:
+        task = task_for_page(user=request.user, instance_id=instance_id)
+    except Task.DoesNotExist:
+        raise Http404("No such task.") from None
+    task_tests_flag_weak(task=task, user=request.user)
+    messages.success(request, f"The tests of {task.instance_id} are flagged as too weak (see its history).")
+    return redirect(reverse("tasks:review", args=[task.instance_id]) + "#mutants")

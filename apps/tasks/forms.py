@@ -37,6 +37,8 @@ class TaskFilterForm(forms.Form):
                                                 choices=[("", "Any")] + [(str(n), f"≥ {n}") for n in range(4)],
                                                 label="Tests reject valid")
     disagree = forms.ChoiceField(required=False, choices=YES_NO, label="Reviewers disagree")
+    mutation_max = forms.FloatField(required=False, min_value=0, max_value=1, label="Mutation score at most",
+                                    help_text="The share of the gold patch's mutants the hidden tests catch (0-1).")
     sort = forms.ChoiceField(required=False, choices=list(SORT_LABELS.items()))
 
     def __init__(self, data, *, repositories, state_counts: dict[str, int], reasons: list[str], reviewers):

@@ -48,6 +48,8 @@ class Task(models.Model):
     underspecified = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Merged (most severe).")
     false_negative = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Merged (most severe).")
     disagree = models.BooleanField(default=False, help_text="Its reviewers disagree: a curator settles it.")
+    mutation_score = models.FloatField(null=True, blank=True, help_text="The oracle's mutation score: the share of "
+                                                                         "its graded mutants the hidden tests catch.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -354,6 +356,7 @@ class TaskChange(models.Model):
         TEST_DROPPED = "test_dropped"
         TEST_RESTORED = "test_restored"
         REVIEWS_RETIRED = "reviews_retired"
+        TESTS_FLAGGED_WEAK = "tests_flagged_weak"  # mutants of the gold patch survive them
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="changes")
     kind = models.CharField(max_length=32, choices=Kind.choices)

@@ -111,6 +111,8 @@ def _tasks_matching(tasks: QuerySet, filters: dict) -> QuerySet:
         tasks = tasks.filter(underspecified__gte=filters["underspecified_min"])
     if filters.get("false_negative_min") is not None:
         tasks = tasks.filter(false_negative__gte=filters["false_negative_min"])
+    if filters.get("mutation_max") is not None:
+        tasks = tasks.filter(mutation_score__lte=filters["mutation_max"])
     if filters.get("disagree"):
         tasks = tasks.filter(disagree=filters["disagree"] == "yes")
     return tasks

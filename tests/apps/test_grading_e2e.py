@@ -79,3 +79,44 @@ def test_grade_command_through_a_worker(celery_worker, tmp_path, curator_client)
     assert again.returncode == 0 and json.loads(again.stdout.splitlines()[-1]) == {"counts": {}}
     page = curator_client.get(reverse("datasets:task_candidates", args=[task.instance_id])).content.decode()
     assert page.count("badge-resolved") == 1 and "tampering" in page
+
+
+def test_mutants_made_graded_scored_and_judged_on_the_review_page(celery_worker, tmp_path, curator_client):
+    commits = sample_repo_write(tmp_path / "textkit")
+    repository = repository_register(location=str(tmp_path / "textkit"))
+    mine_now(repository)
+    fix = [c for c in commits if c.kind == "fix_with_test"][0]
+    assert manage("validate", repository.name, "--commit", fix.sha, "--json").returncode == 0
+    task = Task.objects.get(commit__sha=fix.sha)
+    made = manage("make_mutants", task.instance_id, "--json")
+    assert made.returncode == 0 and made.stdout, made.stderr
+    line = json.loads(made.stdout)
+    assert line["task_id"] == task.instance_id and line["made"] and "tampering" in line["made"]
+    mutants = Candidate.objects.filter(task=task, source="mutant")
+    assert sorted(mutants.values_list("kind", flat=True)) == sorted(line["made"])
+    assert all(m.made["description"] and m.made["file"] for m in mutants)
+    # Made once: asking again makes none.
+    assert json.loads(manage("make_mutants", task.instance_id, "--json").stdout)["made"] == []
+
+    graded = manage("grade", task.instance_id, "--json")
+    assert graded.returncode == 0, graded.stderr
+    lines = [json.loads(text) for text in graded.stdout.splitlines()[:-1]]
+    by_kind = {entry["kind"]: entry for entry in lines if entry["source"] == "mutant"}
+    assert set(by_kind) == set(line["made"]) and by_kind["tampering"]["tampering"] is True
+    task.refresh_from_db()
+    caught = sum(entry["outcome"] != "resolved" for entry in by_kind.values())
+    assert task.mutation_score == pytest.approx(caught / len(by_kind))
+    page = curator_client.get(reverse("tasks:review", args=[task.instance_id])).content.decode()
+    assert "Mutants of the gold patch" in page and by_kind["tampering"]["kind"] in page
+    listed = curator_client.get(reverse("tasks:all"), {"mutation_max": "1"}).content.decode()
+    assert task.instance_id in listed
+    # A survivor marked equivalent counts for nothing (made one here if none survived).
+    mutant = mutants.exclude(kind="tampering").first()
+    Candidate.objects.filter(id=mutant.id).update(outcome="resolved")
+    response = curator_client.post(reverse("datasets:mutant_equivalent", args=[mutant.id]), {"equivalent": "1"})
+    assert response.status_code == 302
+    task.refresh_from_db()
+    others = [entry for kind, entry in by_kind.items() if kind != mutant.kind]
+    assert task.mutation_score == pytest.approx(sum(e["outcome"] != "resolved" for e in others) / len(others))
+    curator_client.post(reverse("datasets:tests_weak", args=[task.instance_id]))
+    assert task.changes.filter(kind="tests_flagged_weak").exists()

@@ -12,6 +12,7 @@ from tests.worker.test_validate import UV
 from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.git.patches import commit_patches
 from worker.engine.grade.candidate import GradeSettings, TaskToGrade, candidate_grade
+from worker.engine.grade.mutants import MUTANT_KINDS, mutants_make
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.validate.oracle import run_outcome, runs_outcome
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
@@ -173,3 +174,41 @@ def test_outcomes_of_runs_worked_out_by_hand():
     assert runs_outcome(["resolved", "no", "resolved"]) == "resolved"
     assert runs_outcome(["resolved", "no"]) == "no"  # a tie goes to the worse
     assert runs_outcome(["resolved", "resolved", "untrusted"]) == "untrusted"
+
+
+# --- mutants: caught by tests written to catch them, surviving tests that are not ----------------
+
+MUTATED_BEFORE = ("def clamp(value, low, high):\n    return value\n\n" + "# -\n" * 12 +
+                  "\ndef parse(text):\n    return int(text)\n\n\ndef head(items):\n    return items[1]\n")
+MUTATED_AFTER = MUTATED_BEFORE.replace("    return value\n", "    if value < low:\n        return low\n"
+                                       "    if value > high:\n        return high\n    return value\n").replace(
+    "    return int(text)", "    if not text.strip():\n        raise ValueError('empty')\n    return int(text)").replace(
+    "items[1]", "items[0]")
+STRONG = ("import pytest\nfrom lib import clamp, head, parse\n\n\ndef test_clamp():\n    assert clamp(5, 0, 10) == 5\n"
+          "    assert clamp(-1, 0, 10) == 0\n    assert clamp(11, 0, 10) == 10\n\n\ndef test_parse():\n"
+          "    assert parse('3') == 3\n    with pytest.raises(ValueError, match='empty'):\n        parse(' ')\n\n\n"
+          "def test_head():\n    assert head([1, 2]) == 1\n")
+WEAK = "from lib import clamp\n\n\ndef test_high():\n    assert clamp(11, 0, 10) <= 10\n"
+
+
+@pytest.mark.parametrize("tests, caught", [(STRONG, True), (WEAK, False)], ids=["strong", "weak"])
+def test_every_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_ones(open_folder, tests, caught):
+    builder = EnvironmentBuilder(env_root=open_folder / "envs", uv=UV)
+    repo = GitRepo(open_folder / "lib")
+    parent = repo.commit("init", {"lib.py": MUTATED_BEFORE, "tests/test_lib.py": "def test_nothing():\n    pass\n"})
+    fix = repo.commit("Fix", {"lib.py": MUTATED_AFTER, "tests/test_lib.py": tests})
+    result = task_validate(CommitToValidate(mirror_dir=repo.path, sha=fix, parent_sha=parent,
+                                            committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
+                           builder=builder, work_root=open_folder, settings=ValidationSettings(runs_per_side=1))
+    assert result.verdict == "valid", result.reason
+    patches = commit_patches(repo.path, fix, parent, TestFileRules())
+    task = TaskToGrade(mirror_dir=repo.path, base_sha=parent, test_patch=patches.test_patch,
+                       fail_to_pass=tuple(result.oracle.fail_to_pass), pass_to_pass=tuple(result.oracle.pass_to_pass))
+    mutants = mutants_make(patches.source_patch, {"lib.py": (MUTATED_BEFORE, MUTATED_AFTER)})
+    assert sorted(mutant.kind for mutant in mutants) == sorted(MUTANT_KINDS)
+    outcomes = {mutant.kind: candidate_grade(task, mutant.patch, builder=builder, environment=result.environment,
+                                             work_root=open_folder).outcome for mutant in mutants}
+    if caught:
+        assert all(outcome != "resolved" for outcome in outcomes.values()), outcomes
+    else:
+        assert outcomes == dict.fromkeys(MUTANT_KINDS, "resolved")

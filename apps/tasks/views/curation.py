@@ -121,7 +121,15 @@ def _review_context(request, task: Task, form=None, curation: CurationSettings |
         "leak_threshold": settings.COMMITGYM_LEAK_THRESHOLD,
         "in_queue": in_queue,
         "previous": _previous_reviewed(request.user, task),
+        **_mutants_context(task),
     }
+
+
+def _mutants_context(task: Task) -> dict:
+    """The gold patch's mutants (candidates of the task) and the survivors among them."""
+    mutants = list(task.candidates.filter(source="mutant").order_by("kind", "id"))
+    survivors = [m for m in mutants if m.outcome == "resolved" and not (m.made or {}).get("equivalent")]
+    return {"mutants": mutants, "survivors": survivors}
 
 
 def _form_initial(mine: Review | None) -> dict:

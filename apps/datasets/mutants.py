@@ -1,0 +1,72 @@
+"""Mutants of a task's gold patch as candidates (engine: grade/mutants.py), and the oracle's
+mutation score: the share of its graded mutants the hidden tests catch (a mutant that resolves
+the task survives). A curator may mark a survivor equivalent (it is a right fix after all): it
+then counts for nothing."""
+
+from apps.tasks.models import Task, TaskChange
+from apps.tasks.selectors import task_patches
+from worker.engine.git.repo import BlobReader, GitError
+from worker.engine.grade.mutants import mutants_make
+
+from .models import Candidate
+
+FILE_BYTES = 1 << 20  # a source file larger than this is not mutated
+
+
+def task_mutants_make(task: Task) -> tuple[list[str], str]:
+    """The task's mutants, one of each kind the fix allows, where it has none of that kind yet:
+    (the kinds made, "" or why none could be)."""
+    if task.imported:
+        return [], "an imported instance has no mirror to read its files from"
+    try:
+        patches = task_patches(task=task)
+        files = _files_before_and_after(task, patches.source_patch)
+    except (GitError, OSError) as error:
+        return [], f"the task's files cannot be read from the mirror ({error})"
+    have = set(Candidate.objects.filter(task=task, source=Candidate.Source.MUTANT).values_list("kind", flat=True))
+    made = [mutant for mutant in mutants_make(patches.source_patch, files) if mutant.kind not in have]
+    Candidate.objects.bulk_create([Candidate(task=task, source=Candidate.Source.MUTANT, kind=mutant.kind,
+                                             patch=mutant.patch, made=mutant.made) for mutant in made])
+    if not made and not have:
+        return [], "the fix has nothing a mutant kind changes (or is not Python 3)"
+    return [mutant.kind for mutant in made], ""
+
+
+def _files_before_and_after(task: Task, source_patch: str) -> dict:
+    from unidiff import PatchSet
+
+    paths = [patched.path for patched in PatchSet(source_patch) if patched.path.endswith(".py")]
+    commit = task.commit
+    with BlobReader(task.repository.mirror_dir) as blobs:
+        before = blobs.read_objects([f"{commit.parent_sha}:{path}" for path in paths]) if commit.parent_sha else \
+            [None] * len(paths)
+        after = blobs.read_objects([f"{commit.sha}:{path}" for path in paths])
+    return {path: tuple(None if data is None or len(data) > FILE_BYTES else data.decode("utf-8", "replace")
+                        for data in (old, new))
+            for path, old, new in zip(paths, before, after)}
+
+
+def task_mutation_score_refresh(task_id: int) -> None:
+    """The task's mutation score from its graded mutants (none graded: no score)."""
+    outcomes = [outcome for outcome, made in Candidate.objects.filter(
+        task_id=task_id, source=Candidate.Source.MUTANT).exclude(outcome="").values_list("outcome", "made")
+        if not (made or {}).get("equivalent")]
+    score = sum(outcome != "resolved" for outcome in outcomes) / len(outcomes) if outcomes else None
+    Task.objects.filter(id=task_id).update(mutation_score=score)
+
+
+def mutant_mark_equivalent(*, candidate: Candidate, equivalent: bool = True) -> None:
+    """A survivor a curator found to be a right fix: it no longer counts against the tests."""
+    made = {**(candidate.made or {}), "equivalent": equivalent}
+    Candidate.objects.filter(id=candidate.id).update(made=made)
+    task_mutation_score_refresh(candidate.task_id)
+
+
+def task_tests_flag_weak(*, task: Task, user) -> TaskChange:
+    """A curator's word that the hidden tests let wrong fixes through (the surviving mutants named)."""
+    survivors = [f"{kind}: {(made or {}).get('description', '')}" for kind, made in Candidate.objects.filter(
+        task=task, source=Candidate.Source.MUTANT, outcome="resolved").values_list("kind", "made")
+        if not (made or {}).get("equivalent")]
+    return TaskChange.objects.create(task=task, kind=TaskChange.Kind.TESTS_FLAGGED_WEAK, actor=user,
+                                     after={"survivors": survivors},
+                                     note="Mutants of the gold patch survive the tests.")
