@@ -8,6 +8,7 @@ app_name = "datasets"
 urlpatterns = [
     path("datasets/", views.dataset_list, name="list"),
     path("datasets/<int:pk>/", views.dataset_detail, name="detail"),
+    path("datasets/from-view/<int:pk>/", views.dataset_from_saved_view, name="from_view"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("imports/<int:pk>/", views.import_detail, name="import"),
     path("candidates/<int:pk>/", views.candidate_detail, name="candidate"),

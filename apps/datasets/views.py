@@ -3,18 +3,20 @@ a repository the person may not see is a 404, and so is a dataset none of whose 
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.tasks.models import Task
-from apps.tasks.selectors import task_for_page, tasks_visible
+from apps.tasks.selectors import task_for_page, tasks_filtered, tasks_visible
+from apps.tasks.views.common import saved_views_for, task_filter_form
 from apps.web import diff_html, require_reviewer
 
 from . import selectors
 from .models import Candidate, Dataset, Import, Run
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
+from .services import DatasetRefused, dataset_from_view
 
 TASKS_PER_PAGE = 50
 CANDIDATES_PER_PAGE = 100
@@ -74,7 +76,10 @@ def task_candidates(request, instance_id: str):
         raise Http404("No such task.") from None
     candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "")
                   for candidate in selectors.task_candidates(task=task)]
-    return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates})
+    survivors = [c for c, _ in candidates if c.source == Candidate.Source.MUTANT and c.outcome == "resolved"
+                 and not (c.made or {}).get("equivalent")]
+    return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates,
+                                                             "survivors": survivors})
 
 
 @require_POST
@@ -100,3 +105,20 @@ def tests_weak(request, instance_id: str):
     task_tests_flag_weak(task=task, user=request.user)
     messages.success(request, f"The tests of {task.instance_id} are flagged as too weak (see its history).")
     return redirect(reverse("tasks:review", args=[task.instance_id]) + "#mutants")
+
+
+@require_POST
+def dataset_from_saved_view(request, pk: int):
+    """A dataset of the tasks a saved view matches now, as this person sees them."""
+    require_reviewer(request)
+    view = get_object_or_404(saved_views_for(request.user), pk=pk)
+    filters = task_filter_form(QueryDict(view.query), user=request.user).filters()
+    task_ids = list(tasks_filtered(user=request.user, **filters).values_list("id", flat=True))
+    try:
+        dataset = dataset_from_view(view=view, name=request.POST.get("name", ""), task_ids=task_ids,
+                                    user=request.user)
+    except DatasetRefused as refused:
+        messages.error(request, f"No dataset made: {refused}.")
+        return redirect(reverse("tasks:all") + f"?{view.query}")
+    messages.success(request, f"Dataset {dataset.name} made of the {len(task_ids)} tasks the view matches now.")
+    return redirect("datasets:detail", pk=dataset.pk)

@@ -18,7 +18,7 @@ from apps.datasets.imports import ImportUnreadable, instances_import, prediction
 from apps.datasets.models import Candidate, Dataset, DatasetTask, Import, Run
 from apps.repositories.models import Commit, Repository
 from apps.rows import rows_insert
-from apps.tasks.models import ImportedInstance, IssueVersion, Task
+from apps.tasks.models import ImportedInstance, IssueVersion, SavedView, Task
 from tests.conftest import commands_database_url
 from tests.worker.test_swebench_files import GOLD, instance, jsonl
 
@@ -289,6 +289,21 @@ def test_the_pages_show_datasets_runs_imports_and_a_tasks_candidates(tmp_path, c
     assert not Task.objects.get(instance_id="sympy__sympy-20590").validations.exists()
     review = curator_client.get(reverse("tasks:review", args=["octo__calc-1"])).content.decode()
     assert "calc.py" in review and "mirror is not on disk" not in review
+
+
+def test_a_saved_views_tasks_make_a_dataset_a_snapshot(tmp_path, curator, curator_client):
+    instances_import(path=jsonl(tmp_path / "verified.jsonl", three_instances()))
+    view = SavedView.objects.create(user=curator, name="sympy only", query="q=sympy")
+    response = curator_client.post(reverse("datasets:from_view", args=[view.pk]), follow=True)
+    dataset = Dataset.objects.get(name="sympy only")
+    assert (dataset.kind, dataset.query) == ("view", "q=sympy")
+    assert list(dataset.tasks.values_list("instance_id", flat=True)) == ["sympy__sympy-20590"]
+    assert "made of the 1 tasks the view matches now" in response.content.decode()
+    again = curator_client.post(reverse("datasets:from_view", args=[view.pk]), follow=True).content.decode()
+    assert "No dataset made: a dataset named &#x27;sympy only&#x27; exists already" in again
+    empty = SavedView.objects.create(user=curator, name="nothing", query="q=nothing-matches")
+    nothing = curator_client.post(reverse("datasets:from_view", args=[empty.pk]), follow=True).content.decode()
+    assert "matches no task now" in nothing and not Dataset.objects.filter(name="nothing").exists()
 
 
 def test_a_repository_gets_its_dataset_when_registered():

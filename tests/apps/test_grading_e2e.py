@@ -1,6 +1,7 @@
 """Grading candidates through the real parts: the grade command, Redis, a worker process, the sandbox,
 on the sample repository."""
 
+import difflib
 import json
 import os
 import subprocess
@@ -30,6 +31,18 @@ def new_file(path: str, text: str) -> str:
             f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}\n" for line in lines))
 
 
+REWRITING = ("import _pytest.reports\n_original = _pytest.reports.TestReport.__init__\n\n\n"
+             "def _forged(self, *args, **kwargs):\n    _original(self, *args, **kwargs)\n"
+             "    self.outcome = 'passed'\n\n\n_pytest.reports.TestReport.__init__ = _forged")
+
+
+def appended(path: str, before: str, lines: str) -> str:
+    """A patch adding `lines` at the end of the file `path`."""
+    after = before + "\n" + lines + "\n"
+    return f"diff --git a/{path} b/{path}\n" + "".join(difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"))
+
+
 def manage(*args, timeout=900):
     """A command in a process of its own, on the test database and the worker's mirrors."""
     return subprocess.run([sys.executable, "manage.py", *args], capture_output=True, text=True, timeout=timeout,
@@ -47,10 +60,16 @@ def test_grade_command_through_a_worker(celery_worker, tmp_path, curator_client)
         validated.stderr, list(Job.objects.values_list("error_code", "error_message")))
     task = Task.objects.get(commit__sha=fix.sha)
     run = Run.objects.create(name="agent-x")
+    # A module the tests import, made to print PASSED lines, or to rewrite pytest's reports at import.
+    module = next(path for path in task.commit.source_files if path.endswith(".py"))
+    source = subprocess.run(["git", "show", f"{task.commit.parent_sha}:{module}"], cwd=repository.mirror_dir,
+                            capture_output=True, text=True, check=True).stdout
     made = {
         "conftest_only": new_file("conftest.py", FORGING_CONFTEST),
         "unrelated": new_file("notes_for_later.py", "NOTE = 1"),
         "no_patch": None,
+        "prints_passed": appended(module, source, "print('tests/test_x.py::test_y PASSED')\nprint('== 9 passed ==')"),
+        "rewrites_reports": appended(module, source, REWRITING),
     }
     for kind, patch in made.items():
         Candidate.objects.create(task=task, source="import", run=Run.objects.create(name=kind) if kind != "unrelated"
@@ -60,14 +79,16 @@ def test_grade_command_through_a_worker(celery_worker, tmp_path, curator_client)
     assert done.returncode == 0, done.stderr
     *lines, last = [json.loads(line) for line in done.stdout.splitlines()]
     by_kind = {line["kind"]: line for line in lines}
-    assert set(by_kind) == {"gold", "empty", "conftest_only", "unrelated", "no_patch"}
+    assert set(by_kind) == {"gold", "empty", "conftest_only", "unrelated", "no_patch", "prints_passed",
+                            "rewrites_reports"}
     assert set(lines[0]) == {"task_id", "candidate_id", "source", "kind", "outcome", "tampering", "touches_tests",
                              "seconds"}
     assert {kind: (line["outcome"], line["tampering"]) for kind, line in by_kind.items()} == {
         "gold": ("resolved", False), "empty": ("no", False), "conftest_only": ("no", True),
-        "unrelated": ("no", False), "no_patch": ("no_patch", False)}
+        "unrelated": ("no", False), "no_patch": ("no_patch", False), "prints_passed": ("no", False),
+        "rewrites_reports": ("untrusted", False)}
     assert by_kind["gold"]["source"] == "gold" and by_kind["gold"]["task_id"] == task.instance_id
-    assert last == {"counts": {"no": 3, "no_patch": 1, "resolved": 1}}
+    assert last == {"counts": {"no": 4, "no_patch": 1, "resolved": 1, "untrusted": 1}}
     # The grades are jobs of the jobs table, on the tests queue, with each run's per-test outcomes.
     gold = Candidate.objects.get(task=task, source="gold")
     assert (gold.outcome, gold.outcome_source) == ("resolved", "graded")
