@@ -18,6 +18,7 @@ from apps.tasks.services import built_environment, environment_builder
 from worker.engine.git.repo import GitError
 from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
 
+from .imports import GRADED
 from .models import Candidate, Grade
 from .mutants import task_mutation_score_refresh
 
@@ -109,7 +110,8 @@ def _task_to_grade_cached(task: Task, validation_id: int, excluded: tuple) -> Ta
         test_patch=task_patches(task=task).test_patch,
         fail_to_pass=tuple(t for t in validation.fail_to_pass if t not in excluded),
         pass_to_pass=tuple(t for t in validation.pass_to_pass if t not in excluded),
-        reference_xfail=frozenset(xfail), runs=FLAKY_RUNS if ever_flaky else 1)
+        reference_xfail=frozenset(xfail), runs=FLAKY_RUNS if ever_flaky else 1,
+        rules=task.repository.test_file_rules())
 
 
 def _grade_store(grade: Grade, validation: Validation, result: GradeResult) -> None:
@@ -122,7 +124,7 @@ def _grade_store(grade: Grade, validation: Validation, result: GradeResult) -> N
         tampering=[text_storable(path) for path in result.tampering],
         touches_tests=[text_storable(path) for path in result.touches_tests], runs=runs, seconds=result.seconds)
     Candidate.objects.filter(id=grade.candidate_id).update(
-        outcome=result.outcome, outcome_source="graded", tampering=bool(result.tampering),
+        outcome=result.outcome, outcome_source=GRADED, tampering=bool(result.tampering),
         touches_tests=bool(result.touches_tests), graded_at=timezone.now())
     if grade.candidate.source == Candidate.Source.MUTANT:
         task_mutation_score_refresh(grade.candidate.task_id)

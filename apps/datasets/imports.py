@@ -153,6 +153,7 @@ def _refused_sorted(refused: list[dict]) -> list[dict]:
 # --- predictions -------------------------------------------------------------------------------
 
 NO_PATCH_SOURCE = "import: no patch"  # the ground truth of a prediction without a patch needs no run
+GRADED = "graded"  # the outcome source of a grade made here
 
 
 @dataclass
@@ -290,8 +291,9 @@ def _run_import(summary: RunImported, predictions: list, tasks: dict, report: Op
     for candidate_id, outcome, outcome_source in kept:
         if outcome:
             by_outcome[outcome, outcome_source].append(candidate_id)
-    for (outcome, outcome_source), ids in by_outcome.items():
-        Candidate.objects.filter(id__in=ids).update(outcome=outcome, outcome_source=outcome_source, graded_at=now)
+    for (outcome, outcome_source), ids in by_outcome.items():  # a grade here outranks a report from elsewhere
+        Candidate.objects.filter(id__in=ids).exclude(outcome_source=GRADED).update(
+            outcome=outcome, outcome_source=outcome_source, graded_at=now)
     summary.replaced = len(replaced)
     summary.candidates = len(rows) + len(kept)
     summary.no_patch = sum(p.patch is None for p in predictions)

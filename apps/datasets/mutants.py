@@ -11,6 +11,9 @@ from worker.engine.grade.mutants import mutants_make
 from .models import Candidate
 
 FILE_BYTES = 1 << 20  # a source file larger than this is not mutated
+# The outcomes where the hidden tests judged the mutant: one that did not apply or whose run broke
+# says nothing of the tests.
+TESTS_RAN = ("resolved", "partial", "no")
 
 
 def task_mutants_make(task: Task) -> tuple[list[str], str]:
@@ -49,7 +52,7 @@ def _files_before_and_after(task: Task, source_patch: str) -> dict:
 def task_mutation_score_refresh(task_id: int) -> None:
     """The task's mutation score from its graded mutants (none graded: no score)."""
     outcomes = [outcome for outcome, made in Candidate.objects.filter(
-        task_id=task_id, source=Candidate.Source.MUTANT).exclude(outcome="").values_list("outcome", "made")
+        task_id=task_id, source=Candidate.Source.MUTANT, outcome__in=TESTS_RAN).values_list("outcome", "made")
         if not (made or {}).get("equivalent")]
     score = sum(outcome != "resolved" for outcome in outcomes) / len(outcomes) if outcomes else None
     Task.objects.filter(id=task_id).update(mutation_score=score)

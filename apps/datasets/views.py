@@ -20,6 +20,7 @@ from .services import DatasetRefused, dataset_from_view
 
 TASKS_PER_PAGE = 50
 CANDIDATES_PER_PAGE = 100
+TASK_CANDIDATES_PER_PAGE = 20  # each with its diff highlighted and its trajectory
 
 
 def dataset_list(request):
@@ -74,11 +75,11 @@ def task_candidates(request, instance_id: str):
         task = task_for_page(user=request.user, instance_id=instance_id)
     except Task.DoesNotExist:
         raise Http404("No such task.") from None
-    candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "")
-                  for candidate in selectors.task_candidates(task=task)]
-    survivors = [c for c, _ in candidates if c.source == Candidate.Source.MUTANT and c.outcome == "resolved"
-                 and not (c.made or {}).get("equivalent")]
-    return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates,
+    page = Paginator(selectors.task_candidates(task=task), TASK_CANDIDATES_PER_PAGE).get_page(request.GET.get("page"))
+    candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "") for candidate in page.object_list]
+    survivors = Candidate.objects.filter(task=task, source=Candidate.Source.MUTANT, outcome="resolved").exclude(
+        made__equivalent=True).count()
+    return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates, "page": page,
                                                              "survivors": survivors})
 
 

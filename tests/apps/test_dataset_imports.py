@@ -229,6 +229,19 @@ def test_runs_by_model_name_unknown_ids_duplicates_and_replacing_a_runs_candidat
     assert Candidate.objects.filter(run__name="agent-a").count() == 3
 
 
+def test_a_report_never_overrides_a_grade_made_here(tmp_path):
+    instances_import(path=jsonl(tmp_path / "verified.jsonl", three_instances()))
+    path = jsonl(tmp_path / "preds.jsonl", predictions())
+    predictions_import(path=path)
+    Candidate.objects.filter(run__name="agent-a", task__instance_id="octo__calc-2").update(
+        outcome="untrusted", outcome_source="graded")
+    (tmp_path / "says_resolved.json").write_text(json.dumps({
+        "schema_version": 2, "resolved_ids": ["octo__calc-1", "octo__calc-2"], "unresolved_ids": []}))
+    predictions_import(path=path, report_path=tmp_path / "says_resolved.json")
+    outcomes = dict(Candidate.objects.filter(run__name="agent-a").values_list("task__instance_id", "outcome"))
+    assert outcomes == {"octo__calc-1": "resolved", "octo__calc-2": "untrusted", "sympy__sympy-20590": "no_patch"}
+
+
 @pytest.mark.django_db(transaction=True)  # the command is another process: it sees only what was committed
 def test_the_predictions_command_prints_one_json_line_per_run(tmp_path):
     instances_import(path=jsonl(tmp_path / "verified.jsonl", three_instances()))

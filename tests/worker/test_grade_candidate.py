@@ -3,7 +3,10 @@ hidden tests decide, on a clean copy, and nothing a candidate does to the tests 
 configuration counts."""
 
 import os
+import tempfile
+import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,7 @@ TESTS = ("from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) =
          "def test_add_ones():\n    assert add(1, 1) == 2\n\n\n"
          "def test_add_zero():\n    assert add(0, 0) == 0\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n")
 SETUP_CFG = "[metadata]\nname = calc\n\n[tool:pytest]\ntestpaths = tests\n"
+OTHER_TESTS = "from calc import mul\n\n\ndef test_mul_squares():\n    assert mul(3, 3) == 9\n"  # P2P, no test patch
 
 
 @pytest.fixture(scope="module", params=["local", "docker"])
@@ -35,7 +39,8 @@ def graded(request, open_module_folder, docker_builder_make):
     repo = GitRepo(place / "calc")
     parent = repo.commit("init", {"calc.py": CALC, "setup.cfg": SETUP_CFG,
                                   "tests/test_calc.py": "from calc import mul\n\n\ndef test_mul():\n"
-                                                        "    assert mul(2, 3) == 6\n"})
+                                                        "    assert mul(2, 3) == 6\n",
+                                  "tests/test_other.py": OTHER_TESTS})
     fix = repo.commit("Fix add", {"calc.py": FIXED, "tests/test_calc.py": TESTS})
     result = task_validate(CommitToValidate(mirror_dir=repo.path, sha=fix, parent_sha=parent,
                                             committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
@@ -107,6 +112,50 @@ def test_a_candidate_editing_the_hidden_tests_gets_the_tasks_versions(graded):
     weakened = graded(diff(graded.repo, graded.parent, {
         "tests/test_calc.py": "def test_add():\n    pass\n", "tests/test_mine.py": "def test_mine():\n    pass\n"}))
     assert (weakened.outcome, weakened.touches_tests, weakened.tampering) == ("no", ["tests/test_calc.py"], [])
+    # A test file the test patch leaves alone is the task's too: a fix that breaks mul() and rewrites the
+    # P2P test that sees it does not pass.
+    broken_mul = FIXED.replace("a * b", "a + b")
+    hidden = graded(diff(graded.repo, graded.parent, {
+        "calc.py": broken_mul, "tests/test_other.py": "def test_mul_squares():\n    pass\n"}))
+    assert (hidden.outcome, hidden.touches_tests) == ("no", ["tests/test_other.py"])
+
+
+def test_every_way_of_telling_pytest_not_to_run_the_tests_is_put_back_or_untrusted(graded):
+    wrong = CALC.replace("a - b", "a * b")
+    setup_plan = {"calc.py": wrong, "tests/pytest.toml": "[pytest]\naddopts = ['--setup-plan']\n"}
+    toml = graded(diff(graded.repo, graded.parent, setup_plan))
+    assert (toml.outcome, toml.tampering) == ("no", ["tests/pytest.toml"])
+    # A header configparser reads as another section, and a key repeated in another case.
+    odd = graded(diff(graded.repo, graded.parent, {
+        "calc.py": wrong, "setup.cfg": SETUP_CFG + "\n[tool:pytest] #]\naddopts = --setup-plan\n"}))
+    assert (odd.outcome, odd.tampering) == ("no", ["setup.cfg"])
+    # A plugin declared by package metadata at the root, where pytest looks for entry points.
+    plugin = graded(diff(graded.repo, graded.parent, {
+        "calc.py": wrong, "evil.dist-info/entry_points.txt": "[pytest11]\nevil = calc\n",
+        "evil.dist-info/METADATA": "Name: evil\nVersion: 1\n"}))
+    assert plugin.outcome == "no"
+    assert plugin.tampering == ["evil.dist-info/METADATA", "evil.dist-info/entry_points.txt"]
+    # Code run at import that finds pytest's config and sets --setup-only: no test runs, and the run says so.
+    by_code = graded(diff(graded.repo, graded.parent, {"calc.py": wrong + (
+        "\n\nimport gc\nfor _found in gc.get_objects():\n"
+        "    if type(_found).__name__ == 'Config' and hasattr(_found, 'option'):\n"
+        "        _found.option.setuponly = True\n")}))
+    assert by_code.outcome == "untrusted" and "not to run the tests (setuponly)" in by_code.detail
+
+
+def test_binary_hunks_that_would_write_too_much_are_refused_before_anything_runs():
+    bomb = ("diff --git a/zeros.bin b/zeros.bin\nnew file mode 100644\nindex 0000000..1111111\nGIT binary patch\n"
+            "literal 4000000000\nzcmeIuu>k-800000\n\nliteral 0\nHcmV?d00001\n\n")
+    nowhere = TaskToGrade(mirror_dir=None, base_sha="", test_patch="", fail_to_pass=(), pass_to_pass=())
+    refused = candidate_grade(nowhere, bomb, builder=None, environment=None, work_root=None)
+    assert refused.outcome == "does_not_apply" and "would write 3814 MB" in refused.detail
+
+
+def test_a_test_patch_that_cannot_be_read_is_an_error_not_a_guess():
+    cut_short = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1,3 +1,3 @@\n-a\n"
+    broken = TaskToGrade(mirror_dir=None, base_sha="", test_patch=cut_short, fail_to_pass=(), pass_to_pass=())
+    graded = candidate_grade(broken, "", builder=None, environment=None, work_root=Path(tempfile.mkdtemp()))
+    assert graded.outcome == "error" and "test patch cannot be read" in graded.detail
 
 
 def test_links_a_candidate_makes_are_put_back(graded):
@@ -142,7 +191,9 @@ def test_the_base_with_the_test_patch_is_kept_once_per_task_and_the_newest_only(
                                                      "conftest.py": "raise SystemExit(1)\n"}), settings=kept)
     assert (first.outcome, wrong.outcome, wrong.tampering) == ("resolved", "no", ["conftest.py"])
     assert not (folder / "repo" / "conftest.py").exists() and list((graded.place / "bases").iterdir()) == [folder]
-    # Another task's base (here: no test patch, so the F2P tests do not exist) pushes the older one out.
+    # Another task's base (here: no test patch, so the F2P tests do not exist) pushes the older one out,
+    # once no grade has used it for a day.
+    os.utime(folder, (time.time() - 2 * 86400,) * 2)
     other = graded(graded.gold, settings=kept, test_patch="")
     assert other.outcome == "no" and list((graded.place / "bases").iterdir()) != [folder]
     assert len(list((graded.place / "bases").iterdir())) == 1
@@ -180,10 +231,12 @@ def test_outcomes_of_runs_worked_out_by_hand():
 
 MUTATED_BEFORE = ("def clamp(value, low, high):\n    return value\n\n" + "# -\n" * 12 +
                   "\ndef parse(text):\n    return int(text)\n\n\ndef head(items):\n    return items[1]\n")
-MUTATED_AFTER = MUTATED_BEFORE.replace("    return value\n", "    if value < low:\n        return low\n"
-                                       "    if value > high:\n        return high\n    return value\n").replace(
-    "    return int(text)", "    if not text.strip():\n        raise ValueError('empty')\n    return int(text)").replace(
-    "items[1]", "items[0]")
+MUTATED_AFTER = (MUTATED_BEFORE
+                 .replace("    return value\n", "    if value < low:\n        return low\n"
+                                                 "    if value > high:\n        return high\n    return value\n")
+                 .replace("    return int(text)",
+                          "    if not text.strip():\n        raise ValueError('empty')\n    return int(text)")
+                 .replace("items[1]", "items[0]"))
 STRONG = ("import pytest\nfrom lib import clamp, head, parse\n\n\ndef test_clamp():\n    assert clamp(5, 0, 10) == 5\n"
           "    assert clamp(-1, 0, 10) == 0\n    assert clamp(11, 0, 10) == 10\n\n\ndef test_parse():\n"
           "    assert parse('3') == 3\n    with pytest.raises(ValueError, match='empty'):\n        parse(' ')\n\n\n"

@@ -66,6 +66,20 @@ def test_every_bad_instance_row_is_refused_with_its_reason_and_the_rest_kept(tmp
     assert reasons[(9, "")] == "the row is not an object"
 
 
+def test_ids_and_names_must_be_printable_text_and_deep_nesting_is_a_refused_row(tmp_path):
+    rows = [instance("a\u0000b"), instance("ok\ud800"), instance("fine", repo="octo/ca\nlc")]
+    path = tmp_path / "names.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows) + "[" * 100_000 + "\n")
+    read = instances_read(path)
+    assert list(read.kept) == [] and len(read.refused) == 4
+    assert "holds characters that are not printable text" in read.refused[0].reason
+    assert read.refused[2].reason.startswith("repo 'octo/ca\\nlc' holds characters")
+    assert "RecursionError" in read.refused[3].reason
+    named = predictions_read(jsonl(tmp_path / "p.jsonl", [{"instance_id": "x", "model_name_or_path": "a\u0007",
+                                                           "model_patch": ""}]))
+    assert "model_name_or_path" in named.refused[0].reason
+
+
 def test_a_file_nothing_can_be_read_from_says_why(tmp_path):
     (tmp_path / "broken.json").write_text("[{")
     assert instances_read(tmp_path / "broken.json").unreadable.startswith("broken.json is not JSON in UTF-8")

@@ -6,18 +6,19 @@ worker (`GradeSettings.bases`), as what is graded never sees it, only a copy. Wh
 changed is found by comparing the copy with the one it came from, file by file, links never
 followed: whatever `git apply` did (renames, modes, links) is seen. Its changes to test
 configuration and interpreter start-up files (PROTECTED_NAMES, `.pth` files, the pytest sections
-of setup.cfg and pyproject.toml) and any link it made are put back as they were (`tampering`); its
-changes to the files the task's test patch touches give way to the task's versions
-(`touches_tests`: an agent adding tests of its own is no cheat). A candidate that applies to the
+of setup.cfg and pyproject.toml, package metadata that could declare a pytest plugin) and any link
+it made are put back as they were (`tampering`); its changes to the test files that were there
+(the task's test patch's, and every file the repository's rules call a test) give way to the task's
+versions (`touches_tests`: an agent adding tests of its own is no cheat). A candidate that applies to the
 base alone but not on top of the test patch (it edits the same lines) is applied to the base,
 put right the same way, and the test patch applied after. Then the task's F2P and P2P test files
 run in the task's environment, once, or several times for a task whose tests were ever flaky.
 Outcomes come only from runs whose report is trusted (validate/oracle.py: run_outcome).
 """
 
-import configparser
 import hashlib
 import os
+import re
 import shutil
 import time
 import tomllib
@@ -30,17 +31,23 @@ from unidiff.errors import UnidiffParseError
 
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.git.working_copy import PATCH_FILE, patch_apply, working_copy_clone, working_copy_write
+from worker.engine.mine.filters import TestFileRules
 from worker.engine.run.pytest_run import TestRun
 from worker.engine.sandbox.base import Limits, hand_over
 from worker.engine.validate.oracle import graded_files, run_outcome, runs_outcome
 from worker.engine.validate.pipeline import fresh_copy_run
 
 # Files whose changes decide how pytest runs or what Python does at start-up, wherever they are.
-PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "sitecustomize.py",
-                             "usercustomize.py"})
+PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+                             "sitecustomize.py", "usercustomize.py"})
 PROTECTED_SUFFIXES = (".pth",)
+# Folders whose files declare what a package provides: a pytest11 entry point loads a plugin.
+PROTECTED_FOLDER_SUFFIXES = (".dist-info", ".egg-info")
+CONFIG_BYTES = 1 << 20  # a setup.cfg or pyproject.toml larger than this is not parsed: any change to it counts
+BINARY_BYTES = 64 << 20  # what a patch's binary hunks may write, at most (they are compressed in the patch)
 # Files protected only in their pytest sections: a fix may change the rest (a dependency, say).
-PYTEST_SECTIONS = {"setup.cfg": ("tool:pytest", "pytest"), "pyproject.toml": ("tool", "pytest")}
+PYTEST_SECTION_FILES = ("setup.cfg", "pyproject.toml")
+BASE_IDLE_SECONDS = 24 * 3600
 OUTPUT_KEPT = 2000  # characters of `git apply`'s output kept when a patch does not apply
 
 
@@ -53,6 +60,7 @@ class TaskToGrade:
     pass_to_pass: tuple[str, ...]
     reference_xfail: frozenset[str] = frozenset()  # tests the reference runs saw XFAIL
     runs: int = 1  # more for a task whose tests were ever flaky
+    rules: TestFileRules = TestFileRules()  # which of the repository's files are tests
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,10 @@ def candidate_grade(task: TaskToGrade, patch: Optional[str], *, builder: Environ
     started = time.monotonic()
     if patch is None:
         return GradeResult("no_patch", detail="the candidate has no patch")
+    binary = _binary_bytes(patch)
+    if binary > BINARY_BYTES:
+        return GradeResult("does_not_apply", detail=f"its binary hunks would write {binary >> 20} MB, over the "
+                                                    f"{BINARY_BYTES >> 20} MB a candidate may")
     work = Path(work_root) / f"grade-{time.monotonic_ns()}"
     try:
         result = _grade(task, patch, builder, environment, work, settings)
@@ -92,6 +104,11 @@ def candidate_grade(task: TaskToGrade, patch: Optional[str], *, builder: Environ
 def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environment: BuiltEnvironment, work: Path,
            settings: GradeSettings) -> GradeResult:
     result = GradeResult("")
+    try:
+        _patched_paths(task.test_patch)
+    except ValueError as unreadable:
+        result.outcome, result.detail = "error", str(unreadable)
+        return result
     tested = _tested_base(task, builder, work, settings)
     if tested is None:
         result.outcome, result.detail = "error", "the task's test patch does not apply to its base commit"
@@ -127,10 +144,11 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
 def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, candidate: Path) -> None:
     """Put back, from the copy the candidate was applied to, what it may not change."""
     test_paths = _patched_paths(task.test_patch)
-    for path in sorted(_changed(_tree(origin), _tree(candidate))):
+    before = _tree(origin)
+    for path in sorted(_changed(before, _tree(candidate))):
         if _protected(path, origin, candidate):
             result.tampering.append(path)
-        elif path in test_paths:
+        elif path in test_paths or (path in before and task.rules.kind(path) == "test"):
             result.touches_tests.append(path)
         else:
             continue
@@ -165,10 +183,18 @@ def _tested_base(task: TaskToGrade, builder: EnvironmentBuilder, work: Path, set
 
 
 def _bases_prune(settings: GradeSettings) -> None:
-    kept = sorted((path for path in settings.bases.iterdir() if path.is_dir() and not path.is_symlink()),
-                  key=lambda path: path.stat().st_mtime, reverse=True)
-    for old in kept[settings.bases_kept:]:
-        shutil.rmtree(old, ignore_errors=True)
+    """Beyond the newest `bases_kept`, those no grade has used for a day (one may still copy it)."""
+    used = {}
+    for path in settings.bases.iterdir():
+        try:
+            if path.is_dir() and not path.is_symlink():
+                used[path] = path.stat().st_mtime
+        except OSError:
+            continue  # another worker pruned it meanwhile
+    idle_since = time.time() - BASE_IDLE_SECONDS
+    for old in sorted(used, key=used.get, reverse=True)[settings.bases_kept:]:
+        if used[old] < idle_since:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _tail(output: bytes) -> str:
@@ -213,28 +239,41 @@ def _protected(path: str, base: Path, candidate: Path) -> bool:
     name = Path(path).name
     if name in PROTECTED_NAMES or name.endswith(PROTECTED_SUFFIXES):
         return True
+    if any(part.endswith(PROTECTED_FOLDER_SUFFIXES) for part in Path(path).parts):
+        return True
     if any(os.path.islink(root / path) for root in (base, candidate)):
         return True  # a link the candidate made or changed: nothing a fix needs, and it could point anywhere
-    if name in PYTEST_SECTIONS:
+    if name in PYTEST_SECTION_FILES:
         return _pytest_section(base / path, name) != _pytest_section(candidate / path, name)
     return False
 
 
 def _pytest_section(path: Path, name: str):
-    """The pytest configuration a setup.cfg or pyproject.toml holds (None without one); a file that
-    does not parse gives its whole text, so that any change to it counts."""
+    """The pytest configuration a setup.cfg or pyproject.toml holds (None without one). setup.cfg's
+    is read line by line, every section whose header says pytest (parsers differ on odd headers
+    and repeated keys, and pytest's is not ours); a file too large or that does not parse gives its
+    whole text, so that any change to it counts."""
     if not path.is_file() or path.is_symlink():
         return None
+    if path.stat().st_size > CONFIG_BYTES:
+        return ("too large", path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
     text = path.read_bytes().decode("utf-8", "replace")
+    if name == "setup.cfg":
+        return _pytest_lines(text)
     try:
-        if name == "pyproject.toml":
-            return tomllib.loads(text).get("tool", {}).get("pytest")
-        parser = configparser.RawConfigParser(strict=False, interpolation=None)
-        parser.read_string(text)
-        return {section: dict(parser.items(section)) for section in PYTEST_SECTIONS[name]
-                if parser.has_section(section)}
-    except (ValueError, configparser.Error, AttributeError):
+        return tomllib.loads(text).get("tool", {}).get("pytest")
+    except (ValueError, RecursionError, AttributeError):
         return ("unparsed", text)
+
+
+def _pytest_lines(text: str) -> list[str]:
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("["):
+            inside = "pytest" in line.lower()
+        if inside or "pytest" in line.lower():
+            lines.append(line.rstrip())
+    return lines
 
 
 def _put_back(path: str, base: Path, candidate: Path) -> None:
@@ -256,12 +295,18 @@ def _put_back(path: str, base: Path, candidate: Path) -> None:
         shutil.copytree(source, target, symlinks=True)
 
 
+def _binary_bytes(patch: str) -> int:
+    """What the patch's binary hunks say they write (`literal N`, `delta N`)."""
+    return sum(int(size) for size in re.findall(r"^(?:literal|delta) (\d+)$", patch, flags=re.MULTILINE))
+
+
 def _patched_paths(patch: str) -> frozenset[str]:
-    """The files a patch creates, changes or removes."""
+    """The files a patch creates, changes or removes; ValueError when it cannot be read (which files
+    the task's tests are must never be guessed)."""
     try:
         files = PatchSet(patch)
-    except UnidiffParseError:
-        return frozenset()
+    except UnidiffParseError as error:
+        raise ValueError(f"the task's test patch cannot be read: {error}") from None
     paths = set()
     for patched in files:
         for name in (patched.source_file, patched.target_file):

@@ -130,8 +130,8 @@ def _json_rows(path: Path, *, keyed: bool) -> Iterator[tuple[int, object]]:
         raise NotARow(f"{path.name}: a .jsonl or .json file is expected")
     try:
         document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise NotARow(f"{path.name} is not JSON in UTF-8: {error}")
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise NotARow(f"{path.name} is not JSON in UTF-8: {type(error).__name__}: {error}")
     if keyed and isinstance(document, dict):
         document = [{"instance_id": key, **value} if isinstance(value, dict) else NotARow(
             f"the value of {key!r} is not an object") for key, value in document.items()]
@@ -164,8 +164,8 @@ def _jsonl_rows(data: bytes) -> Iterator[tuple[int, object]]:
             yield number, json.loads(line.decode("utf-8"))
         except UnicodeDecodeError:
             yield number, NotARow(f"line {number} is not UTF-8")
-        except ValueError as error:
-            yield number, NotARow(f"line {number} is not JSON: {error}")
+        except (ValueError, RecursionError) as error:
+            yield number, NotARow(f"line {number} is not JSON: {type(error).__name__}: {error}")
 
 
 def _id_of(row) -> str:
@@ -185,8 +185,8 @@ def _instance(row) -> Instance:
         _size_check(name, row.get(name) or "", MAX_TEXT_BYTES)
     if "/" not in row["repo"] or len(row["repo"]) > MAX_REPO_CHARS:
         raise NotARow(f"repo {row['repo'][:80]!r} is not owner/name (at most {MAX_REPO_CHARS} characters)")
-    if len(row["instance_id"]) > MAX_ID_CHARS:
-        raise NotARow(f"instance_id is longer than {MAX_ID_CHARS} characters")
+    for name in ("instance_id", "repo"):
+        _name_check(name, row[name])
     if not _SHA.fullmatch(row["base_commit"]):
         raise NotARow(f"base_commit {row['base_commit'][:80]!r} is not a commit's hex sha")
     return Instance(
@@ -205,13 +205,21 @@ def _prediction(row, run: str) -> Prediction:
     name = run or row.get("model_name_or_path")
     if not isinstance(name, str) or not name:
         raise NotARow("missing or not text: model_name_or_path (or name the run)")
-    if len(name) > MAX_ID_CHARS:
-        raise NotARow(f"model_name_or_path is longer than {MAX_ID_CHARS} characters (name the run)")
+    _name_check("instance_id", row["instance_id"])
+    _name_check("model_name_or_path", name)
     patch = row.get("model_patch")
     if patch is not None and not isinstance(patch, str):
         raise NotARow("model_patch is not text")
     _size_check("model_patch", patch or "", MAX_PATCH_BYTES)
     return Prediction(row["instance_id"], name, patch or None)
+
+
+def _name_check(name: str, value: str) -> None:
+    """An id or a name: printable text of at most MAX_ID_CHARS characters."""
+    if len(value) > MAX_ID_CHARS:
+        raise NotARow(f"{name} is longer than {MAX_ID_CHARS} characters")
+    if not value.isprintable() or any(0xD800 <= ord(char) <= 0xDFFF for char in value):
+        raise NotARow(f"{name} {value[:80]!r} holds characters that are not printable text")
 
 
 def _size_check(name: str, text: str, limit: int) -> None:
@@ -253,7 +261,7 @@ def report_read(path: Path) -> Report:
         return Report("report_folder", _folder_outcomes(path))
     try:
         document = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise NotARow(f"{path.name} is not a readable JSON report: {error}")
     if not isinstance(document, dict):
         raise NotARow(f"{path.name} is not a report: it holds {type(document).__name__}")
@@ -296,7 +304,7 @@ def _folder_outcomes(folder: Path) -> dict:
             continue
         try:
             document = json.loads(report.read_bytes().decode("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             continue
         if isinstance(document, dict):
             outcomes.update(_per_instance_outcomes(document))

@@ -74,7 +74,7 @@ def _jsonl_read(file: Path, read: Trajectories) -> None:
             continue
         try:
             row = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as error:
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
             read.refused.append(f"{file.name} line {number}: not JSON in UTF-8 ({error})")
             continue
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str) or not row["instance_id"]:
@@ -93,7 +93,7 @@ def _jsonl_read(file: Path, read: Trajectories) -> None:
 def _traj_read(file: Path, read: Trajectories) -> None:
     try:
         document = json.loads(file.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
         read.refused.append(f"{file.name}: not JSON in UTF-8 ({error})")
         return
     steps = document.get("trajectory") if isinstance(document, dict) else None

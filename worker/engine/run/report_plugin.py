@@ -202,6 +202,7 @@ def _plugin(pytest, write, test_timeout):
     belied_calls = {}  # node id -> what its function did that a passing call phase would belie
     subtest_failed = set()
     results = [0]
+    config_of = [None]  # the session's config, once collected
 
     def check_internals():
         for name, value in fingerprint().items():
@@ -256,6 +257,8 @@ def _plugin(pytest, write, test_timeout):
                 return "XFAIL" if phase[1] else "SKIPPED"
         if (call is not None and call[0] == "failed") or nodeid in subtest_failed:
             return "FAILED"
+        if call is None:
+            return "ERROR"  # set up and torn down, never run (--setup-only, --setup-plan)
         return "PASSED"  # a non-strict unexpected pass included
 
     def forgery(nodeid, reported):
@@ -284,6 +287,16 @@ def _plugin(pytest, write, test_timeout):
                 continue
             return "the %s phase %s but was reported %s" % (when, seen, outcome)
         return ""
+
+    def runs_nothing(config):
+        """The options that make pytest go through the motions without running a test, set from
+        a config file or by code at import: what such a run reports says nothing."""
+        if config is None:
+            return
+        asked = [name for name in ("setuponly", "setupplan", "collectonly")
+                 if getattr(config.option, name, False)]
+        if asked:
+            write({"event": "tampered", "what": "pytest was told not to run the tests (%s)" % ", ".join(asked)})
 
     @contextmanager
     def alarm_after_timeout():
@@ -403,6 +416,8 @@ def _plugin(pytest, write, test_timeout):
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
             check_internals()  # every conftest is loaded by now
+            config_of[0] = session.config
+            runs_nothing(session.config)
             nodeids = [repo_nodeid(item.nodeid) for item in session.items]
             if len(set(nodeids)) != len(nodeids):
                 write({"event": "tampered", "what": "a node id was collected twice"})
@@ -428,6 +443,7 @@ def _plugin(pytest, write, test_timeout):
                 return
             del phases[report.nodeid]
             check_internals()
+            runs_nothing(config_of[0])
             line = {"event": "result", "nodeid": repo_nodeid(report.nodeid),
                     "status": status_of(report.nodeid, reported),
                     "seconds": round(sum(phase[3] for phase in reported), 6)}
