@@ -30,6 +30,18 @@ SETUP_CFG = "[metadata]\nname = calc\n\n[tool:pytest]\ntestpaths = tests\n"
 OTHER_TESTS = "from calc import mul\n\n\ndef test_mul_squares():\n    assert mul(3, 3) == 9\n"  # P2P, no test patch
 
 
+def validated(repo: GitRepo, parent: str, fix: str, builder, place):
+    """The fix validated (it must be valid), its patches, and the task its candidates are graded against."""
+    result = task_validate(CommitToValidate(mirror_dir=repo.path, sha=fix, parent_sha=parent,
+                                            committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
+                           builder=builder, work_root=place, settings=ValidationSettings(runs_per_side=1))
+    assert result.verdict == "valid", result.reason
+    patches = commit_patches(repo.path, fix, parent, TestFileRules())
+    task = TaskToGrade(mirror_dir=repo.path, base_sha=parent, test_patch=patches.test_patch,
+                       fail_to_pass=tuple(result.oracle.fail_to_pass), pass_to_pass=tuple(result.oracle.pass_to_pass))
+    return result, patches, task
+
+
 @pytest.fixture(scope="module", params=["local", "docker"])
 def graded(request, open_module_folder, docker_builder_make):
     """A validated task (its environment, oracle and patches) and a way to grade a patch against it."""
@@ -42,13 +54,7 @@ def graded(request, open_module_folder, docker_builder_make):
                                                         "    assert mul(2, 3) == 6\n",
                                   "tests/test_other.py": OTHER_TESTS})
     fix = repo.commit("Fix add", {"calc.py": FIXED, "tests/test_calc.py": TESTS})
-    result = task_validate(CommitToValidate(mirror_dir=repo.path, sha=fix, parent_sha=parent,
-                                            committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
-                           builder=builder, work_root=place, settings=ValidationSettings(runs_per_side=1))
-    assert result.verdict == "valid", result.reason
-    patches = commit_patches(repo.path, fix, parent, TestFileRules())
-    task = TaskToGrade(mirror_dir=repo.path, base_sha=parent, test_patch=patches.test_patch,
-                       fail_to_pass=tuple(result.oracle.fail_to_pass), pass_to_pass=tuple(result.oracle.pass_to_pass))
+    result, patches, task = validated(repo, parent, fix, builder, place)
 
     def grade(patch, settings=GradeSettings(), **changes):
         return candidate_grade(TaskToGrade(**{**task.__dict__, **changes}), patch, builder=builder,
@@ -250,13 +256,7 @@ def test_every_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_o
     repo = GitRepo(open_folder / "lib")
     parent = repo.commit("init", {"lib.py": MUTATED_BEFORE, "tests/test_lib.py": "def test_nothing():\n    pass\n"})
     fix = repo.commit("Fix", {"lib.py": MUTATED_AFTER, "tests/test_lib.py": tests})
-    result = task_validate(CommitToValidate(mirror_dir=repo.path, sha=fix, parent_sha=parent,
-                                            committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
-                           builder=builder, work_root=open_folder, settings=ValidationSettings(runs_per_side=1))
-    assert result.verdict == "valid", result.reason
-    patches = commit_patches(repo.path, fix, parent, TestFileRules())
-    task = TaskToGrade(mirror_dir=repo.path, base_sha=parent, test_patch=patches.test_patch,
-                       fail_to_pass=tuple(result.oracle.fail_to_pass), pass_to_pass=tuple(result.oracle.pass_to_pass))
+    result, patches, task = validated(repo, parent, fix, builder, open_folder)
     mutants = mutants_make(patches.source_patch, {"lib.py": (MUTATED_BEFORE, MUTATED_AFTER)})
     assert sorted(mutant.kind for mutant in mutants) == sorted(MUTANT_KINDS)
     outcomes = {mutant.kind: candidate_grade(task, mutant.patch, builder=builder, environment=result.environment,
