@@ -6,17 +6,21 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from django.conf import settings
 from django.urls import reverse
 
 from apps.datasets.models import Candidate, Grade, Run
+from apps.datasets.mutants import task_mutation_score_refresh
 from apps.jobs.models import Job
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task
 from tests.conftest import commands_database_url, mine_now
+from worker.demo.history import Author, author_env, git, git_env
 from worker.demo.sample_repo import sample_repo_write
+from worker.engine.grade.mutants import MUTANT_KINDS
 
 pytestmark = pytest.mark.e2e
 
@@ -102,42 +106,95 @@ def test_grade_command_through_a_worker(celery_worker, tmp_path, curator_client)
     assert page.count("badge-resolved") == 1 and "tampering" in page
 
 
-def test_mutants_made_graded_scored_and_judged_on_the_review_page(celery_worker, tmp_path, curator_client):
-    commits = sample_repo_write(tmp_path / "textkit")
-    repository = repository_register(location=str(tmp_path / "textkit"))
-    mine_now(repository)
-    fix = [c for c in commits if c.kind == "fix_with_test"][0]
-    assert manage("validate", repository.name, "--commit", fix.sha, "--json").returncode == 0
-    task = Task.objects.get(commit__sha=fix.sha)
-    made = manage("make_mutants", task.instance_id, "--json")
-    assert made.returncode == 0 and made.stdout, made.stderr
-    line = json.loads(made.stdout)
-    assert line["task_id"] == task.instance_id and line["made"] and "tampering" in line["made"]
-    mutants = Candidate.objects.filter(task=task, source="mutant")
-    assert sorted(mutants.values_list("kind", flat=True)) == sorted(line["made"])
-    assert all(m.made["description"] and m.made["file"] for m in mutants)
-    # Made once: asking again makes none.
-    assert json.loads(manage("make_mutants", task.instance_id, "--json").stdout)["made"] == []
+# A module whose fix allows every mutant kind, fixed twice on top of the sample history: once with tests
+# written to catch each kind (the comment beside each assertion says which), once with a test that only
+# checks what the fix was about and lets them all through.
+BUGGY = ("def clamp(value, low, high):\n    return value\n\n" + "# -\n" * 12 +
+         "\ndef parse(text):\n    return int(text)\n\n\ndef head(items):\n    return items[1]\n")
+FIXED = (BUGGY.replace("    return value\n", "    if value < low:\n        return low\n"
+                                            "    if value > high:\n        return high\n    return value\n")
+         .replace("    return int(text)", "    if not text.strip():\n        raise ValueError('empty')\n"
+                                          "    return int(text)")
+         .replace("items[1]", "items[0]"))
+STRONG = ("import pytest\n\nfrom textkit.{module} import clamp, head, parse\n\n\n"
+          "def test_clamp():\n"
+          "    assert clamp(5, 0, 10) == 5  # hard-coded return\n"
+          "    assert clamp(-1, 0, 10) == 0  # flipped comparison, deleted statement\n"
+          "    assert clamp(11, 0, 10) == 10  # off-by-one bound\n\n\n"
+          "def test_parse():\n    assert parse('3') == 3\n"
+          "    with pytest.raises(ValueError, match='empty'):  # swallowed exception\n        parse(' ')\n\n\n"
+          "def test_head():\n    assert head([1, 2]) == 1  # reverted hunk (the fix has three)\n")
+WEAK = "from textkit.{module} import clamp\n\n\ndef test_high():\n    assert clamp(11, 0, 10) <= 10\n"
 
-    graded = manage("grade", task.instance_id, "--json")
+
+def sample_history_extend(path, when, message, files):
+    """One more commit on the sample repository, `when` a Unix time."""
+    env = author_env(git_env(), Author("Ada Brennan", "ada.brennan@example.org", "+0000"), f"{when} +0000")
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    git(path, "add", "-A", env=env)
+    git(path, "commit", "-q", "-m", message, env=env)
+    return git(path, "rev-parse", "HEAD", env=env)
+
+
+def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_ones(celery_worker, tmp_path,
+                                                                                   curator_client):
+    path = tmp_path / "textkit"
+    sample_repo_write(path)
+    when = int(time.time()) - 3 * 86400
+    sample_history_extend(path, when, "Add bounds and limits helpers", {
+        "textkit/bounds.py": BUGGY, "textkit/limits.py": BUGGY,
+        "tests/test_bounds.py": "def test_nothing():\n    pass\n",
+        "tests/test_limits.py": "def test_nothing():\n    pass\n"})
+    strong = sample_history_extend(path, when + 3600, "bounds: clamp, parse and head did not do their job",
+                                   {"textkit/bounds.py": FIXED, "tests/test_bounds.py": STRONG.format(module="bounds")})
+    weak = sample_history_extend(path, when + 7200, "limits: clamp, parse and head did not do their job",
+                                 {"textkit/limits.py": FIXED, "tests/test_limits.py": WEAK.format(module="limits")})
+    repository = repository_register(location=str(path))
+    mine_now(repository)
+    for sha in (strong, weak):
+        validated = manage("validate", repository.name, "--commit", sha, "--json")
+        assert validated.returncode == 0 and json.loads(validated.stdout)["verdict"] == "valid", validated.stderr
+    strong_task, weak_task = (Task.objects.get(commit__sha=sha) for sha in (strong, weak))
+    for task in (strong_task, weak_task):
+        made = manage("make_mutants", task.instance_id, "--json")
+        assert made.returncode == 0, made.stderr
+        assert sorted(json.loads(made.stdout)["made"]) == sorted(MUTANT_KINDS)
+        mutants = Candidate.objects.filter(task=task, source="mutant")
+        assert all(m.made["description"] and m.made["file"] for m in mutants)
+        # Made once: asking again makes none.
+        assert json.loads(manage("make_mutants", task.instance_id, "--json").stdout)["made"] == []
+
+    graded = manage("grade", repository.name, "--json")
     assert graded.returncode == 0, graded.stderr
     lines = [json.loads(text) for text in graded.stdout.splitlines()[:-1]]
-    by_kind = {entry["kind"]: entry for entry in lines if entry["source"] == "mutant"}
-    assert set(by_kind) == set(line["made"]) and by_kind["tampering"]["tampering"] is True
-    task.refresh_from_db()
-    caught = sum(entry["outcome"] != "resolved" for entry in by_kind.values())
-    assert task.mutation_score == pytest.approx(caught / len(by_kind))
-    page = curator_client.get(reverse("tasks:review", args=[task.instance_id])).content.decode()
-    assert "Mutants of the gold patch" in page and by_kind["tampering"]["kind"] in page
-    listed = curator_client.get(reverse("tasks:all"), {"mutation_max": "1"}).content.decode()
-    assert task.instance_id in listed
-    # A survivor marked equivalent counts for nothing (made one here if none survived).
-    mutant = mutants.exclude(kind="tampering").first()
-    Candidate.objects.filter(id=mutant.id).update(outcome="resolved")
+    outcomes = {(entry["task_id"], entry["kind"]): entry["outcome"] for entry in lines if entry["source"] == "mutant"}
+    # Each is caught: one of the three tests fails (partial: the other two pass) or more do (no).
+    caught = {kind: outcomes[strong_task.instance_id, kind] for kind in MUTANT_KINDS}
+    assert set(caught.values()) <= {"partial", "no"}, caught
+    # On the weak tests every wrong fix survives, the tampering one too once its conftest.py is dropped.
+    assert {kind: outcomes[weak_task.instance_id, kind] for kind in MUTANT_KINDS} == dict.fromkeys(
+        MUTANT_KINDS, "resolved")
+    assert all(entry["tampering"] == (entry["kind"] == "tampering") for entry in lines if entry["source"] == "mutant")
+    for task in (strong_task, weak_task):
+        assert {c.kind: c.outcome for c in Candidate.objects.filter(task=task, source__in=("gold", "empty"))} == {
+            "gold": "resolved", "empty": "no"}
+    strong_task.refresh_from_db()
+    weak_task.refresh_from_db()
+    assert (strong_task.mutation_score, weak_task.mutation_score) == (1.0, 0.0)
+
+    page = curator_client.get(reverse("tasks:review", args=[weak_task.instance_id])).content.decode()
+    assert "Mutants of the gold patch" in page and all(kind in page for kind in MUTANT_KINDS)
+    listed = curator_client.get(reverse("tasks:all"), {"mutation_max": "0.5"}).content.decode()
+    assert weak_task.instance_id in listed and strong_task.instance_id not in listed
+    # A survivor marked equivalent counts for nothing: with one other caught, one in six, not one in seven.
+    mutant = Candidate.objects.get(task=weak_task, source="mutant", kind="off_by_one")
     response = curator_client.post(reverse("datasets:mutant_equivalent", args=[mutant.id]), {"equivalent": "1"})
     assert response.status_code == 302
-    task.refresh_from_db()
-    others = [entry for kind, entry in by_kind.items() if kind != mutant.kind]
-    assert task.mutation_score == pytest.approx(sum(e["outcome"] != "resolved" for e in others) / len(others))
-    curator_client.post(reverse("datasets:tests_weak", args=[task.instance_id]))
-    assert task.changes.filter(kind="tests_flagged_weak").exists()
+    Candidate.objects.filter(task=weak_task, kind="hard_coded_return").update(outcome="no")
+    task_mutation_score_refresh(weak_task.id)
+    weak_task.refresh_from_db()
+    assert weak_task.mutation_score == pytest.approx(1 / 6)
+    curator_client.post(reverse("datasets:tests_weak", args=[weak_task.instance_id]))
+    assert weak_task.changes.filter(kind="tests_flagged_weak").exists()
