@@ -6,6 +6,7 @@ from typing import Optional
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
+from apps.repositories.services import repository_find
 from apps.tasks.models import Task
 from apps.tasks.selectors import tasks_visible
 
@@ -17,6 +18,29 @@ def dataset_tasks(dataset: Dataset) -> QuerySet:
     if dataset.kind == Dataset.Kind.REPOSITORY:
         return Task.objects.filter(repository_id=dataset.repository_id, source=Task.Source.MINED)
     return Task.objects.filter(memberships__dataset=dataset)
+
+
+class ScopeNotFound(ValueError):
+    """The name given matches no task, repository or dataset; the message says which."""
+
+
+def tasks_in_scope(*, scope: str = "", dataset: str = "") -> QuerySet:
+    """The tasks a command works on: a dataset's (by name), one task (by id), or a repository's valid ones
+    (by name, URL or path)."""
+    if bool(scope) == bool(dataset):
+        raise ScopeNotFound("name one of: a repository or a task, --dataset NAME")
+    if dataset:
+        found = Dataset.objects.filter(name=dataset).first()
+        if found is None:
+            raise ScopeNotFound(f"no dataset named {dataset!r}")
+        return dataset_tasks(found)
+    tasks = Task.objects.filter(instance_id=scope)
+    if tasks.exists():
+        return tasks
+    repository = repository_find(location=scope)
+    if repository is None:
+        raise ScopeNotFound(f"{scope!r} is neither a task's id nor a registered repository")
+    return Task.objects.filter(repository=repository, verdict="valid")
 
 
 def dataset_tasks_visible(dataset: Dataset, *, user) -> QuerySet:

@@ -5,10 +5,9 @@ from collections import Counter
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.datasets.grading import candidate_grade_start, task_controls_ensure
-from apps.datasets.models import Candidate, Dataset, Grade, Run
-from apps.datasets.selectors import dataset_tasks
+from apps.datasets.models import Candidate, Grade, Run
+from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
 from apps.jobs.on_demand import WorkerOnDemand
-from apps.repositories.services import repository_find
 from apps.tasks.models import Task
 
 
@@ -73,18 +72,10 @@ class Command(BaseCommand):
         return list(candidates.filter(outcome="").select_related("task").order_by("task__instance_id", "id"))
 
     def _tasks(self, scope: str, dataset: str) -> list[Task]:
-        if dataset:
-            found = Dataset.objects.filter(name=dataset).first()
-            if found is None:
-                raise CommandError(f"no dataset named {dataset!r}")
-            return list(dataset_tasks(found).select_related("repository", "commit"))
-        task = Task.objects.filter(instance_id=scope).select_related("repository", "commit").first()
-        if task is not None:
-            return [task]
-        repository = repository_find(location=scope)
-        if repository is None:
-            raise CommandError(f"{scope!r} is neither a task's id nor a registered repository")
-        return list(Task.objects.filter(repository=repository, verdict="valid").select_related("repository", "commit"))
+        try:
+            return list(tasks_in_scope(scope=scope, dataset=dataset).select_related("repository", "commit"))
+        except ScopeNotFound as error:
+            raise CommandError(str(error)) from None
 
     def _report(self, candidate: Candidate, grade: Grade, outcome: str, as_json: bool) -> None:
         line = {"task_id": candidate.task.instance_id, "candidate_id": candidate.id, "source": candidate.source,
