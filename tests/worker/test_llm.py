@@ -33,6 +33,10 @@ def test_the_newest_prompt_version_is_used_and_variables_stay_text(tmp_path):
         {"role": "system", "content": "You write."}, {"role": "user", "content": "About: ${danger} $HOME {braces}"}]
     with pytest.raises(KeyError):
         prompt.messages()
+    (tmp_path / "two.v1.txt").write_text("=== system ===\nS\n=== user ===\nfirst $x\n=== user ===\nthen $y\n")
+    two = prompt_load("two", tmp_path)
+    assert [m["content"] for m in two.messages(x="1", y="2")] == ["S", "first 1", "then 2"]
+    assert two.digest != prompt_load("writer", tmp_path).digest
     (tmp_path / "broken.v1.txt").write_text("no parts here")
     with pytest.raises(ValueError, match="system"):
         prompt_load("broken", tmp_path)
