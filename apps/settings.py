@@ -186,6 +186,8 @@ def _model_settings(role: str) -> dict:
 COMMITGYM_MODELS = {role: _model_settings(role) for role in ("issue_writer", "test_writer", "judge", "agent")}
 # An issue text whose leak score (0-1: the share of the fix it reveals) is above this is flagged.
 COMMITGYM_LEAK_THRESHOLD = float(os.environ.get("COMMITGYM_LEAK_THRESHOLD", "0.3"))
+# Judge calls in flight at once against a model server (the embedded model answers one at a time).
+COMMITGYM_JUDGE_IN_FLIGHT = int(os.environ.get("COMMITGYM_JUDGE_IN_FLIGHT", "8"))
 
 # --- Celery ------------------------------------------------------------------
 

@@ -7,6 +7,11 @@ def candidate_page(job) -> str:
     return reverse("datasets:candidate", args=[job.subject_id]) if job.subject_id else ""
 
 
+def task_candidates_page(job) -> str:
+    """The candidates of the task a job judges."""
+    return reverse("datasets:task_candidates", args=[job.subject_label]) if job.subject_label else ""
+
+
 class DatasetsConfig(AppConfig):
     name = "apps.datasets"
     label = "datasets"
@@ -28,3 +33,6 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="grade", label="Grading", queue="tests",
                                   run="apps.datasets.grading.grade_job_work", subject="datasets.candidate",
                                   retry="apps.datasets.grading.grade_job_retry", link=candidate_page))
+        job_kind_register(JobKind(name="judge", label="Judging", queue="llm",
+                                  run="apps.datasets.judging.judge_job_work", subject="tasks.task",
+                                  retry="apps.datasets.judging.judge_job_retry", link=task_candidates_page))

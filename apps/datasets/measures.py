@@ -2,15 +2,16 @@
 verifiers' scores. Only tasks with an oracle (valid) count, every one of them in the denominator,
 candidates or not. Candidates without a ground truth yet are left out and counted."""
 
-from dataclasses import dataclass, field
-from fractions import Fraction
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from django.db.models import QuerySet
 
-from worker.engine.verify.measures import best_at_k_curve, bootstrap_bands, dataset_mean
+from worker.engine.llm.clients import ModelError
+from worker.engine.verify.measures import best_at_k_curve, bootstrap_bands, calibration, dataset_mean
 
-from .models import Candidate
+from .judging import judge_identity
+from .models import Candidate, JudgeScore
 
 SELECTORS = ("random", "execution", "judge", "hybrid", "oracle")
 DEFAULT_SOURCES = (Candidate.Source.IMPORT, Candidate.Source.SAMPLER)
@@ -27,6 +28,7 @@ class Measures:
     best_at_k: dict = field(default_factory=dict)  # selector -> [Fraction per k] or None
     bands: dict = field(default_factory=dict)  # selector -> [(low, high) per k]
     skipped: dict = field(default_factory=dict)  # selector or measure -> why it is None
+    judge: dict = field(default_factory=dict)  # mode, model, brier, ece, uncertain, unscored, calibration
 
     def as_json(self) -> dict:
         return {"tasks": self.tasks, "candidates": self.candidates, "resolved_candidates": self.resolved_candidates,
@@ -34,31 +36,41 @@ class Measures:
                 "best_at_k": {name: None if curve is None else [float(v) for v in curve]
                               for name, curve in self.best_at_k.items()},
                 "bands": {name: [list(band) for band in bands] for name, bands in self.bands.items()},
-                "skipped": self.skipped}
+                "skipped": self.skipped,
+                "judge": {key: self.judge.get(key) for key in ("mode", "brier", "ece", "uncertain", "unscored")}}
 
 
 @dataclass
 class _Pool:
     correct: list = field(default_factory=list)
-    scores: dict = field(default_factory=dict)  # selector -> [score per candidate]
+    ids: list = field(default_factory=list)  # the candidates', in the same order
 
 
-def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, bands: bool = True) -> Measures:
+UNSCORED = -1.0  # a candidate the judge has not scored ranks below every scored one
+
+
+def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Optional[str] = None,
+                     bands: bool = True) -> Measures:
+    """best@k per selector; with `judge_mode`, the judge ranks by its scores in that mode (from the
+    judge model and prompt in use) and its calibration is measured."""
     pools = _pools(tasks.filter(verdict="valid"), sources)
     measured = Measures(tasks=len(pools))
+    judge_scores = _judge_scores(pools, judge_mode, measured) if judge_mode else {}
     measured.candidates = sum(len(pool.correct) for pool in pools.values())
     measured.resolved_candidates = sum(sum(pool.correct) for pool in pools.values())
     measured.ungraded = Candidate.objects.filter(task__in=tasks.filter(verdict="valid"), source__in=sources,
                                                  outcome="").count()
     measured.k_max = max((len(pool.correct) for pool in pools.values()), default=0)
     rankers = {"random": lambda pool: [0] * len(pool.correct),
-               "oracle": lambda pool: [int(c) for c in pool.correct]}
+               "oracle": lambda pool: [int(c) for c in pool.correct],
+               "judge": lambda pool: [judge_scores.get(i, UNSCORED) for i in pool.ids]}
     for name in SELECTORS:
         if name in ("execution", "hybrid"):
             measured.best_at_k[name], measured.skipped[name] = None, NOT_YET
             continue
-        if name == "judge":
-            measured.best_at_k[name], measured.skipped[name] = None, "no judge scores in scope (run the judge)"
+        if name == "judge" and not judge_scores:
+            measured.best_at_k[name] = None
+            measured.skipped.setdefault(name, "no judge score in scope")
             continue
         if not pools or not measured.k_max:
             measured.best_at_k[name], measured.skipped[name] = None, "no graded candidate in scope"
@@ -73,11 +85,30 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, bands: bool = 
 def _pools(tasks: QuerySet, sources) -> dict[int, _Pool]:
     pools = {task_id: _Pool() for task_id in tasks.values_list("id", flat=True)}
     rows = Candidate.objects.filter(task__in=tasks, source__in=sources).exclude(outcome="") \
-        .order_by("task_id", "id").values_list("task_id", "outcome")
-    for task_id, outcome in rows:
+        .order_by("task_id", "id").values_list("task_id", "id", "outcome")
+    for task_id, candidate_id, outcome in rows:
         pools[task_id].correct.append(outcome == "resolved")
+        pools[task_id].ids.append(candidate_id)
     return pools
 
 
-def fraction_text(value: Optional[Fraction]) -> str:
-    return "—" if value is None else f"{float(value) * 100:.1f}%"
+def _judge_scores(pools: dict, mode: str, measured: Measures) -> dict[int, float]:
+    """{candidate id: P(YES)} in `mode` from the judge in use; the judge's line (calibration, how many
+    scores are uncertain or missing) goes on `measured`."""
+    try:
+        model, version = judge_identity()
+    except ModelError as error:
+        measured.skipped["judge"] = f"the judge model cannot be used: {error}"
+        return {}
+    ids = [i for pool in pools.values() for i in pool.ids]
+    rows = JudgeScore.objects.filter(candidate_id__in=ids, mode=mode, model=model, prompt_version=version) \
+        .values_list("candidate_id", "p_yes", "uncertain")
+    scores = {candidate_id: p for candidate_id, p, _ in rows}
+    correct = {i: c for pool in pools.values() for i, c in zip(pool.ids, pool.correct)}
+    fit = calibration([scores[i] for i in scores], [correct[i] for i in scores])
+    measured.judge = {"mode": mode, "model": model, "prompt_version": version, "brier": fit.brier, "ece": fit.ece,
+                      "uncertain": sum(uncertain for _, _, uncertain in rows), "unscored": len(ids) - len(scores),
+                      "calibration": [asdict(b) for b in fit.bins]}
+    if not scores:
+        measured.skipped["judge"] = f"no candidate in scope has a judge score in mode {mode!r}"
+    return scores

@@ -168,3 +168,40 @@ class Grade(JobLife, models.Model):
 
     def __str__(self):
         return f"grade {self.pk} of candidate {self.candidate_id}"
+
+
+class Judging(JobLife, models.Model):
+    """One judging of a task's candidates by the judge model, in one mode; its life is its `job`'s."""
+
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="judging")
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="judgings")
+    mode = models.CharField(max_length=32)
+    model = models.CharField(max_length=255, blank=True)
+    counts = models.JSONField(default=dict, help_text="{scored, cached, failed} over the candidates judged.")
+    detail = models.TextField(blank=True, help_text="The calls that failed, and why.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class JudgeScore(models.Model):
+    """The judge's P(YES) for one candidate, in one mode, by one model and prompt version."""
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="judge_scores")
+    mode = models.CharField(max_length=32)
+    model = models.CharField(max_length=255)
+    prompt_version = models.PositiveIntegerField()
+    p_yes = models.FloatField()
+    uncertain = models.BooleanField(default=False, help_text="An answer token was missing from the top "
+                                                              "log-probabilities: a floor stood in for it.")
+    logprob_yes = models.FloatField()
+    logprob_no = models.FloatField()
+    shortening = models.JSONField(default=dict, blank=True, help_text="What of the trajectory was left out.")
+    call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["candidate", "mode", "model", "prompt_version"],
+                                               name="one_judge_score_per_candidate_mode_model_prompt")]

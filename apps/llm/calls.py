@@ -2,11 +2,19 @@
 
 import hashlib
 import json
+import math
 import time
 
 from django.conf import settings
 
-from worker.engine.llm.clients import SCORING_ROLES, ModelError, ModelSettings, model_client, settings_problem
+from worker.engine.llm.clients import (
+    SCORING_ROLES,
+    ModelError,
+    ModelSettings,
+    calls_collect,
+    model_client,
+    settings_problem,
+)
 from worker.engine.llm.prompts import Prompt
 
 from .models import ModelCall
@@ -63,6 +71,53 @@ def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=Non
     record.model = completion.model or record.model
     record.save()
     return record, False
+
+
+def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], task=None,
+                 in_flight: int = 1) -> dict:
+    """{key: ModelCall} for each {key: messages} in `asked`: the first answer token's log-probabilities
+    for `answers`, recorded one call each and answered from the record when the inputs were asked
+    before. Calls run `in_flight` at a time (threads ask the model; only this thread writes rows);
+    a call that fails is recorded as failed, not raised."""
+    model = role_settings(role)
+    parameters = {"max_tokens": 1, "temperature": 0.0, "answers": answers}
+    records, to_ask = {}, {}
+    for key, messages in asked.items():
+        cache_key = model_call_cache_key(role, model, prompt, messages, parameters)
+        cached = ModelCall.objects.filter(cache_key=cache_key, outcome=ModelCall.Outcome.OK).first()
+        if cached is not None:
+            records[key] = cached
+            continue
+        to_ask[key] = ModelCall(role=role, backend=model.backend, model=model.model_name, prompt_name=prompt.name,
+                                prompt_version=prompt.version, prompt_digest=prompt.digest, cache_key=cache_key,
+                                messages=messages, parameters=parameters, task=task)
+    if to_ask:
+        client = model_client(model)
+
+        def ask(key):
+            record, started = to_ask[key], time.monotonic()
+            try:
+                logprobs = client.first_token_logprobs(record.messages, answers)
+            except ModelError as error:
+                record.outcome, record.error_code = ModelCall.Outcome.FAILED, error.code
+                record.error_message = model.redact(str(error))[:2000]
+            else:
+                record.outcome = ModelCall.Outcome.OK
+                record.logprobs = {answer: value if math.isfinite(value) else None  # JSON has no -inf
+                                   for answer, value in logprobs.items()}
+                record.answer = max(logprobs, key=logprobs.get)
+                record.tokens_out = 1
+            record.seconds = time.monotonic() - started
+            return record
+
+        for key, result in calls_collect(ask, list(to_ask), in_flight=in_flight).items():
+            record = to_ask[key]
+            if isinstance(result, Exception):  # not the model's error: ours, recorded all the same
+                record.outcome, record.error_code = ModelCall.Outcome.FAILED, "worker_error"
+                record.error_message = model.redact(f"{type(result).__name__}: {result}")[:2000]
+            record.save()
+            records[key] = record
+    return records
 
 
 def model_health(role: str) -> dict:

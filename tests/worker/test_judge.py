@@ -7,13 +7,13 @@ import time
 
 import pytest
 
+from worker.engine.llm.clients import calls_collect
 from worker.engine.llm.prompts import prompt_load
 from worker.engine.verify.judge import (
     LOGPROB_FLOOR,
     JudgeInput,
     judge_messages,
     judge_score,
-    scores_collect,
     self_assessment_removed,
     trajectory_render,
 )
@@ -99,7 +99,7 @@ def test_scores_land_on_their_own_candidates_whatever_order_the_calls_finish_in(
             raise RuntimeError("server error")
         return judge_score({"YES": -candidate_id / 10, "NO": -1.0})
 
-    results = scores_collect(score_one, list(range(10)), in_flight=10)
+    results = calls_collect(score_one, list(range(10)), in_flight=10)
     assert finished != sorted(finished)  # they did finish out of order
     for candidate_id in range(10):
         if candidate_id == 4:

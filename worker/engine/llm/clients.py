@@ -11,10 +11,11 @@ retry what is worth retrying (connection errors, 429, 5xx) with backoff; the res
 
 import math
 import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Callable, Hashable, Optional, Protocol
 
 ROLES = ("issue_writer", "test_writer", "judge", "agent")
 BACKENDS = ("embedded", "openai", "anthropic")
@@ -102,6 +103,19 @@ def model_client(settings: ModelSettings) -> ModelClient:
     if settings.backend == "embedded":
         return EmbeddedClient(settings)
     raise ModelError("misconfigured", f"unknown backend {settings.backend!r}")
+
+
+def calls_collect(call: Callable[[Hashable], object], keys: list, *, in_flight: int) -> dict:
+    """`call` over `keys`, `in_flight` at a time, in the order given (one at a time keeps a shared
+    prompt prefix warm); each result lands on the key it was asked for, whatever order the calls
+    finish in (an exception too, as the value)."""
+    results: dict = {}
+    with ThreadPoolExecutor(max_workers=max(1, in_flight)) as pool:
+        asked = {pool.submit(call, key): key for key in keys}
+        for future in as_completed(asked):
+            error = future.exception()
+            results[asked[future]] = error if error is not None else future.result()
+    return results
 
 
 def _answer(text: Optional[str], finish_reason: str) -> str:

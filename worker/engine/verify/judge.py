@@ -13,9 +13,8 @@ earliest steps go; what was left out is recorded on the score.
 
 import math
 import re
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Optional, Sequence
+from typing import Optional, Sequence
 
 from worker.engine.llm.prompts import Prompt, clip_head
 
@@ -139,16 +138,3 @@ def judge_messages(prompt: Prompt, given: JudgeInput, *, mode: str, budget_chars
         text, shortening = trajectory_render(given.steps, budget_chars=room, mode=mode)
         trajectory_part = f"The developer's steps while writing it:\n\n<trajectory>\n{text}\n</trajectory>\n"
     return JudgePrompt(prompt.messages(issue=given.issue, patch=patch, trajectory_part=trajectory_part), shortening)
-
-
-def scores_collect(score_one: Callable[[Hashable], JudgeScore], keys: Sequence[Hashable], *,
-                   in_flight: int) -> dict[Hashable, JudgeScore | Exception]:
-    """`score_one` over `keys`, `in_flight` at a time; each result lands on the key it was asked for,
-    whatever order the calls finish in (an error too, as the value)."""
-    results: dict[Hashable, JudgeScore | Exception] = {}
-    with ThreadPoolExecutor(max_workers=max(1, in_flight)) as pool:
-        asked = {pool.submit(score_one, key): key for key in keys}
-        for future in as_completed(asked):
-            error = future.exception()
-            results[asked[future]] = error if error is not None else future.result()
-    return results

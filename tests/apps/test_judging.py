@@ -1,0 +1,108 @@
+"""The judge (the embedded model) scores every candidate of imported tasks: one job per task, its calls
+recorded with their log-probabilities, nothing asked twice; and the measures rank by its scores."""
+
+import json
+
+import pytest
+
+from apps.datasets.imports import instances_import, predictions_import
+from apps.datasets.judging import task_judge_start
+from apps.datasets.measures import measures_compute
+from apps.datasets.models import Candidate, Dataset, JudgeScore
+from apps.jobs.models import Job
+from apps.jobs.services import job_run
+from apps.llm.models import ModelCall
+from apps.tasks.models import IssueVersion, Task
+from tests.worker.test_swebench_files import GOLD, instance, jsonl
+from worker.engine.verify.judge import judge_score
+
+pytestmark = pytest.mark.django_db
+
+TASKS = ["octo__calc-1", "octo__calc-2"]
+STEPS = [{"step": 1, "thought": "Look.", "action": "open calc.py", "observation": "def add(a, b): ..." * 40},
+         {"step": 2, "thought": "I have fixed the issue and all tests pass.", "action": "submit", "observation": ""}]
+
+
+def imported(tmp_path):
+    instances_import(path=jsonl(tmp_path / "judged.jsonl", [instance(task_id, base_commit=f"{n:040d}")
+                                                             for n, task_id in enumerate(TASKS)]))
+    for run, resolved in (("a", TASKS[:1]), ("b", [])):
+        rows = [{"instance_id": i, "model_name_or_path": run,
+                 "model_patch": GOLD if run == "a" else GOLD.replace("+", "+# ")} for i in TASKS]
+        report = tmp_path / f"report-{run}.json"
+        report.write_text(json.dumps({"schema_version": 2, "resolved_ids": resolved, "submitted_ids": TASKS,
+                                      "unresolved_ids": [i for i in TASKS if i not in resolved]}))
+        predictions_import(path=jsonl(tmp_path / f"{run}.jsonl", rows), report_path=report)
+    Candidate.objects.filter(run__name="a").update(trajectory=STEPS)
+    return Task.objects.filter(instance_id__in=TASKS).order_by("instance_id")
+
+
+def judge(task, mode="patch"):
+    judging = task_judge_start(task=task, mode=mode)
+    job_run(job_id=judging.job_id)
+    judging.refresh_from_db()
+    return judging
+
+
+def test_every_candidate_gets_its_p_yes_from_its_own_recorded_call(tmp_path):
+    tasks = imported(tmp_path)
+    for task in tasks:
+        judging = judge(task)
+        # Every candidate: the two runs' and the two controls (gold and empty).
+        assert judging.state == Job.State.SUCCEEDED and judging.counts == {"scored": 4, "failed": 0}
+    scores = JudgeScore.objects.select_related("candidate", "call")
+    assert scores.count() == 8
+    for score in scores:
+        assert 0 < score.p_yes < 1 and not score.uncertain and score.mode == "patch"
+        assert set(score.call.logprobs) == {"YES", "NO"} and score.call.role == "judge"
+        assert score.p_yes == judge_score(score.call.logprobs).p_yes
+        # Its own patch, and the issue of its own task, in a message of its own before the patch.
+        messages = score.call.messages
+        assert (score.candidate.patch[:200] or "(no patch)") in messages[2]["content"]
+        assert IssueVersion.objects.get(task=score.candidate.task).text in messages[1]["content"]
+        assert "<trajectory>" not in messages[2]["content"]
+    calls = ModelCall.objects.count()
+    again = judge(tasks[0])
+    assert again.counts == {"scored": 0, "failed": 0} and ModelCall.objects.count() == calls
+
+
+def test_trajectory_modes_show_the_steps_with_or_without_the_agents_claims(tmp_path):
+    task = imported(tmp_path)[0]
+    judge(task, mode="trajectory")
+    judge(task, mode="no-self-assessment")
+    with_steps = JudgeScore.objects.get(candidate__run__name="a", candidate__task=task, mode="trajectory")
+    blind = JudgeScore.objects.get(candidate__run__name="a", candidate__task=task, mode="no-self-assessment")
+    assert "I have fixed the issue" in with_steps.call.messages[2]["content"]
+    assert "I have fixed the issue" not in blind.call.messages[2]["content"]
+    assert blind.shortening["claims_removed"] == 1 and with_steps.shortening["claims_removed"] == 0
+
+
+def test_the_judge_ranks_candidates_in_the_measures_and_is_calibrated_against_the_ground_truth(tmp_path):
+    tasks = imported(tmp_path)
+    before = measures_compute(Task.objects.filter(instance_id__in=TASKS), judge_mode="patch")
+    assert before.best_at_k["judge"] is None and "no candidate" in before.skipped["judge"]
+    for task in tasks:
+        judge(task)
+    measured = measures_compute(Dataset.objects.get(name="judged").tasks.all(), judge_mode="patch")
+    curve = measured.best_at_k["judge"]
+    # One candidate drawn: every selector is random. All drawn: the judge's top one, per task.
+    assert curve[0] == measured.best_at_k["random"][0]
+    chosen = []
+    for task in tasks:
+        best = max(JudgeScore.objects.filter(candidate__task=task, candidate__source="import"),
+                   key=lambda s: s.p_yes)
+        chosen.append(best.candidate.outcome == "resolved")
+    assert float(curve[-1]) == pytest.approx(sum(chosen) / len(chosen))
+    # Calibration over the candidates in scope: the runs' (controls are left out by default).
+    p = {s.candidate_id: s.p_yes for s in JudgeScore.objects.filter(candidate__source="import")}
+    truth = {c.id: c.outcome == "resolved" for c in Candidate.objects.filter(id__in=p)}
+    assert measured.judge["brier"] == pytest.approx(sum((p[i] - truth[i]) ** 2 for i in p) / 4)
+    assert measured.judge["unscored"] == 0 and sum(b["count"] for b in measured.judge["calibration"]) == 4
+
+
+def test_a_task_without_an_issue_text_fails_its_judging_in_words(tmp_path):
+    task = imported(tmp_path)[0]
+    IssueVersion.objects.filter(task=task).delete()
+    judging = judge(task)
+    assert judging.state == Job.State.FAILED and judging.job.error_code == "no_issue"
+    assert "no issue text" in judging.job.error_message
