@@ -7,6 +7,8 @@ from typing import Optional
 
 from django.db.models import QuerySet
 
+from apps.charts import Series, line_chart
+
 from worker.engine.llm.clients import ModelError
 from worker.engine.verify.measures import best_at_k_curve, bootstrap_bands, calibration, dataset_mean
 
@@ -112,3 +114,30 @@ def _judge_scores(pools: dict, mode: str, measured: Measures) -> dict[int, float
     if not scores:
         measured.skipped["judge"] = f"no candidate in scope has a judge score in mode {mode!r}"
     return scores
+
+
+@dataclass
+class MeasuresPage:
+    measured: Measures
+    best_at_k_chart: str
+    best_at_k_rows: list  # [(k, [value or None per selector shown])]
+    shown: list  # the selectors with a curve
+    calibration_chart: str = ""
+
+
+def measures_page(measured: Measures) -> MeasuresPage:
+    """The charts and tables of a dataset page's measures."""
+    shown = [name for name in SELECTORS if measured.best_at_k.get(name) is not None]
+    ks = list(range(1, measured.k_max + 1))
+    series = [Series(name, [(k, float(v)) for k, v in zip(ks, measured.best_at_k[name])],
+                     band=measured.bands.get(name, [])) for name in shown]
+    chart = line_chart(series, x_label="k (candidates drawn)", y_label="best@k", x_range=(1, max(ks, default=1)),
+                       title="best@k per selector, with 95% bootstrap bands") if shown else ""
+    rows = [(k, [float(measured.best_at_k[name][k - 1]) for name in shown]) for k in ks]
+    page = MeasuresPage(measured, chart, rows, shown)
+    bins = [b for b in measured.judge.get("calibration", []) if b["count"]]
+    if bins:
+        page.calibration_chart = line_chart(
+            [Series("judge", [(b["mean_predicted"], b["observed"]) for b in bins])], x_label="P(YES)",
+            y_label="share resolved", x_range=(0, 1), diagonal=True, title="The judge's reliability diagram")
+    return page

@@ -10,7 +10,10 @@ from apps.repositories.services import repository_find
 from apps.tasks.models import Task
 from apps.tasks.selectors import tasks_visible
 
-from .models import Candidate, Dataset, Grade, Import, Run
+from worker.engine.llm.clients import ModelError
+
+from .judging import judge_identity
+from .models import Candidate, Dataset, Grade, Import, JudgeScore, Run
 
 
 def dataset_tasks(dataset: Dataset) -> QuerySet:
@@ -109,6 +112,42 @@ def task_candidates(*, task: Task) -> QuerySet:
     latest = Grade.objects.select_related("job").order_by("-created_at", "-id")
     return (Candidate.objects.filter(task=task).select_related("run").order_by("source", "kind", "id")
             .prefetch_related(Prefetch("grades", queryset=latest, to_attr="latest_grades")))
+
+
+@dataclass
+class CandidateScores:
+    p_yes: dict  # mode -> P(YES), from the judge in use
+    uncertain: list  # the modes whose score is uncertain
+    chosen_by: list  # the selectors whose choice it is, over the task's whole pool in scope
+
+
+def task_candidate_scores(*, task: Task, sources=("import", "sampler")) -> dict[int, CandidateScores]:
+    """Per candidate of the task: its judge scores, and which selectors choose it when they see every
+    candidate in scope (the judge: the highest P(YES) in the patch mode, ties all marked; the oracle:
+    every resolved one)."""
+    try:
+        model, version = judge_identity()
+    except ModelError:
+        model, version = "", 0
+    found = {c.id: CandidateScores({}, [], []) for c in Candidate.objects.filter(task=task).only("id")}
+    for candidate_id, mode, p, uncertain in JudgeScore.objects.filter(
+            candidate__task=task, model=model, prompt_version=version).values_list(
+            "candidate_id", "mode", "p_yes", "uncertain"):
+        found[candidate_id].p_yes[mode] = p
+        if uncertain:
+            found[candidate_id].uncertain.append(mode)
+    in_scope = dict(Candidate.objects.filter(task=task, source__in=sources).exclude(outcome="")
+                    .values_list("id", "outcome"))
+    judged = {i: found[i].p_yes["patch"] for i in in_scope if "patch" in found[i].p_yes}
+    if judged:
+        top = max(judged.values())
+        for i, p in judged.items():
+            if p == top:
+                found[i].chosen_by.append("judge")
+    for i, outcome in in_scope.items():
+        if outcome == "resolved":
+            found[i].chosen_by.append("oracle")
+    return found
 
 
 def imports_recent(*, dataset: Optional[Dataset] = None, limit: int = 20) -> QuerySet:

@@ -13,7 +13,10 @@ from apps.tasks.selectors import task_for_page, tasks_filtered, tasks_visible
 from apps.tasks.views.common import saved_views_for, task_filter_form
 from apps.web import diff_html, require_reviewer
 
+from worker.engine.verify.judge import JUDGE_MODES
+
 from . import selectors
+from .measures import measures_compute, measures_page
 from .models import Candidate, Dataset, Import, Run
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
 from .services import DatasetRefused, dataset_from_view
@@ -36,12 +39,15 @@ def dataset_detail(request, pk: int):
         raise Http404("No such dataset.")
     page = Paginator(tasks.select_related("repository").order_by("instance_id"), TASKS_PER_PAGE).get_page(
         request.GET.get("page"))
+    judge_mode = request.GET.get("mode") if request.GET.get("mode") in JUDGE_MODES else JUDGE_MODES[0]
     context = {
         "dataset": dataset,
         "page": page,
         "runs": selectors.runs_summarised(tasks=tasks),
         "candidates": selectors.candidate_counts(tasks=tasks),
         "imports": selectors.imports_recent(dataset=dataset),
+        "judge_modes": JUDGE_MODES, "judge_mode": judge_mode,
+        "measures": measures_page(measures_compute(tasks, judge_mode=judge_mode)),
     }
     return render(request, "datasets/dataset_detail.html", context)
 
@@ -76,7 +82,9 @@ def task_candidates(request, instance_id: str):
     except Task.DoesNotExist:
         raise Http404("No such task.") from None
     page = Paginator(selectors.task_candidates(task=task), TASK_CANDIDATES_PER_PAGE).get_page(request.GET.get("page"))
-    candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "") for candidate in page.object_list]
+    scores = selectors.task_candidate_scores(task=task)
+    candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "", scores.get(candidate.id))
+                  for candidate in page.object_list]
     survivors = Candidate.objects.filter(task=task, source=Candidate.Source.MUTANT, outcome="resolved").exclude(
         made__equivalent=True).count()
     return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates, "page": page,

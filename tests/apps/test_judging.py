@@ -4,7 +4,9 @@ recorded with their log-probabilities, nothing asked twice; and the measures ran
 import json
 
 import pytest
+from django.urls import reverse
 
+from apps.charts import Series, line_chart
 from apps.datasets.imports import instances_import, predictions_import
 from apps.datasets.judging import task_judge_start
 from apps.datasets.measures import measures_compute
@@ -106,3 +108,24 @@ def test_a_task_without_an_issue_text_fails_its_judging_in_words(tmp_path):
     judging = judge(task)
     assert judging.state == Job.State.FAILED and judging.job.error_code == "no_issue"
     assert "no issue text" in judging.job.error_message
+
+
+def test_the_dataset_page_draws_best_at_k_and_calibration_with_their_numbers_beside(tmp_path, curator_client):
+    tasks = imported(tmp_path)
+    dataset = Dataset.objects.get(name="judged")
+    page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    assert page.count('<svg class="chart"') == 1 and "judge: not shown" in page  # no score yet
+    assert "random" in page and "oracle" in page and "execution: not shown" in page
+    for task in tasks:
+        judge(task)
+    page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    assert page.count('<svg class="chart"') == 2 and page.count('class="series"') == 4  # 3 selectors, 1 calibration
+    measured = measures_compute(dataset.tasks.all(), judge_mode="patch")
+    assert f"{float(measured.best_at_k['oracle'][0]):.3f}" in page and "Brier score" in page
+    candidates = curator_client.get(reverse("datasets:task_candidates", args=[TASKS[0]])).content.decode()
+    best = max(JudgeScore.objects.filter(candidate__task=tasks[0], candidate__source="import"), key=lambda s: s.p_yes)
+    assert f"{best.p_yes:.3f}" in candidates and 'badge-chosen">judge' in candidates
+    assert candidates.count('badge-chosen">oracle') == 1  # the one resolved candidate
+    # A title with markup is text in the chart.
+    assert "<script" not in line_chart([Series("<script>x</script>", [(1, 0.5)])], x_label="k", y_label="y",
+                                       x_range=(1, 2), title="<b>")
