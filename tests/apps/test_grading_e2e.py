@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from apps.datasets.models import Candidate, Grade, Run
+from apps.datasets.models import Candidate, Dataset, Grade, JudgeScore, Run
 from apps.datasets.mutants import task_mutation_score_refresh
 from apps.jobs.models import Job
 from apps.repositories.services import repository_register
@@ -198,3 +198,30 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     assert weak_task.mutation_score == pytest.approx(1 / 6)
     curator_client.post(reverse("datasets:tests_weak", args=[weak_task.instance_id]))
     assert weak_task.changes.filter(kind="tests_flagged_weak").exists()
+
+    # Imported candidates beside the mutants, then the judge (the embedded model, through the worker on the
+    # llm queue) over both, then the repository dataset's page with its charts.
+    response = curator_client.post(reverse("tasks:issue_edit", args=[strong_task.instance_id]), {
+        "text": "clamp(-1, 0, 10) returns -1: values below the range are not clamped.", "based_on": "0"})
+    assert response.status_code == 302
+    gold = Candidate.objects.get(task=strong_task, source="gold").patch
+    predictions = tmp_path / "agent.jsonl"
+    predictions.write_text("".join(json.dumps({"instance_id": strong_task.instance_id, "model_name_or_path": run,
+                                               "model_patch": patch}) + "\n"
+                                   for run, patch in (("agent-right", gold), ("agent-empty", ""))))
+    assert manage("import_predictions", str(predictions)).returncode == 0
+    assert manage("grade", strong_task.instance_id, "--json").returncode == 0
+    verified = manage("verify", strong_task.instance_id, "--no-tests", "--sources", "import,mutant", "--json")
+    assert verified.returncode == 0, verified.stderr
+    line = json.loads(verified.stdout)
+    in_scope = Candidate.objects.filter(task=strong_task, source__in=("import", "mutant"))
+    assert line["candidates"] == in_scope.count() == len(MUTANT_KINDS) + 2
+    assert line["resolved_candidates"] == 1 and line["best_at_k"]["oracle"][-1] == 1.0
+    assert line["judge"]["mode"] == "patch" and line["judge"]["unscored"] == 0 and line["judge"]["brier"] is not None
+    judge_curve = line["best_at_k"]["judge"]
+    assert len(judge_curve) == line["k_max"] and judge_curve[0] == pytest.approx(line["best_at_k"]["random"][0])
+    assert JudgeScore.objects.filter(candidate__in=in_scope, mode="patch").count() == in_scope.count()
+    assert Job.objects.filter(kind="judge", state=Job.State.SUCCEEDED).count() == 1
+    dataset = Dataset.objects.get(repository=repository)
+    page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    assert page.count('<svg class="chart"') == 2 and ">judge</text>" in page
