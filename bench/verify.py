@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import report  # noqa: E402
 
-from worker.engine.verify.measures import best_at_k_curve, dataset_mean  # noqa: E402
+from worker.engine.verify.measures import best_at_k_over_tasks  # noqa: E402
 
 TASKS, CANDIDATES = 500, 26
 
@@ -38,12 +38,10 @@ def pools(seed: int = 0):
 
 
 def exact(tasks) -> list:
-    curves = {"random": [], "judge": [], "oracle": []}
-    for correct, judge in tasks:
-        curves["random"].append(best_at_k_curve([0] * CANDIDATES, correct, CANDIDATES))
-        curves["judge"].append(best_at_k_curve(judge, correct, CANDIDATES))
-        curves["oracle"].append(best_at_k_curve([int(c) for c in correct], correct, CANDIDATES))
-    return [dataset_mean(rows) for rows in curves.values()]
+    rankings = {"random": lambda correct, judge: [0] * CANDIDATES, "judge": lambda correct, judge: judge,
+                "oracle": lambda correct, judge: [int(c) for c in correct]}
+    return [best_at_k_over_tasks([(rank(correct, judge), correct) for correct, judge in tasks], CANDIDATES)[0]
+            for rank in rankings.values()]
 
 
 def estimator(tasks) -> np.ndarray:

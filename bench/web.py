@@ -5,6 +5,9 @@ users each loading a page every second (20 requests/s, open loop, from a separat
 loopback), the task list and the review page answer in under 150 ms at the 95th percentile, with
 no errors. Also printed: the highest rate at which the 95th percentile stays under 150 ms.
 
+Goal (issue: the judge and the measures): a dataset page of 500 tasks x 26 candidates, each graded
+and judged, under 150 ms at the 95th percentile, loaded the same way at the same rate.
+
 The pages are served by gunicorn with DEBUG off from a database of their own (DATABASE_URL's
 server, database `commitgym_webbench`, dropped and made again each run). One of the five
 repositories is a real git history, mined, so its review pages render the commit's diff; the
@@ -41,6 +44,7 @@ TEST_RESULTS = 250_000  # per-test outcomes across the runs: 2 runs x 12 or 13 t
 SEEDED_REPOSITORIES = 4  # plus the mined one
 MIRRORED_COMMITS = 1_500  # the mined repository's history; its kept commits become tasks
 USERS = 20
+DATASET_TASKS, DATASET_CANDIDATES = 500, 26
 RATE = 20  # requests per second: 20 users, a page a second each
 MEASURE_SECONDS = 25
 STEP_SECONDS = 8
@@ -302,14 +306,41 @@ def seed(workdir: Path) -> dict:
     seconds = time.perf_counter() - started
     assert Task.objects.count() == TASKS and outcomes == TEST_RESULTS, (Task.objects.count(), outcomes)
 
+    dataset = judged_dataset_seed(tasks, rng)
     review_ids = list(Task.objects.filter(state="needs_review").values_list("instance_id", "repository_id"))
     return {
+        "dataset_path": f"/datasets/{dataset.pk}/",
         "seconds": seconds, "mined_seconds": mined_seconds, "outcomes": outcomes,
         "runs": TestRunRecord.objects.count(), "mirrored_tasks": len(mirrored_tasks), "sessions": sessions,
         "review_with_diff": [iid for iid, repository_id in review_ids if repository_id == mirrored.pk],
         "review_without_diff": [iid for iid, repository_id in review_ids if repository_id != mirrored.pk],
         "user": users[0],
     }
+
+
+def judged_dataset_seed(tasks: list, rng: random.Random):
+    """An imported dataset of DATASET_TASKS valid tasks, each with DATASET_CANDIDATES candidates (one
+    per run) graded by a report and judged."""
+    from apps.datasets.judging import judge_identity
+    from apps.datasets.models import Candidate, Dataset, DatasetTask, JudgeScore, Run
+
+    model, version = judge_identity()
+    chosen = [task for task in tasks if task.verdict == "valid"][:DATASET_TASKS]
+    dataset = Dataset.objects.create(name="bench/judged", kind=Dataset.Kind.IMPORT)
+    DatasetTask.objects.bulk_create([DatasetTask(dataset=dataset, task=task) for task in chosen])
+    runs = Run.objects.bulk_create([Run(name=f"bench-agent-{r}") for r in range(DATASET_CANDIDATES)])
+    candidates = []
+    for task in chosen:
+        share = rng.random()
+        candidates += [Candidate(task=task, source="import", run=run, kind=run.name, patch=f"+ change {run.pk}\n",
+                                 outcome="resolved" if rng.random() < share else "no", outcome_source="report")
+                       for run in runs]
+    candidates = Candidate.objects.bulk_create(candidates, batch_size=5000)
+    JudgeScore.objects.bulk_create([
+        JudgeScore(candidate=c, mode="patch", model=model, prompt_version=version,
+                   p_yes=round(min(1.0, max(0.0, rng.gauss(0.6 if c.outcome == "resolved" else 0.4, 0.2))), 3),
+                   logprob_yes=-0.5, logprob_no=-1.0) for c in candidates], batch_size=5000)
+    return dataset
 
 
 def page_queries(seeded: dict) -> None:
@@ -322,7 +353,8 @@ def page_queries(seeded: dict) -> None:
     client.force_login(seeded["user"])
     pages = [("list", LIST_PATHS[0]), ("list_page_50", "/tasks/?page=50"),
              ("review", f"/tasks/{seeded['review_with_diff'][0]}/review/"),
-             ("review_without_diff", f"/tasks/{seeded['review_without_diff'][0]}/review/")]
+             ("review_without_diff", f"/tasks/{seeded['review_without_diff'][0]}/review/"),
+             ("dataset", seeded["dataset_path"])]
     for name, path in pages:
         client.get(path)  # templates and caches warm
         with CaptureQueriesContext(connection) as queries:
@@ -333,6 +365,8 @@ def page_queries(seeded: dict) -> None:
         content = response.content.decode()
         if name == "review":
             assert "not on disk" not in content and "could not" not in content, "the review page shows no diff"
+        if name == "dataset":
+            assert content.count('<svg class="chart"') == 2, "the dataset page draws no chart"
         print(f"web.page.{name}: {len(queries.captured_queries)} queries, {seconds * 1000:.1f} ms unloaded "
               f"in-process, {len(content) / 1000:.0f} kB", flush=True)
 
@@ -499,6 +533,16 @@ def measure(load: Load) -> tuple:
     met = met and not errors
     print(f"web.goal: list and review p95 under {TARGET_MS:.0f} ms at {RATE} requests/s with no errors: "
           f"{'met' if met else 'NOT met'}", flush=True)
+    dataset = load.run(RATE, [["dataset", load.seeded["dataset_path"], load.seeded["sessions"][i % USERS]]
+                              for i in range(count)])["dataset"]
+    p50, p95 = percentile(dataset["ms"], 0.5), percentile(dataset["ms"], 0.95)
+    label = f"web.dataset_{DATASET_TASKS}x{DATASET_CANDIDATES}"
+    report(f"{label}_p50_{RATE}_per_s", p50, "ms", static_p50, "ms (static file p50)")
+    report(f"{label}_p95_{RATE}_per_s", p95, "ms", static_p95, "ms (static file p95)")
+    report(f"{label}_p95_{RATE}_per_s.target", p95, "ms", TARGET_MS, "ms (target)")
+    print(f"web.goal: the dataset page p95 under {TARGET_MS:.0f} ms at {RATE} requests/s with no errors: "
+          f"{'met' if p95 < TARGET_MS and not dataset['errors'] else 'NOT met'} ({len(dataset['errors'])} errors)",
+          flush=True)
     return step_summary(pages)
 
 

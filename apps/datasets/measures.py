@@ -2,15 +2,18 @@
 verifiers' scores. Only tasks with an oracle (valid) count, every one of them in the denominator,
 candidates or not. Candidates without a ground truth yet are left out and counted."""
 
+import hashlib
+import json
+import threading
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
-from django.db.models import QuerySet
+from django.core.cache import cache
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from apps.charts import Series, line_chart
-
 from worker.engine.llm.clients import ModelError
-from worker.engine.verify.measures import best_at_k_curve, bootstrap_bands, calibration, dataset_mean
+from worker.engine.verify.measures import best_at_k_over_tasks, bootstrap_bands, calibration
 
 from .judging import judge_identity
 from .models import Candidate, JudgeScore
@@ -57,7 +60,8 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Op
     judge model and prompt in use) and its calibration is measured."""
     pools = _pools(tasks.filter(verdict="valid"), sources)
     measured = Measures(tasks=len(pools))
-    judge_scores = _judge_scores(pools, judge_mode, measured) if judge_mode else {}
+    judge_scores = _judge_scores(tasks.filter(verdict="valid"), sources, pools, judge_mode, measured) \
+        if judge_mode else {}
     measured.candidates = sum(len(pool.correct) for pool in pools.values())
     measured.resolved_candidates = sum(sum(pool.correct) for pool in pools.values())
     measured.ungraded = Candidate.objects.filter(task__in=tasks.filter(verdict="valid"), source__in=sources,
@@ -66,6 +70,7 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Op
     rankers = {"random": lambda pool: [0] * len(pool.correct),
                "oracle": lambda pool: [int(c) for c in pool.correct],
                "judge": lambda pool: [judge_scores.get(i, UNSCORED) for i in pool.ids]}
+    curves = {}  # selector -> per task, its curve in floats (for the bands)
     for name in SELECTORS:
         if name in ("execution", "hybrid"):
             measured.best_at_k[name], measured.skipped[name] = None, NOT_YET
@@ -77,11 +82,55 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Op
         if not pools or not measured.k_max:
             measured.best_at_k[name], measured.skipped[name] = None, "no graded candidate in scope"
             continue
-        per_task = [best_at_k_curve(rankers[name](pool), pool.correct, measured.k_max) for pool in pools.values()]
-        measured.best_at_k[name] = dataset_mean(per_task)
-        if bands:
-            measured.bands[name] = bootstrap_bands([[float(v) for v in row] for row in per_task])
+        measured.best_at_k[name], curves[name] = best_at_k_over_tasks(
+            [(rankers[name](pool), pool.correct) for pool in pools.values()], measured.k_max)
+    if bands:
+        measured.bands = bootstrap_bands(curves)
     return measured
+
+
+CACHE_SECONDS = 24 * 3600
+
+
+def scope_fingerprint(tasks: QuerySet) -> list:
+    """What can change figures over these tasks: the tasks, their candidates (how many, the newest,
+    which are resolved, when a ground truth last came) and the newest judge score. A new grade,
+    report, candidate or score changes it, so a page never shows stale figures."""
+    return [tasks.order_by().aggregate(n=Count("id"), ids=Sum("id")),
+            Candidate.objects.filter(task__in=tasks).order_by().aggregate(
+                n=Count("id"), top=Max("id"), graded=Count("id", filter=~Q(outcome="")),
+                resolved=Sum("id", filter=Q(outcome="resolved")), last=Max("graded_at")),
+            JudgeScore.objects.aggregate(top=Max("id"))]
+
+
+def scope_cached(fingerprint: list, compute: Callable[[], object], *key) -> object:
+    """What `compute` gives, kept in the cache under `key` and the scope's fingerprint. Requests that
+    miss together in one process wait for the first one's result rather than each computing it."""
+    name = "scope:" + hashlib.sha256(json.dumps([key, fingerprint], sort_keys=True, default=str).encode()).hexdigest()
+    found = cache.get(name)
+    if found is not None:
+        return found
+    with _computing_lock:
+        lock = _computing.setdefault(name, threading.Lock())
+    with lock:
+        found = cache.get(name)
+        if found is None:
+            found = compute()
+            cache.set(name, found, CACHE_SECONDS)
+    with _computing_lock:
+        _computing.pop(name, None)
+    return found
+
+
+_computing: dict[str, threading.Lock] = {}
+_computing_lock = threading.Lock()
+
+
+def measures_cached(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Optional[str] = None,
+                    fingerprint: Optional[list] = None) -> Measures:
+    return scope_cached(fingerprint or scope_fingerprint(tasks),
+                        lambda: measures_compute(tasks, sources=sources, judge_mode=judge_mode),
+                        "measures", sorted(map(str, sources)), judge_mode)
 
 
 def _pools(tasks: QuerySet, sources) -> dict[int, _Pool]:
@@ -94,7 +143,7 @@ def _pools(tasks: QuerySet, sources) -> dict[int, _Pool]:
     return pools
 
 
-def _judge_scores(pools: dict, mode: str, measured: Measures) -> dict[int, float]:
+def _judge_scores(tasks: QuerySet, sources, pools: dict, mode: str, measured: Measures) -> dict[int, float]:
     """{candidate id: P(YES)} in `mode` from the judge in use; the judge's line (calibration, how many
     scores are uncertain or missing) goes on `measured`."""
     try:
@@ -103,7 +152,8 @@ def _judge_scores(pools: dict, mode: str, measured: Measures) -> dict[int, float
         measured.skipped["judge"] = f"the judge model cannot be used: {error}"
         return {}
     ids = [i for pool in pools.values() for i in pool.ids]
-    rows = JudgeScore.objects.filter(candidate_id__in=ids, mode=mode, model=model, prompt_version=version) \
+    rows = JudgeScore.objects.filter(candidate__task__in=tasks, candidate__source__in=sources, mode=mode, model=model,
+                                     prompt_version=version).exclude(candidate__outcome="") \
         .values_list("candidate_id", "p_yes", "uncertain")
     scores = {candidate_id: p for candidate_id, p, _ in rows}
     correct = {i: c for pool in pools.values() for i, c in zip(pool.ids, pool.correct)}

@@ -9,7 +9,6 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from apps.repositories.services import repository_find
 from apps.tasks.models import Task
 from apps.tasks.selectors import tasks_visible
-
 from worker.engine.llm.clients import ModelError
 
 from .judging import judge_identity

@@ -12,11 +12,10 @@ from apps.tasks.models import Task
 from apps.tasks.selectors import task_for_page, tasks_filtered, tasks_visible
 from apps.tasks.views.common import saved_views_for, task_filter_form
 from apps.web import diff_html, require_reviewer
-
 from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
-from .measures import measures_compute, measures_page
+from .measures import measures_cached, measures_page, scope_cached, scope_fingerprint
 from .models import Candidate, Dataset, Import, Run
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
 from .services import DatasetRefused, dataset_from_view
@@ -40,14 +39,15 @@ def dataset_detail(request, pk: int):
     page = Paginator(tasks.select_related("repository").order_by("instance_id"), TASKS_PER_PAGE).get_page(
         request.GET.get("page"))
     judge_mode = request.GET.get("mode") if request.GET.get("mode") in JUDGE_MODES else JUDGE_MODES[0]
+    fingerprint = scope_fingerprint(tasks)  # the figures below are cached under it
     context = {
         "dataset": dataset,
         "page": page,
-        "runs": selectors.runs_summarised(tasks=tasks),
-        "candidates": selectors.candidate_counts(tasks=tasks),
+        "runs": scope_cached(fingerprint, lambda: selectors.runs_summarised(tasks=tasks), "runs"),
+        "candidates": scope_cached(fingerprint, lambda: selectors.candidate_counts(tasks=tasks), "candidate_counts"),
         "imports": selectors.imports_recent(dataset=dataset),
         "judge_modes": JUDGE_MODES, "judge_mode": judge_mode,
-        "measures": measures_page(measures_compute(tasks, judge_mode=judge_mode)),
+        "measures": measures_page(measures_cached(tasks, judge_mode=judge_mode, fingerprint=fingerprint)),
     }
     return render(request, "datasets/dataset_detail.html", context)
 

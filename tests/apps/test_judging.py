@@ -5,6 +5,7 @@ import json
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.charts import Series, line_chart
 from apps.datasets.imports import instances_import, predictions_import
@@ -122,6 +123,11 @@ def test_the_dataset_page_draws_best_at_k_and_calibration_with_their_numbers_bes
     assert page.count('<svg class="chart"') == 2 and page.count('class="series"') == 4  # 3 selectors, 1 calibration
     measured = measures_compute(dataset.tasks.all(), judge_mode="patch")
     assert f"{float(measured.best_at_k['oracle'][0]):.3f}" in page and "Brier score" in page
+    # Figures are cached under a fingerprint of what they read: a new ground truth shows at once.
+    Candidate.objects.filter(task=tasks[1], run__name="b").update(outcome="resolved", graded_at=timezone.now())
+    again = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    oracle = measures_compute(dataset.tasks.all(), judge_mode="patch").best_at_k["oracle"][0]
+    assert oracle != measured.best_at_k["oracle"][0] and f"{float(oracle):.3f}" in again
     candidates = curator_client.get(reverse("datasets:task_candidates", args=[TASKS[0]])).content.decode()
     best = max(JudgeScore.objects.filter(candidate__task=tasks[0], candidate__source="import"), key=lambda s: s.p_yes)
     assert f"{best.p_yes:.3f}" in candidates and 'badge-chosen">judge' in candidates

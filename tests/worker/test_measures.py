@@ -14,9 +14,9 @@ from sklearn.metrics import brier_score_loss
 from worker.engine.verify.measures import (
     best_at_k_by_subsets,
     best_at_k_curve,
+    best_at_k_over_tasks,
     bootstrap_bands,
     calibration,
-    dataset_mean,
 )
 
 
@@ -73,12 +73,14 @@ def test_fewer_candidates_than_k_use_all_and_a_task_without_candidates_counts_ze
     assert best_at_k_curve([], [], 3) == [Fraction(0)] * 3
     # No correct candidate: still Fractions, so a mean over tasks stays exact.
     assert all(type(value) is Fraction for value in best_at_k_curve([0.1, 0.2], [False, False], 2))
+    assert all(type(value) is Fraction for value in best_at_k_over_tasks([([0.1], [False])], 2)[0])
     # A task of two, the right one ranked first: 1/2 at k=1 (one drawn), 1 at k=2; tied: 1/2 at both.
     # Beside a task with no candidate, each counts half.
-    tasks = [best_at_k_curve([1, 0], [True, False], 2), best_at_k_curve([], [], 2)]
-    assert dataset_mean(tasks) == [Fraction(1, 4), Fraction(1, 2)]
-    tasks = [best_at_k_curve([0, 0], [True, False], 2), best_at_k_curve([], [], 2)]
-    assert dataset_mean(tasks) == [Fraction(1, 4), Fraction(1, 4)]
+    mean, floats = best_at_k_over_tasks([([1, 0], [True, False]), ([], [])], 2)
+    assert mean == [Fraction(1, 4), Fraction(1, 2)] and floats == [[0.5, 1.0], [0.0, 0.0]]
+    mean, _ = best_at_k_over_tasks([([0, 0], [True, False]), ([], [])], 2)
+    assert mean == [Fraction(1, 4), Fraction(1, 4)]
+    assert best_at_k_over_tasks([], 3) == ([], [])
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -109,9 +111,11 @@ def test_a_subset_dependent_selector_is_enumerated_when_few_and_estimated_when_m
 
 def test_bands_hold_the_mean_and_narrow_with_agreeing_tasks():
     mixed = [[0.0], [1.0]] * 20
-    (low, high), = bootstrap_bands(mixed, seed=1)
+    bands = bootstrap_bands({"mixed": mixed, "agreeing": [[1.0]] * 40}, seed=1)
+    (low, high), = bands["mixed"]
     assert low < 0.5 < high
-    assert bootstrap_bands([[1.0]] * 40) == [(1.0, 1.0)]
+    assert bands["agreeing"] == [(1.0, 1.0)]
+    assert bootstrap_bands({"none": []}) == {"none": []}
 
 
 def test_calibration_worked_by_hand_and_as_scikit_learn_computes_the_brier_score():

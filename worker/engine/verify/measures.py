@@ -16,6 +16,7 @@ import itertools
 import random
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from math import comb, lcm
 from typing import Callable, Optional, Sequence
 
@@ -27,9 +28,32 @@ Choose = Callable[[tuple[int, ...]], int]  # a subset of candidate indexes -> th
 def best_at_k_curve(scores: Sequence[float], correct: Sequence[bool], k_max: int) -> list[Fraction]:
     """One task, k = 1..k_max: the probability that ranking a uniform k-subset by `scores` (highest
     first, ties shared) picks a correct candidate."""
+    return [Fraction(numerator, denominator) for numerator, denominator in _curve_parts(scores, correct, k_max)]
+
+
+def best_at_k_over_tasks(pools: Sequence[tuple[Sequence[float], Sequence[bool]]],
+                         k_max: int) -> tuple[list[Fraction], list[list[float]]]:
+    """(the mean over tasks per k, exactly; each task's curve in floats). Each pool is one task's
+    (scores, correct). The mean adds numerators over each distinct denominator first, so it makes a
+    Fraction per denominator, not per task."""
+    by_denominator: list[dict[int, int]] = [{} for _ in range(k_max)]
+    floats = []
+    for scores, correct in pools:
+        parts = _curve_parts(scores, correct, k_max)
+        floats.append([numerator / denominator for numerator, denominator in parts])
+        for sums, (numerator, denominator) in zip(by_denominator, parts):
+            sums[denominator] = sums.get(denominator, 0) + numerator
+    if not pools:
+        return [], []
+    mean = [sum((Fraction(n, d) for d, n in sums.items()), Fraction(0)) / len(pools) for sums in by_denominator]
+    return mean, floats
+
+
+def _curve_parts(scores: Sequence[float], correct: Sequence[bool], k_max: int) -> list[tuple[int, int]]:
+    """best_at_k_curve as (numerator, denominator) pairs, not reduced."""
     n = len(scores)
     if n == 0:
-        return [Fraction(0)] * k_max
+        return [(0, 1)] * k_max
     groups: dict[float, list[int]] = {}
     for value, is_correct in zip(scores, correct):
         tally = groups.setdefault(value, [0, 0])
@@ -42,15 +66,21 @@ def best_at_k_curve(scores: Sequence[float], correct: Sequence[bool], k_max: int
         if right:
             layout.append((above, size, right))
         above += size
-    # One Fraction per k: the groups' shares over a common denominator (the lcm of their sizes).
+    # The groups' shares over a common denominator (the lcm of their sizes), a whole row of k at a time.
     common = lcm(*(g for _, g, _ in layout)) if layout else 1
-    weights = [(a, g, right * (common // g)) for a, g, right in layout]
-    curve = []
-    for k in range(1, k_max + 1):
-        k = min(k, n)
-        numerator = sum((comb(n - a, k) - comb(n - a - g, k)) * weight for a, g, weight in weights)
-        curve.append(Fraction(numerator, comb(n, k) * common))
-    return curve
+    ks = min(k_max, n)
+    numerators = [0] * ks
+    for a, g, right in layout:
+        weight, chosen, rest = right * (common // g), _comb_row(n - a, ks), _comb_row(n - a - g, ks)
+        numerators = [total + (x - y) * weight for total, x, y in zip(numerators, chosen, rest)]
+    parts = [(numerator, total * common) for numerator, total in zip(numerators, _comb_row(n, ks))]
+    return parts + [parts[-1]] * (k_max - ks)  # k beyond n: all of its own
+
+
+@lru_cache(maxsize=4096)
+def _comb_row(m: int, ks: int) -> tuple[int, ...]:
+    """C(m, k) for k = 1..ks."""
+    return tuple(comb(m, k) for k in range(1, ks + 1))
 
 
 @dataclass(frozen=True)
@@ -78,24 +108,26 @@ def best_at_k_by_subsets(n: int, correct: Sequence[bool], k: int, choose: Choose
     return Estimate(share, False, error=(share * (1 - share) / samples) ** 0.5, subsets=samples)
 
 
-def dataset_mean(per_task: Sequence[Sequence[Fraction]]) -> list[Fraction]:
-    """Per k, the mean over tasks (each row one task's curve)."""
-    if not per_task:
-        return []
-    return [sum(column, Fraction(0)) / len(per_task) for column in zip(*per_task)]
-
-
-def bootstrap_bands(per_task: Sequence[Sequence[float]], *, resamples: int = 1000, level: float = 0.95,
-                    seed: int = 0) -> list[tuple[float, float]]:
-    """Per k, a percentile band of the dataset mean over tasks drawn again with replacement."""
-    values = np.asarray(per_task, dtype=float)
-    if values.size == 0:
-        return []
-    rows = np.random.default_rng(seed).integers(0, len(values), size=(resamples, len(values)))
-    means = values[rows].mean(axis=1)
+def bootstrap_bands(per_task: dict[str, Sequence[Sequence[float]]], *, resamples: int = 1000,
+                    level: float = 0.95, seed: int = 0) -> dict[str, list[tuple[float, float]]]:
+    """Per selector and k, a percentile band of the dataset mean over tasks drawn again with
+    replacement. Every selector sees the same resamples (each one as how many times it draws each
+    task), so all of them cost one matrix product."""
+    names = [name for name, rows in per_task.items() if len(rows)]
+    if not names:
+        return {name: [] for name in per_task}
+    blocks = [np.asarray(per_task[name], dtype=float) for name in names]
+    tasks = len(blocks[0])
+    draws = np.random.default_rng(seed).multinomial(tasks, np.full(tasks, 1 / tasks), size=resamples)
+    means = draws @ np.hstack(blocks) / tasks
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail], axis=0)
-    return [(float(a), float(b)) for a, b in zip(low, high)]
+    bands, start = {name: [] for name in per_task}, 0
+    for name, block in zip(names, blocks):
+        width = block.shape[1]
+        bands[name] = [(float(a), float(b)) for a, b in zip(low[start:start + width], high[start:start + width])]
+        start += width
+    return bands
 
 
 # --- calibration ---------------------------------------------------------------------------------------
