@@ -96,7 +96,7 @@ def test_a_subset_dependent_selector_is_enumerated_when_few_and_estimated_when_m
     correct = [True, False, True, False, False]
 
     def lowest_index(subset):
-        return min(subset)
+        return (min(subset),)
 
     exact = best_at_k_by_subsets(5, correct, 2, lowest_index)
     # Pairs whose lowest index is 0 (4 of them) or 2 with a higher one ({2,3}, {2,4}): 6 of 10.

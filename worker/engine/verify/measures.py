@@ -22,7 +22,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-Choose = Callable[[tuple[int, ...]], int]  # a subset of candidate indexes -> the index chosen
+# A subset of candidate indexes -> the indexes chosen: one, or several equal ones sharing the choice evenly.
+Choose = Callable[[tuple[int, ...]], Sequence[int]]
 
 
 def best_at_k_curve(scores: Sequence[float], correct: Sequence[bool], k_max: int) -> list[Fraction]:
@@ -100,12 +101,17 @@ def best_at_k_by_subsets(n: int, correct: Sequence[bool], k: int, choose: Choose
     k = min(k, n)
     if comb(n, k) <= limit:
         subsets = list(itertools.combinations(range(n), k))
-        hits = sum(bool(correct[choose(subset)]) for subset in subsets)
-        return Estimate(Fraction(hits, len(subsets)), True, subsets=len(subsets))
+        hits = sum((_share(correct, choose(subset)) for subset in subsets), Fraction(0))
+        return Estimate(hits / len(subsets), True, subsets=len(subsets))
     draw = random.Random(seed)
-    hits = [bool(correct[choose(tuple(sorted(draw.sample(range(n), k))))]) for _ in range(samples)]
+    hits = [float(_share(correct, choose(tuple(sorted(draw.sample(range(n), k)))))) for _ in range(samples)]
     share = sum(hits) / samples
-    return Estimate(share, False, error=(share * (1 - share) / samples) ** 0.5, subsets=samples)
+    spread = sum((h - share) ** 2 for h in hits) / max(1, samples - 1)
+    return Estimate(share, False, error=(spread / samples) ** 0.5, subsets=samples)
+
+
+def _share(correct: Sequence[bool], chosen: Sequence[int]) -> Fraction:
+    return Fraction(sum(bool(correct[i]) for i in chosen), len(chosen))
 
 
 def bootstrap_bands(per_task: dict[str, Sequence[Sequence[float]]], *, resamples: int = 1000,
