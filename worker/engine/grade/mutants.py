@@ -11,14 +11,14 @@ Input is plain data: the gold patch, and each file it changes before and after t
 """
 
 import ast
-import difflib
-import io
 import tokenize
 from dataclasses import dataclass, field
 from typing import Optional
 
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+
+from worker.engine.grade.source_edits import added_lines, file_diff, parses, python_tokens
 
 MUTANT_KINDS = ("flipped_comparison", "off_by_one", "deleted_statement", "swallowed_exception",
                 "hard_coded_return", "reverted_hunk", "tampering")
@@ -38,19 +38,19 @@ class Mutant:
 def mutants_make(gold_patch: str, files: dict[str, tuple[Optional[str], Optional[str]]]) -> list[Mutant]:
     """At most one mutant of each kind. `files`: path -> (text before the fix, text after it),
     None where the file does not exist, for the Python files the gold patch changes."""
-    added = _added_lines(gold_patch)
+    added = added_lines(gold_patch)
     made: list[Mutant] = []
     for kind, mutate in (("flipped_comparison", _flip_comparison), ("off_by_one", _off_by_one),
                          ("deleted_statement", _delete_statement), ("swallowed_exception", _swallow_exception),
                          ("hard_coded_return", _hard_code_return)):
         for path in sorted(files):
             before, after = files[path]
-            if not path.endswith(".py") or after is None or not added.get(path) or not _parses(after):
+            if not path.endswith(".py") or after is None or not added.get(path) or not parses(after):
                 continue  # Python 2 code, say: no mutant of it
             found = mutate(after, sorted(added[path]))
-            if found is not None and found[0] != after and _parses(found[0]):
+            if found is not None and found[0] != after and parses(found[0]):
                 text, line, description = found
-                made.append(Mutant(kind, _diff(path, before, text), {"file": path, "line": line,
+                made.append(Mutant(kind, file_diff(path, before, text), {"file": path, "line": line,
                                                                       "description": description}))
                 break
     reverted = _revert_one_hunk(gold_patch)
@@ -58,47 +58,10 @@ def mutants_make(gold_patch: str, files: dict[str, tuple[Optional[str], Optional
         made.append(reverted)
     if made:
         wrong = made[0]
-        made.append(Mutant("tampering", wrong.patch + _diff("conftest.py", None, PASSING_CONFTEST), {
+        made.append(Mutant("tampering", wrong.patch + file_diff("conftest.py", None, PASSING_CONFTEST), {
             **wrong.made, "based_on": wrong.kind,
             "description": f"{wrong.made['description']}, and a conftest.py that makes every test pass"}))
     return made
-
-
-def _added_lines(patch: str) -> dict[str, set[int]]:
-    """Per file, the line numbers (after the fix) of the lines the patch adds."""
-    try:
-        files = PatchSet(patch)
-    except UnidiffParseError:
-        return {}
-    return {patched.path: {line.target_line_no for hunk in patched for line in hunk if line.is_added}
-            for patched in files}
-
-
-def _parses(text: str) -> bool:
-    try:
-        ast.parse(text)
-    except (SyntaxError, ValueError):
-        return False
-    return True
-
-
-def _diff(path: str, before: Optional[str], after: str) -> str:
-    """A patch git applies, from `before` (None: no such file) to `after`."""
-    old = (before or "").splitlines(keepends=True)
-    new = after.splitlines(keepends=True)
-    for lines in (old, new):
-        if lines and not lines[-1].endswith("\n"):
-            lines[-1] += "\n\\ No newline at end of file\n"
-    header = f"diff --git a/{path} b/{path}\n" + ("new file mode 100644\n" if before is None else "")
-    body = difflib.unified_diff(old, new, "/dev/null" if before is None else f"a/{path}", f"b/{path}", n=3)
-    return header + "".join(body)
-
-
-def _tokens(text: str) -> list[tokenize.TokenInfo]:
-    try:
-        return list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return []
 
 
 def _replace(text: str, line: int, start: int, end: int, new: str) -> str:
@@ -108,7 +71,7 @@ def _replace(text: str, line: int, start: int, end: int, new: str) -> str:
 
 
 def _flip_comparison(text: str, lines: list[int]):
-    tokens = _tokens(text)
+    tokens = python_tokens(text)
     for i, token in enumerate(tokens):
         if token.start[0] not in lines:
             continue
@@ -133,7 +96,7 @@ def _in_for_loop(tokens: list, index: int) -> bool:
 
 
 def _off_by_one(text: str, lines: list[int]):
-    for token in _tokens(text):
+    for token in python_tokens(text):
         if token.start[0] in lines and token.type == tokenize.NUMBER and token.string.isdigit():
             bumped = str(int(token.string) + 1)
             return (_replace(text, token.start[0], token.start[1], token.end[1], bumped), token.start[0],
