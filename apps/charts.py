@@ -64,7 +64,7 @@ def line_chart(series: Sequence[Series], *, x_label: str, y_label: str, x_range:
 
 def _x_ticks(low: float, high: float) -> list[float]:
     if high - low <= 10:
-        step = 1 if high - low > 1 else 0.1
+        step = 1 if high - low >= 1 else 0.1
     else:
         step = max(1, round((high - low) / 8))
     ticks, x = [], low

@@ -8,7 +8,7 @@ from typing import Optional
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
 from apps.jobs.services import JobFailed, JobRefused, job_start
 from apps.llm.calls import model_scores, role_settings
@@ -35,8 +35,8 @@ def judge_identity() -> tuple[str, int]:
 def candidates_unjudged(candidates: QuerySet, mode: str) -> QuerySet:
     """The candidates without a score in `mode` from the judge model and prompt in use now."""
     model, version = judge_identity()
-    return candidates.exclude(judge_scores__mode=mode, judge_scores__model=model,
-                              judge_scores__prompt_version=version)
+    scored = JudgeScore.objects.filter(candidate=OuterRef("pk"), mode=mode, model=model, prompt_version=version)
+    return candidates.exclude(Exists(scored))
 
 
 def task_judge_start(*, task: Task, mode: str, actor=None) -> Optional[Judging]:
@@ -69,25 +69,36 @@ def judge_job_work(job, progress) -> None:
         asked[candidate.id], shortenings[candidate.id] = made.messages, asdict(made.shortening)
     progress.report(0, len(asked))
     in_flight = 1 if model_settings.backend == "embedded" else settings.COMMITGYM_JUDGE_IN_FLIGHT
-    calls = model_scores(role="judge", prompt=prompt, asked=asked, answers=ANSWERS, task=task, in_flight=in_flight)
-    progress.complete(lambda: _scores_store(judging, model, version, calls, shortenings))
-
-
-def _scores_store(judging: Judging, model: str, version: int, calls: dict, shortenings: dict) -> None:
     counts, failures = {"scored": 0, "failed": 0}, []
-    for candidate_id, call in calls.items():
+
+    def stored(candidate_id, call) -> bool:
+        """Each call's score stored as it comes (nothing paid for is lost); False stops the rest."""
+        if not progress.holding():
+            return False
         if call.outcome != ModelCall.Outcome.OK:
             counts["failed"] += 1
             failures.append(f"candidate {candidate_id}: {call.error_code}: {call.error_message}")
-            continue
-        logprobs = {answer: value for answer, value in (call.logprobs or {}).items() if value is not None}
-        score = judge_score(logprobs)
-        JudgeScore.objects.update_or_create(
-            candidate_id=candidate_id, mode=judging.mode, model=model, prompt_version=version,
-            defaults={"p_yes": score.p_yes, "uncertain": score.uncertain, "logprob_yes": score.logprob_yes,
-                      "logprob_no": score.logprob_no, "shortening": shortenings[candidate_id], "call": call})
-        counts["scored"] += 1
-    Judging.objects.filter(id=judging.id).update(model=model, counts=counts, detail="\n".join(failures)[:5000])
+        else:
+            _score_store(candidate_id, judging.mode, model, version, call, shortenings[candidate_id])
+            counts["scored"] += 1
+        progress.report(counts["scored"] + counts["failed"], len(asked))
+        return not progress.cancel_requested()
+
+    model_scores(role="judge", prompt=prompt, asked=asked, answers=ANSWERS, task=task, in_flight=in_flight,
+                 on_each=stored)
+    detail = "\n".join(failures)[:5000]
+    Judging.objects.filter(id=judging.id).update(model=model, counts=counts, detail=detail)
+    if failures and not counts["scored"]:
+        raise JobFailed("model_failed", f"No candidate could be judged: {failures[0]}")
+
+
+def _score_store(candidate_id: int, mode: str, model: str, version: int, call: ModelCall, shortening: dict) -> None:
+    logprobs = {answer: value for answer, value in (call.logprobs or {}).items() if value is not None}
+    score = judge_score(logprobs)
+    JudgeScore.objects.update_or_create(
+        candidate_id=candidate_id, mode=mode, model=model, prompt_version=version,
+        defaults={"p_yes": score.p_yes, "uncertain": score.uncertain, "logprob_yes": score.logprob_yes,
+                  "logprob_no": score.logprob_no, "shortening": shortening, "call": call})
 
 
 def judge_job_retry(job, user):

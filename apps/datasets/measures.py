@@ -96,7 +96,7 @@ def scope_fingerprint(tasks: QuerySet) -> list:
     """What can change figures over these tasks: the tasks, their candidates (how many, the newest,
     which are resolved, when a ground truth last came) and the newest judge score. A new grade,
     report, candidate or score changes it, so a page never shows stale figures."""
-    return [tasks.order_by().aggregate(n=Count("id"), ids=Sum("id")),
+    return [tasks.order_by().aggregate(n=Count("id"), ids=Sum("id"), valid=Sum("id", filter=Q(verdict="valid"))),
             Candidate.objects.filter(task__in=tasks).order_by().aggregate(
                 n=Count("id"), top=Max("id"), graded=Count("id", filter=~Q(outcome="")),
                 resolved=Sum("id", filter=Q(outcome="resolved")), last=Max("graded_at")),
@@ -112,13 +112,15 @@ def scope_cached(fingerprint: list, compute: Callable[[], object], *key) -> obje
         return found
     with _computing_lock:
         lock = _computing.setdefault(name, threading.Lock())
-    with lock:
-        found = cache.get(name)
-        if found is None:
-            found = compute()
-            cache.set(name, found, CACHE_SECONDS)
-    with _computing_lock:
-        _computing.pop(name, None)
+    try:
+        with lock:
+            found = cache.get(name)
+            if found is None:
+                found = compute()
+                cache.set(name, found, CACHE_SECONDS)
+    finally:
+        with _computing_lock:
+            _computing.pop(name, None)
     return found
 
 
@@ -128,9 +130,13 @@ _computing_lock = threading.Lock()
 
 def measures_cached(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Optional[str] = None,
                     fingerprint: Optional[list] = None) -> Measures:
+    try:
+        judge = list(judge_identity()) if judge_mode else None
+    except ModelError as error:
+        judge = str(error)
     return scope_cached(fingerprint or scope_fingerprint(tasks),
                         lambda: measures_compute(tasks, sources=sources, judge_mode=judge_mode),
-                        "measures", sorted(map(str, sources)), judge_mode)
+                        "measures", sorted(map(str, sources)), judge_mode, judge)
 
 
 def _pools(tasks: QuerySet, sources) -> dict[int, _Pool]:
@@ -155,8 +161,9 @@ def _judge_scores(tasks: QuerySet, sources, pools: dict, mode: str, measured: Me
     rows = JudgeScore.objects.filter(candidate__task__in=tasks, candidate__source__in=sources, mode=mode, model=model,
                                      prompt_version=version).exclude(candidate__outcome="") \
         .values_list("candidate_id", "p_yes", "uncertain")
-    scores = {candidate_id: p for candidate_id, p, _ in rows}
     correct = {i: c for pool in pools.values() for i, c in zip(pool.ids, pool.correct)}
+    rows = [row for row in rows if row[0] in correct]  # graded meanwhile: not in the pools read
+    scores = {candidate_id: p for candidate_id, p, _ in rows}
     fit = calibration([scores[i] for i in scores], [correct[i] for i in scores])
     measured.judge = {"mode": mode, "model": model, "prompt_version": version, "brier": fit.brier, "ece": fit.ece,
                       "uncertain": sum(uncertain for _, _, uncertain in rows), "unscored": len(ids) - len(scores),

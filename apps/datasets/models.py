@@ -177,7 +177,7 @@ class Judging(JobLife, models.Model):
     task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="judgings")
     mode = models.CharField(max_length=32)
     model = models.CharField(max_length=255, blank=True)
-    counts = models.JSONField(default=dict, help_text="{scored, cached, failed} over the candidates judged.")
+    counts = models.JSONField(default=dict, help_text="{scored, failed} over the candidates judged.")
     detail = models.TextField(blank=True, help_text="The calls that failed, and why.")
     created_at = models.DateTimeField(auto_now_add=True)
 

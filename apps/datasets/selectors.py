@@ -132,11 +132,14 @@ def task_candidate_scores(*, task: Task, sources=("import", "sampler")) -> dict[
     for candidate_id, mode, p, uncertain in JudgeScore.objects.filter(
             candidate__task=task, model=model, prompt_version=version).values_list(
             "candidate_id", "mode", "p_yes", "uncertain"):
-        found[candidate_id].p_yes[mode] = p
+        scores = found.setdefault(candidate_id, CandidateScores({}, [], []))  # made meanwhile
+        scores.p_yes[mode] = p
         if uncertain:
-            found[candidate_id].uncertain.append(mode)
+            scores.uncertain.append(mode)
     in_scope = dict(Candidate.objects.filter(task=task, source__in=sources).exclude(outcome="")
                     .values_list("id", "outcome"))
+    for i in in_scope:
+        found.setdefault(i, CandidateScores({}, [], []))
     judged = {i: found[i].p_yes["patch"] for i in in_scope if "patch" in found[i].p_yes}
     if judged:
         top = max(judged.values())

@@ -4,6 +4,7 @@ import hashlib
 import json
 import math
 import time
+from typing import Callable, Optional
 
 from django.conf import settings
 
@@ -73,12 +74,13 @@ def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=Non
     return record, False
 
 
-def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], task=None,
-                 in_flight: int = 1) -> dict:
+def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], task=None, in_flight: int = 1,
+                 on_each: Optional[Callable[[object, ModelCall], bool]] = None) -> dict:
     """{key: ModelCall} for each {key: messages} in `asked`: the first answer token's log-probabilities
     for `answers`, recorded one call each and answered from the record when the inputs were asked
-    before. Calls run `in_flight` at a time (threads ask the model; only this thread writes rows);
-    a call that fails is recorded as failed, not raised."""
+    before. Calls run `in_flight` at a time (threads ask the model; only this thread writes rows,
+    each as soon as its call ends); a call that fails is recorded as failed, not raised. `on_each`
+    hears of each call, in this thread, as it is recorded; False from it asks no more."""
     model = role_settings(role)
     parameters = {"max_tokens": 1, "temperature": 0.0, "answers": answers}
     records, to_ask = {}, {}
@@ -87,6 +89,8 @@ def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], 
         cached = ModelCall.objects.filter(cache_key=cache_key, outcome=ModelCall.Outcome.OK).first()
         if cached is not None:
             records[key] = cached
+            if on_each is not None and not on_each(key, cached):
+                return records
             continue
         to_ask[key] = ModelCall(role=role, backend=model.backend, model=model.model_name, prompt_name=prompt.name,
                                 prompt_version=prompt.version, prompt_digest=prompt.digest, cache_key=cache_key,
@@ -110,13 +114,16 @@ def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], 
             record.seconds = time.monotonic() - started
             return record
 
-        for key, result in calls_collect(ask, list(to_ask), in_flight=in_flight).items():
+        def recorded(key, result) -> bool:
             record = to_ask[key]
             if isinstance(result, Exception):  # not the model's error: ours, recorded all the same
                 record.outcome, record.error_code = ModelCall.Outcome.FAILED, "worker_error"
                 record.error_message = model.redact(f"{type(result).__name__}: {result}")[:2000]
             record.save()
             records[key] = record
+            return on_each is None or on_each(key, record)
+
+        calls_collect(ask, list(to_ask), in_flight=in_flight, on_each=recorded)
     return records
 
 

@@ -2,6 +2,7 @@
 recorded with their log-probabilities, nothing asked twice; and the measures rank by its scores."""
 
 import json
+import time
 
 import pytest
 from django.urls import reverse
@@ -9,14 +10,17 @@ from django.utils import timezone
 
 from apps.charts import Series, line_chart
 from apps.datasets.imports import instances_import, predictions_import
-from apps.datasets.judging import task_judge_start
+from apps.datasets.judging import candidates_unjudged, task_judge_start
 from apps.datasets.measures import measures_compute
 from apps.datasets.models import Candidate, Dataset, JudgeScore
 from apps.jobs.models import Job
 from apps.jobs.services import job_run
+from apps.llm.calls import model_scores
 from apps.llm.models import ModelCall
 from apps.tasks.models import IssueVersion, Task
 from tests.worker.test_swebench_files import GOLD, instance, jsonl
+from worker.engine.llm.clients import ModelError
+from worker.engine.llm.prompts import prompt_load
 from worker.engine.verify.judge import judge_score
 
 pytestmark = pytest.mark.django_db
@@ -90,6 +94,7 @@ def test_the_judge_ranks_candidates_in_the_measures_and_is_calibrated_against_th
     curve = measured.best_at_k["judge"]
     # One candidate drawn: every selector is random. All drawn: the judge's top one, per task.
     assert curve[0] == measured.best_at_k["random"][0]
+    assert len(curve) == measured.k_max == 2
     chosen = []
     for task in tasks:
         best = max(JudgeScore.objects.filter(candidate__task=task, candidate__source="import"),
@@ -135,3 +140,55 @@ def test_the_dataset_page_draws_best_at_k_and_calibration_with_their_numbers_bes
     # A title with markup is text in the chart.
     assert "<script" not in line_chart([Series("<script>x</script>", [(1, 0.5)])], x_label="k", y_label="y",
                                        x_range=(1, 2), title="<b>")
+
+
+class OutOfOrderJudge:
+    """A model server that answers the first asked last, its log-probabilities read off the patch."""
+
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    def first_token_logprobs(self, messages, answers):
+        if self.fail:
+            raise ModelError("server_error", "the server is down")
+        patch = messages[2]["content"]
+        number = len(patch) % 7
+        time.sleep(0.05 * (7 - number))
+        return {"YES": -number / 10, "NO": -1.0}
+
+
+def test_parallel_calls_are_recorded_on_their_own_inputs_whatever_order_they_end_in(monkeypatch):
+    monkeypatch.setattr("apps.llm.calls.model_client", lambda settings: OutOfOrderJudge())
+    prompt = prompt_load("judge")
+    asked = {n: [{"role": "system", "content": "s"}, {"role": "user", "content": "issue"},
+                 {"role": "user", "content": "p" * n}] for n in range(7)}
+    order = []
+    records = model_scores(role="judge", prompt=prompt, asked=asked, answers=["YES", "NO"], in_flight=7,
+                           on_each=lambda key, call: order.append(key) or True)
+    assert order != sorted(order)  # they did end out of order
+    for n, call in records.items():
+        assert call.messages == asked[n] and call.logprobs == {"YES": -(n % 7) / 10, "NO": -1.0}
+    # Asked again: from the record, nothing new.
+    calls = ModelCall.objects.count()
+    model_scores(role="judge", prompt=prompt, asked=asked, answers=["YES", "NO"], in_flight=7)
+    assert ModelCall.objects.count() == calls
+
+
+def test_a_candidate_scored_only_in_another_mode_or_prompt_version_is_judged_again(tmp_path):
+    task = imported(tmp_path)[0]
+    judge(task, mode="trajectory")
+    candidates = Candidate.objects.filter(task=task)
+    assert candidates_unjudged(candidates, "trajectory").count() == 0
+    assert candidates_unjudged(candidates, "patch").count() == candidates.count()
+    # A score in this mode under an older prompt version does not count for the one in use.
+    JudgeScore.objects.filter(candidate__task=task).update(mode="patch", prompt_version=0)
+    assert candidates_unjudged(candidates, "patch").count() == candidates.count()
+
+
+def test_a_judging_whose_every_call_failed_fails_and_records_the_calls(tmp_path, monkeypatch):
+    task = imported(tmp_path)[0]
+    monkeypatch.setattr("apps.llm.calls.model_client", lambda settings: OutOfOrderJudge(fail=True))
+    judging = judge(task)
+    assert judging.state == Job.State.FAILED and judging.job.error_code == "model_failed"
+    assert "the server is down" in judging.job.error_message and judging.counts == {"scored": 0, "failed": 4}
+    assert ModelCall.objects.filter(role="judge", outcome="failed").count() == 4

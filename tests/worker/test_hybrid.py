@@ -40,7 +40,13 @@ def test_distinguishing_and_toxic_tests_against_the_ground_truth():
     verdicts = {v.test_id: (v.distinguishing, v.toxic) for v in verifier_tests_judged(MATRIX, {"A": True, "B": False,
                                                                                       "C": False})}
     assert verdicts == {"r1": (True, False), "r2": (False, False), "g1": (False, True), "g2": (False, False)}
-    assert distinguishing_share(verifier_tests_judged(MATRIX, {"A": True, "B": False, "C": False})) == 0.25
+    # r2 reproduces nothing: it is neither, and not counted. One of the three others distinguishes.
+    assert distinguishing_share(verifier_tests_judged(MATRIX, {"A": True, "B": False, "C": False})) == 1 / 3
+    # Had r2 failed B it would distinguish, but a test passing before any fix is judged as nothing.
+    failing_b = Matrix(TESTS, {**MATRIX.outcomes, ("B", "r2"): "failed"})
+    assert {v.test_id: v.counts for v in verifier_tests_judged(failing_b, {"A": True, "B": False})}["r2"] is False
+    assert not any(v.distinguishing for v in verifier_tests_judged(failing_b, {"A": True, "B": False})
+                   if v.test_id == "r2")
     # With no resolved candidate, nothing distinguishes and nothing is toxic.
     assert not any(v.distinguishing or v.toxic for v in verifier_tests_judged(MATRIX, {"B": False, "C": False}))
     assert distinguishing_share([]) is None
@@ -60,8 +66,9 @@ def test_the_hybrid_with_ties_at_the_cut_and_in_the_choice_and_with_one_candidat
     # which P(YES) does not break but the execution score does against 3: kept 0, 1, 2. Best execution: 1 and 2,
     # equal in P(YES) too: they share the choice.
     assert hybrid_choose(range(4), [0.9, 0.5, 0.5, 0.5], [(0, 0), (1, 0), (1, 0), (0, 0)]) == (1, 2)
-    # Equal on all three at the cut: all kept.
-    assert hybrid_choose(range(4), [0.9, 0.5, 0.5, 0.5], [(0, 0), (0, 0), (0, 0), (3, 0)]) == (3,)
+    # Equal on all three at the cut: all kept. 1, 2 and 3 tie at the cut of 3, so all four are kept, and
+    # 1, 2 and 3 share the choice (cutting at exactly 3 would keep only two of them).
+    assert hybrid_choose(range(4), [0.9, 0.5, 0.5, 0.5], [(0, 0), (1, 0), (1, 0), (1, 0)]) == (1, 2, 3)
     assert hybrid_choose([0], [0.2], [(0, 0)]) == (0,)
     assert hybrid_choose([], [], []) == ()
 

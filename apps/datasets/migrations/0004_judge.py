@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('mode', models.CharField(max_length=32)),
                 ('model', models.CharField(blank=True, max_length=255)),
-                ('counts', models.JSONField(default=dict, help_text='{scored, cached, failed} over the candidates judged.')),
+                ('counts', models.JSONField(default=dict, help_text='{scored, failed} over the candidates judged.')),
                 ('detail', models.TextField(blank=True, help_text='The calls that failed, and why.')),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('job', models.OneToOneField(null=True, on_delete=django.db.models.deletion.CASCADE, related_name='judging', to='jobs.job')),

@@ -105,16 +105,24 @@ def model_client(settings: ModelSettings) -> ModelClient:
     raise ModelError("misconfigured", f"unknown backend {settings.backend!r}")
 
 
-def calls_collect(call: Callable[[Hashable], object], keys: list, *, in_flight: int) -> dict:
+def calls_collect(call: Callable[[Hashable], object], keys: list, *, in_flight: int,
+                  on_each: Optional[Callable[[Hashable, object], bool]] = None) -> dict:
     """`call` over `keys`, `in_flight` at a time, in the order given (one at a time keeps a shared
     prompt prefix warm); each result lands on the key it was asked for, whatever order the calls
-    finish in (an exception too, as the value)."""
+    finish in (an exception too, as the value). `on_each(key, result)` runs in the calling thread as
+    each call ends; when it returns False, calls not yet started are not made."""
     results: dict = {}
     with ThreadPoolExecutor(max_workers=max(1, in_flight)) as pool:
         asked = {pool.submit(call, key): key for key in keys}
         for future in as_completed(asked):
+            if future.cancelled():
+                continue
             error = future.exception()
-            results[asked[future]] = error if error is not None else future.result()
+            key = asked[future]
+            results[key] = error if error is not None else future.result()
+            if on_each is not None and not on_each(key, results[key]):
+                for waiting in asked:
+                    waiting.cancel()
     return results
 
 

@@ -24,10 +24,13 @@ ANSWERS = ["YES", "NO"]
 # likely than every token returned, and this is taken for it (or the other answer's, if lower).
 LOGPROB_FLOOR = -10.0
 PATCH_CHARS = 12_000
+ISSUE_CHARS = 8_000
+# A sentence of the agent's that says the fix works: "I fixed the bug.", "All tests passed.", "It works now."
 CLAIM = re.compile(
-    r"[^.!?\n]*\b(successfully|(is|are|has been|have been|now) (fixed|resolved)|works?( now| correctly| as expected)|"
-    r"(all|the) tests? (now )?pass|should (now )?(work|be fixed|resolve)|i('ve| have) (fixed|resolved|verified)|"
-    r"confirm(s|ed)? (that )?the fix)\b[^.!?\n]*[.!?]?", re.I)
+    r"[^.!?\n]*\b(fixed|resolved|solved|works|worked|working|pass|passes|passed|passing|succeeded|success|"
+    r"successful|successfully|verified|confirmed|confirms|should (now )?(work|resolve))\b[^.!?\n]*[.!?]?", re.I)
+# Text inside the prompt's tags is the data judged; a closing tag in it would end its part early.
+_CLOSING_TAG = re.compile(r"</\s*(issue|patch|trajectory)\s*>", re.I)
 
 
 @dataclass(frozen=True)
@@ -91,8 +94,9 @@ def trajectory_render(steps: Sequence[dict], *, budget_chars: int, mode: str) ->
         if len(_render(steps)) <= budget_chars:
             break
         length = len(steps[index].get("observation", ""))
-        if length:
-            steps[index]["observation"] = f"[observation of {length} characters left out]"
+        marker = f"[observation of {length} characters left out]"
+        if length > len(marker):
+            steps[index]["observation"] = marker
             record.observations_left_out += 1
     first = 0
     while first < len(steps) and len(_render(steps[first:], left_out=first)) > budget_chars:
@@ -131,10 +135,16 @@ def judge_messages(prompt: Prompt, given: JudgeInput, *, mode: str, budget_chars
     """The issue as its own message first (every candidate of a task shares it), then the candidate."""
     if mode not in JUDGE_MODES:
         raise ValueError(f"unknown judge mode {mode!r}: one of {', '.join(JUDGE_MODES)}")
-    patch = clip_head(given.patch, PATCH_CHARS) if given.patch.strip() else "(no patch)"
+    issue = _inert(clip_head(given.issue, ISSUE_CHARS))
+    patch = _inert(clip_head(given.patch, PATCH_CHARS)) if given.patch.strip() else "(no patch)"
     shortening, trajectory_part = Shortening(), ""
     if mode != "patch" and given.steps:
-        room = max(0, budget_chars - len(given.issue) - len(patch))
+        room = max(0, budget_chars - len(issue) - len(patch))
         text, shortening = trajectory_render(given.steps, budget_chars=room, mode=mode)
-        trajectory_part = f"The developer's steps while writing it:\n\n<trajectory>\n{text}\n</trajectory>\n"
-    return JudgePrompt(prompt.messages(issue=given.issue, patch=patch, trajectory_part=trajectory_part), shortening)
+        trajectory_part = f"The developer's steps while writing it:\n\n<trajectory>\n{_inert(text)}\n</trajectory>\n"
+    return JudgePrompt(prompt.messages(issue=issue, patch=patch, trajectory_part=trajectory_part), shortening)
+
+
+def _inert(text: str) -> str:
+    """`text` with the prompt's closing tags broken (`</patch>` becomes `< /patch>`)."""
+    return _CLOSING_TAG.sub(lambda m: "< /" + m.group(0)[2:], text)

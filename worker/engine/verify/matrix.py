@@ -56,6 +56,7 @@ class VerifierTestVerdict:
     test_id: str
     distinguishing: bool
     toxic: bool
+    counts: bool = True  # False: a reproduction test that passes on the base commit, judged as nothing
 
 
 def verifier_tests_judged(matrix: Matrix, resolved: dict[Hashable, bool]) -> list[VerifierTestVerdict]:
@@ -64,6 +65,9 @@ def verifier_tests_judged(matrix: Matrix, resolved: dict[Hashable, bool]) -> lis
     wrong = [c for c, ok in resolved.items() if not ok]
     verdicts = []
     for test in matrix.tests:
+        if not test.counts:
+            verdicts.append(VerifierTestVerdict(test.test_id, False, False, counts=False))
+            continue
         passes_right = [matrix.passed(c, test.test_id) for c in right]
         passes_wrong = [matrix.passed(c, test.test_id) for c in wrong]
         distinguishing = bool(right) and all(passes_right) and not all(passes_wrong) and bool(wrong)
@@ -73,5 +77,6 @@ def verifier_tests_judged(matrix: Matrix, resolved: dict[Hashable, bool]) -> lis
 
 
 def distinguishing_share(verdicts: list[VerifierTestVerdict]) -> float | None:
-    """The share of a task's verifier tests that distinguish (None without tests)."""
-    return sum(v.distinguishing for v in verdicts) / len(verdicts) if verdicts else None
+    """The share of a task's counting verifier tests that distinguish (None without any)."""
+    counting = [v for v in verdicts if v.counts]
+    return sum(v.distinguishing for v in counting) / len(counting) if counting else None
