@@ -107,15 +107,15 @@ def scope_cached(fingerprint: list, compute: Callable[[], object], *key) -> obje
     """What `compute` gives, kept in the cache under `key` and the scope's fingerprint. Requests that
     miss together in one process wait for the first one's result rather than each computing it."""
     name = "scope:" + hashlib.sha256(json.dumps([key, fingerprint], sort_keys=True, default=str).encode()).hexdigest()
-    found = cache.get(name)
-    if found is not None:
+    found = cache.get(name, _MISSING)
+    if found is not _MISSING:
         return found
     with _computing_lock:
         lock = _computing.setdefault(name, threading.Lock())
     try:
         with lock:
-            found = cache.get(name)
-            if found is None:
+            found = cache.get(name, _MISSING)
+            if found is _MISSING:
                 found = compute()
                 cache.set(name, found, CACHE_SECONDS)
     finally:
@@ -124,6 +124,7 @@ def scope_cached(fingerprint: list, compute: Callable[[], object], *key) -> obje
     return found
 
 
+_MISSING = object()  # a value computed may be None: kept all the same
 _computing: dict[str, threading.Lock] = {}
 _computing_lock = threading.Lock()
 
@@ -198,3 +199,34 @@ def measures_page(measured: Measures) -> MeasuresPage:
             [Series("judge", [(b["mean_predicted"], b["observed"]) for b in bins])], x_label="P(YES)",
             y_label="share resolved", x_range=(0, 1), diagonal=True, title="The judge's reliability diagram")
     return page
+
+
+@dataclass
+class SelfAssessmentProbe:
+    candidates: int  # scored in both modes
+    mean_shift: float  # mean P(YES) with the agent's claims minus without them
+    best_at_k_max: dict  # mode -> the judge's best@k_max over the scope
+
+
+def self_assessment_probe(tasks: QuerySet, *, sources=DEFAULT_SOURCES) -> Optional[SelfAssessmentProbe]:
+    """The same candidates judged with the agent's trajectory and with its claims of success left out:
+    how far P(YES) moves, and the judge's best@k_max each way. None until both modes have scores."""
+    try:
+        model, version = judge_identity()
+    except ModelError:
+        return None
+    rows = JudgeScore.objects.filter(candidate__task__in=tasks.filter(verdict="valid"), candidate__source__in=sources,
+                                     model=model, prompt_version=version,
+                                     mode__in=("trajectory", "no-self-assessment")).values_list(
+        "candidate_id", "mode", "p_yes")
+    by_candidate: dict = {}
+    for candidate_id, mode, p in rows:
+        by_candidate.setdefault(candidate_id, {})[mode] = p
+    pairs = [(s["trajectory"], s["no-self-assessment"]) for s in by_candidate.values() if len(s) == 2]
+    if not pairs:
+        return None
+    best = {}
+    for mode in ("trajectory", "no-self-assessment"):
+        curve = measures_cached(tasks, sources=sources, judge_mode=mode).best_at_k.get("judge")
+        best[mode] = float(curve[-1]) if curve else None
+    return SelfAssessmentProbe(len(pairs), sum(a - b for a, b in pairs) / len(pairs), best)

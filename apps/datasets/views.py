@@ -15,7 +15,7 @@ from apps.web import diff_html, require_reviewer
 from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
-from .measures import measures_cached, measures_page, scope_cached, scope_fingerprint
+from .measures import measures_cached, measures_page, scope_cached, scope_fingerprint, self_assessment_probe
 from .models import Candidate, Dataset, Import, Run
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
 from .services import DatasetRefused, dataset_from_view
@@ -48,6 +48,7 @@ def dataset_detail(request, pk: int):
         "imports": selectors.imports_recent(dataset=dataset),
         "judge_modes": JUDGE_MODES, "judge_mode": judge_mode,
         "measures": measures_page(measures_cached(tasks, judge_mode=judge_mode, fingerprint=fingerprint)),
+        "self_assessment": scope_cached(fingerprint, lambda: self_assessment_probe(tasks), "self_assessment"),
     }
     return render(request, "datasets/dataset_detail.html", context)
 

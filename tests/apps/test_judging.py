@@ -11,7 +11,7 @@ from django.utils import timezone
 from apps.charts import Series, line_chart
 from apps.datasets.imports import instances_import, predictions_import
 from apps.datasets.judging import candidates_unjudged, task_judge_start
-from apps.datasets.measures import measures_compute
+from apps.datasets.measures import measures_compute, self_assessment_probe
 from apps.datasets.models import Candidate, Dataset, JudgeScore
 from apps.jobs.models import Job
 from apps.jobs.services import job_run
@@ -82,6 +82,27 @@ def test_trajectory_modes_show_the_steps_with_or_without_the_agents_claims(tmp_p
     assert "I have fixed the issue" in with_steps.call.messages[2]["content"]
     assert "I have fixed the issue" not in blind.call.messages[2]["content"]
     assert blind.shortening["claims_removed"] == 1 and with_steps.shortening["claims_removed"] == 0
+
+
+def test_the_self_assessment_probe_shows_how_far_the_agents_claims_move_the_judge(tmp_path, curator_client):
+    tasks = imported(tmp_path)
+    dataset = Dataset.objects.get(name="judged")
+    assert self_assessment_probe(dataset.tasks.all()) is None
+    for task in tasks:
+        judge(task, mode="trajectory")
+        judge(task, mode="no-self-assessment")
+    probe = self_assessment_probe(dataset.tasks.all())
+    # Run a's two candidates carry the trajectory that claims success; run b's have none, so both modes read
+    # the same prompt for them and their shift is 0.
+    shifts = {}
+    for candidate in Candidate.objects.filter(task__in=tasks, source="import").select_related("run"):
+        p = {s.mode: s.p_yes for s in candidate.judge_scores.all()}
+        shifts.setdefault(candidate.run.name, []).append(p["trajectory"] - p["no-self-assessment"])
+    assert shifts["b"] == [0.0, 0.0] and all(shift != 0 for shift in shifts["a"])
+    assert probe.candidates == 4 and probe.mean_shift == pytest.approx(sum(shifts["a"]) / 4)
+    assert set(probe.best_at_k_max) == {"trajectory", "no-self-assessment"}
+    page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    assert "lean on the agent" in page and f"{probe.mean_shift:.3f}" in page
 
 
 def test_the_judge_ranks_candidates_in_the_measures_and_is_calibrated_against_the_ground_truth(tmp_path):
