@@ -103,7 +103,8 @@ def test_grade_command_through_a_worker(celery_worker, tmp_path, curator_client)
     again = manage("grade", task.instance_id, "--json")
     assert again.returncode == 0 and json.loads(again.stdout.splitlines()[-1]) == {"counts": {}}
     page = curator_client.get(reverse("datasets:task_candidates", args=[task.instance_id])).content.decode()
-    assert page.count("badge-resolved") == 1 and "tampering" in page
+    # The one resolved candidate, in the side-by-side table and in its own section.
+    assert page.count("badge-resolved") == 2 and "tampering" in page
 
 
 # A module whose fix allows every mutant kind, fixed twice on top of the sample history: once with tests
