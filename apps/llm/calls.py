@@ -53,16 +53,13 @@ def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=Non
     if regenerate:
         parameters = {**parameters, "temperature": REGENERATE_TEMPERATURE,
                       "seed": ModelCall.objects.filter(cache_key=key).count()}
-    record = ModelCall(role=role, backend=model.backend, model=model.model_name, prompt_name=prompt.name,
-                       prompt_version=prompt.version, prompt_digest=prompt.digest, cache_key=key, messages=messages,
-                       parameters=parameters, task=task, regenerated=regenerate)
+    record = _call_new(role, model, prompt, key, messages, parameters, task, regenerated=regenerate)
     started = time.monotonic()
     try:
         completion = model_client(model).complete(messages, **parameters)
     except ModelError as error:
         record.seconds = time.monotonic() - started
-        record.outcome, record.error_code = ModelCall.Outcome.FAILED, error.code
-        record.error_message = model.redact(str(error))[:2000]
+        _call_failed(record, model, error.code, str(error))
         record.save()
         raise
     record.seconds = time.monotonic() - started
@@ -92,9 +89,7 @@ def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], 
             if on_each is not None and not on_each(key, cached):
                 return records
             continue
-        to_ask[key] = ModelCall(role=role, backend=model.backend, model=model.model_name, prompt_name=prompt.name,
-                                prompt_version=prompt.version, prompt_digest=prompt.digest, cache_key=cache_key,
-                                messages=messages, parameters=parameters, task=task)
+        to_ask[key] = _call_new(role, model, prompt, cache_key, messages, parameters, task)
     if to_ask:
         client = model_client(model)
 
@@ -103,8 +98,7 @@ def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], 
             try:
                 logprobs = client.first_token_logprobs(record.messages, answers)
             except ModelError as error:
-                record.outcome, record.error_code = ModelCall.Outcome.FAILED, error.code
-                record.error_message = model.redact(str(error))[:2000]
+                _call_failed(record, model, error.code, str(error))
             else:
                 record.outcome = ModelCall.Outcome.OK
                 record.logprobs = {answer: value if math.isfinite(value) else None  # JSON has no -inf
@@ -117,14 +111,26 @@ def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], 
         def recorded(key, result) -> bool:
             record = to_ask[key]
             if isinstance(result, Exception):  # not the model's error: ours, recorded all the same
-                record.outcome, record.error_code = ModelCall.Outcome.FAILED, "worker_error"
-                record.error_message = model.redact(f"{type(result).__name__}: {result}")[:2000]
+                _call_failed(record, model, "worker_error", f"{type(result).__name__}: {result}")
             record.save()
             records[key] = record
             return on_each is None or on_each(key, record)
 
         calls_collect(ask, list(to_ask), in_flight=in_flight, on_each=recorded)
     return records
+
+
+def _call_new(role: str, model: ModelSettings, prompt: Prompt, cache_key: str, messages: list, parameters: dict,
+              task, *, regenerated: bool = False) -> ModelCall:
+    """The record of a call about to be made (saved once it has ended)."""
+    return ModelCall(role=role, backend=model.backend, model=model.model_name, prompt_name=prompt.name,
+                     prompt_version=prompt.version, prompt_digest=prompt.digest, cache_key=cache_key,
+                     messages=messages, parameters=parameters, task=task, regenerated=regenerated)
+
+
+def _call_failed(record: ModelCall, model: ModelSettings, code: str, message: str) -> None:
+    record.outcome, record.error_code = ModelCall.Outcome.FAILED, code
+    record.error_message = model.redact(message)[:2000]
 
 
 def model_health(role: str) -> dict:
