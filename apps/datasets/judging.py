@@ -53,14 +53,15 @@ def judge_job_work(job, progress) -> None:
     judging = Judging.objects.select_related("task").get(job=job)
     task = judging.task
     try:
-        model, version = judge_identity()
         model_settings = role_settings("judge")
+        model = model_settings.identity
     except ModelError as error:
         raise JobFailed("model_failed", f"{error.code}: {error}") from None
     issue = task_current_issue(task=task)
     if issue is None or not issue.text.strip():
         raise JobFailed("no_issue", "The task has no issue text yet: write or import one before judging.")
     prompt = prompt_load(JUDGE_PROMPT)
+    version = prompt.version
     budget = (model_settings.context_tokens - TOKENS_KEPT_FREE) * CHARS_PER_TOKEN
     asked, shortenings = {}, {}
     for candidate in candidates_unjudged(Candidate.objects.filter(task=task), judging.mode).order_by("id"):

@@ -58,14 +58,13 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Op
                      bands: bool = True) -> Measures:
     """best@k per selector; with `judge_mode`, the judge ranks by its scores in that mode (from the
     judge model and prompt in use) and its calibration is measured."""
-    pools = _pools(tasks.filter(verdict="valid"), sources)
+    valid = tasks.filter(verdict="valid")
+    pools = _pools(valid, sources)
     measured = Measures(tasks=len(pools))
-    judge_scores = _judge_scores(tasks.filter(verdict="valid"), sources, pools, judge_mode, measured) \
-        if judge_mode else {}
+    judge_scores = _judge_scores(valid, sources, pools, judge_mode, measured) if judge_mode else {}
     measured.candidates = sum(len(pool.correct) for pool in pools.values())
     measured.resolved_candidates = sum(sum(pool.correct) for pool in pools.values())
-    measured.ungraded = Candidate.objects.filter(task__in=tasks.filter(verdict="valid"), source__in=sources,
-                                                 outcome="").count()
+    measured.ungraded = Candidate.objects.filter(task__in=valid, source__in=sources, outcome="").count()
     measured.k_max = max((len(pool.correct) for pool in pools.values()), default=0)
     rankers = {"random": lambda pool: [0] * len(pool.correct),
                "oracle": lambda pool: [int(c) for c in pool.correct],
@@ -158,7 +157,6 @@ def _judge_scores(tasks: QuerySet, sources, pools: dict, mode: str, measured: Me
     except ModelError as error:
         measured.skipped["judge"] = f"the judge model cannot be used: {error}"
         return {}
-    ids = [i for pool in pools.values() for i in pool.ids]
     rows = JudgeScore.objects.filter(candidate__task__in=tasks, candidate__source__in=sources, mode=mode, model=model,
                                      prompt_version=version).exclude(candidate__outcome="") \
         .values_list("candidate_id", "p_yes", "uncertain")
@@ -167,7 +165,7 @@ def _judge_scores(tasks: QuerySet, sources, pools: dict, mode: str, measured: Me
     scores = {candidate_id: p for candidate_id, p, _ in rows}
     fit = calibration([scores[i] for i in scores], [correct[i] for i in scores])
     measured.judge = {"mode": mode, "model": model, "prompt_version": version, "brier": fit.brier, "ece": fit.ece,
-                      "uncertain": sum(uncertain for _, _, uncertain in rows), "unscored": len(ids) - len(scores),
+                      "uncertain": sum(uncertain for _, _, uncertain in rows), "unscored": len(correct) - len(scores),
                       "calibration": [asdict(b) for b in fit.bins]}
     if not scores:
         measured.skipped["judge"] = f"no candidate in scope has a judge score in mode {mode!r}"
@@ -208,7 +206,8 @@ class SelfAssessmentProbe:
     best_at_k_max: dict  # mode -> the judge's best@k_max over the scope
 
 
-def self_assessment_probe(tasks: QuerySet, *, sources=DEFAULT_SOURCES) -> Optional[SelfAssessmentProbe]:
+def self_assessment_probe(tasks: QuerySet, *, sources=DEFAULT_SOURCES,
+                          fingerprint: Optional[list] = None) -> Optional[SelfAssessmentProbe]:
     """The same candidates judged with the agent's trajectory and with its claims of success left out:
     how far P(YES) moves, and the judge's best@k_max each way. None until both modes have scores."""
     try:
@@ -227,6 +226,6 @@ def self_assessment_probe(tasks: QuerySet, *, sources=DEFAULT_SOURCES) -> Option
         return None
     best = {}
     for mode in ("trajectory", "no-self-assessment"):
-        curve = measures_cached(tasks, sources=sources, judge_mode=mode).best_at_k.get("judge")
+        curve = measures_cached(tasks, sources=sources, judge_mode=mode, fingerprint=fingerprint).best_at_k.get("judge")
         best[mode] = float(curve[-1]) if curve else None
     return SelfAssessmentProbe(len(pairs), sum(a - b for a, b in pairs) / len(pairs), best)

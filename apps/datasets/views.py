@@ -48,7 +48,8 @@ def dataset_detail(request, pk: int):
         "imports": selectors.imports_recent(dataset=dataset),
         "judge_modes": JUDGE_MODES, "judge_mode": judge_mode,
         "measures": measures_page(measures_cached(tasks, judge_mode=judge_mode, fingerprint=fingerprint)),
-        "self_assessment": scope_cached(fingerprint, lambda: self_assessment_probe(tasks), "self_assessment"),
+        "self_assessment": scope_cached(fingerprint, lambda: self_assessment_probe(tasks, fingerprint=fingerprint),
+                                        "self_assessment"),
     }
     return render(request, "datasets/dataset_detail.html", context)
 
