@@ -6,7 +6,8 @@ from worker.engine.verify.regression import imported_modules, module_name, regre
 FILES = {
     "tests/test_slug.py": "from textkit.slug import slugify\n",  # imports the module: first
     "tests/test_wrap.py": "import textkit\n",  # imports the package only: third
-    "tests/test_cache.py": "from textkit.cache import LRUCache\n",  # unrelated
+    "tests/test_cache.py": "from textkit.cache import LRUCache\n",  # another module of the package: last
+    "tests/test_other.py": "from otherkit.slug import slugify\n",  # another package: unrelated
     "tests/slug_test.py": "import os\n",  # named after the module: second
     "tests/test_hidden.py": "from textkit.slug import slugify\n",  # the task's own test: never
     "tests/test_modules.py": "from textkit import slug\n",  # `from pkg import mod`: imports the module
@@ -18,7 +19,8 @@ FILES = {
 
 def test_related_test_files_come_most_related_first_and_never_the_hidden_ones():
     chosen = regression_test_files(FILES, ["textkit/slug.py"], hidden=["tests/test_hidden.py"])
-    assert chosen == ["tests/test_modules.py", "tests/test_slug.py", "tests/slug_test.py", "tests/test_wrap.py"]
+    assert chosen == ["tests/test_modules.py", "tests/test_slug.py", "tests/slug_test.py", "tests/test_wrap.py",
+                      "tests/test_cache.py"]
 
 
 def test_module_names_and_imports():

@@ -232,6 +232,12 @@ def commit_count(mirror_dir: Path, tip: str, exclude: list[str]) -> int:
     return int(out.strip() or 0)
 
 
+def tree_paths(mirror_dir: Path, sha: str) -> list[str]:
+    """Every file's path in the commit's tree."""
+    out = git_run(["ls-tree", "-r", "-z", "--name-only", require_sha(sha)], cwd=mirror_dir)
+    return [path for path in out.split("\0") if path]
+
+
 def commit_patch(mirror_dir: Path, sha: str, *, max_bytes: int = 4_000_000) -> tuple[str, bool]:
     """The commit's unified diff against its parent (3 lines of context); (text, truncated)."""
     with git_environment() as env:

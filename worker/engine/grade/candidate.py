@@ -61,6 +61,7 @@ class TaskToGrade:
     reference_xfail: frozenset[str] = frozenset()  # tests the reference runs saw XFAIL
     runs: int = 1  # more for a task whose tests were ever flaky
     rules: TestFileRules = TestFileRules()  # which of the repository's files are tests
+    selection: tuple[str, ...] = ()  # what pytest runs: test files or node ids (default: the F2P and P2P files)
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
            settings: GradeSettings) -> GradeResult:
     result = GradeResult("")
     try:
-        _patched_paths(task.test_patch)
+        patched_paths(task.test_patch)
     except ValueError as unreadable:
-        result.outcome, result.detail = "error", str(unreadable)
+        result.outcome, result.detail = "error", f"the task's test patch cannot be read: {unreadable}"
         return result
     tested = _tested_base(task, builder, work, settings)
     if tested is None:
@@ -132,8 +133,9 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
     grade = {"fail_to_pass": task.fail_to_pass, "pass_to_pass": task.pass_to_pass,
              "reference_xfail": task.reference_xfail}
     for _ in range(max(task.runs, 1)):
-        run, _ = fresh_copy_run(builder, environment, candidate, graded_files(task.fail_to_pass, task.pass_to_pass),
-                                scratch=work, limits=settings.limits, per_test_timeout=settings.per_test_timeout)
+        selection = list(task.selection) or graded_files(task.fail_to_pass, task.pass_to_pass)
+        run, _ = fresh_copy_run(builder, environment, candidate, selection, scratch=work, limits=settings.limits,
+                                per_test_timeout=settings.per_test_timeout)
         result.runs.append(run)
     result.outcome = runs_outcome([run_outcome(run, **grade) for run in result.runs])
     untrusted = next((run.untrusted for run in result.runs if run.untrusted), "")
@@ -143,7 +145,7 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
 
 def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, candidate: Path) -> None:
     """Put back, from the copy the candidate was applied to, what it may not change."""
-    test_paths = _patched_paths(task.test_patch)
+    test_paths = patched_paths(task.test_patch)
     before = _tree(origin)
     for path in sorted(_changed(before, _tree(candidate))):
         if _protected(path, origin, candidate):
@@ -300,13 +302,13 @@ def _binary_bytes(patch: str) -> int:
     return sum(int(size) for size in re.findall(r"^(?:literal|delta) (\d+)$", patch, flags=re.MULTILINE))
 
 
-def _patched_paths(patch: str) -> frozenset[str]:
+def patched_paths(patch: str) -> frozenset[str]:
     """The files a patch creates, changes or removes; ValueError when it cannot be read (which files
-    the task's tests are must never be guessed)."""
+    a task's tests are must never be guessed)."""
     try:
         files = PatchSet(patch)
     except UnidiffParseError as error:
-        raise ValueError(f"the task's test patch cannot be read: {error}") from None
+        raise ValueError(str(error)) from None
     paths = set()
     for patched in files:
         for name in (patched.source_file, patched.target_file):

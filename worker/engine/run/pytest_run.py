@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -189,3 +190,21 @@ def _collection_error(events: list[dict], exit_code: Optional[int]) -> bool:
     if "start" in events:
         return False
     return exit_code in _NOT_COLLECTED_EXIT_CODES or "end" not in events
+
+
+_SECTION = re.compile(r"^_{3,} (.+?) _{3,}$", re.M)
+_SUMMARY = re.compile(r"^={3,}", re.M)
+
+
+def output_section_of(output: str, test_id: str) -> Optional[str]:
+    """The part of a run's output pytest wrote about one test (its failure's traceback and captured
+    output), found by the section title pytest gives it; None when there is none (a test that passed)."""
+    _, _, name = test_id.partition("::")
+    title = name.replace("::", ".")
+    for found in _SECTION.finditer(output):
+        if found.group(1) == title:
+            following = [m.start() for m in (_SECTION.search(output, found.end()), _SUMMARY.search(output, found.end()))
+                         if m is not None]
+            return output[found.start():min(following, default=len(output))].rstrip()
+    return None
+

@@ -5,7 +5,8 @@ within its time budget.
 A test file is related to a touched module, in this order:
 1. it imports the module (`import pkg.mod`, `from pkg.mod import x`, `from pkg import mod`);
 2. its name is the module's (`test_mod.py`, `mod_test.py`);
-3. it imports the module's package.
+3. it imports the module's package;
+4. it imports another module of that package (the package's own tests, as a sibling module's are).
 Test files of the task's test patch are never regression tests: they are the hidden tests.
 """
 
@@ -67,6 +68,8 @@ def regression_test_files(files: dict[str, str], touched: Iterable[str], *, hidd
             rank = 1
         elif imports & packages:
             rank = 2
+        elif any(imported.startswith(f"{package}.") for imported in imports for package in packages):
+            rank = 3
         else:
             continue
         ranked.append((rank, path))
