@@ -2,9 +2,10 @@
 choice and complementarity, on hand-built cases worked out in the comments."""
 
 import itertools
+import random
 from fractions import Fraction
 
-from worker.engine.verify.hybrid import Complementarity, complementarity, hybrid_choose, hybrid_kept
+from worker.engine.verify.hybrid import Complementarity, complementarity, hybrid_choose, hybrid_curve, hybrid_kept
 from worker.engine.verify.matrix import (
     Matrix,
     VerifierTest,
@@ -108,3 +109,29 @@ def test_complementarity_worked_by_hand():
     # Either wrong: 1/2 + 2 - 1/2 = 2 tasks; both: 1/2 -> overlap 1/4.
     assert found.overlap == Fraction(1, 4)
     assert complementarity([]).overlap is None
+
+
+def test_the_hybrids_curve_per_k_with_one_candidate_and_with_many_candidates():
+    # One candidate, right: chosen at every k (the public code's k // 2 = 0 would keep none).
+    assert hybrid_curve([0.1], [(0, 0)], [True], 3) == [1, 1, 1]
+    # Four candidates as above: k = 2 is the 1/2 worked out there.
+    curve = hybrid_curve([0.9, 0.7, 0.5, 0.1], [(0, 0), (1, 0), (0, 1), (2, 0)], [False, False, False, True], 4)
+    assert curve[1] == Fraction(1, 2) and curve[3] == 0
+    # 30 candidates, 15 drawn (C(30, 15) subsets, too many to list): the right one has the judge's top score and
+    # the best tests, so it is chosen whenever drawn: 15 of 30.
+    assert hybrid_curve([0.99] + [0.5] * 29, [(3, 3)] + [(0, 0)] * 29, [True] + [False] * 29, 15)[14] == Fraction(1, 2)
+
+
+def test_the_hybrids_exact_count_agrees_with_every_subset_listed_on_pools_with_ties():
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randint(1, 8)
+        p_yes = [rng.choice([0.1, 0.5, 0.5, 0.9]) for _ in range(n)]
+        execution = [(rng.randint(0, 2), rng.randint(0, 1)) for _ in range(n)]
+        correct = [rng.random() < 0.4 for _ in range(n)]
+
+        def choose(subset):
+            return hybrid_choose(subset, p_yes, execution)
+
+        listed = [best_at_k_by_subsets(n, correct, min(k, n), choose, limit=10 ** 6).value for k in range(1, n + 2)]
+        assert hybrid_curve(p_yes, execution, correct, n + 1) == listed, (p_yes, execution, correct)

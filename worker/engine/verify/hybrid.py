@@ -11,7 +11,10 @@ failures overlap.
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
+from math import comb
 from typing import Sequence
+
 
 
 def hybrid_kept(k: int) -> int:
@@ -29,6 +32,80 @@ def hybrid_choose(subset: Sequence[int], p_yes: Sequence[float], execution: Sequ
     kept = ranked[:cut] + [i for i in ranked[cut:] if (p_yes[i], execution[i]) == boundary]
     best = max((execution[i], p_yes[i]) for i in kept)
     return tuple(sorted(i for i in kept if (execution[i], p_yes[i]) == best))
+
+
+def hybrid_curve(p_yes: Sequence[float], execution: Sequence[tuple[int, int]], correct: Sequence[bool],
+                 k_max: int) -> list[Fraction]:
+    """One task, k = 1..k_max: the chance the hybrid picks a correct candidate from a uniform k-subset
+    (a task with fewer than k candidates uses all of its own), exactly, by counting subsets.
+
+    Candidates equal in (P(YES), execution score) form a class; the hybrid always chooses the members of
+    one class the subset holds, each as likely to be right as any other of the class. Class c is chosen
+    when the subset holds s ≥ 1 of its members, none of the classes above it by (P(YES), execution)
+    that the tests would prefer ("beaters"), and a < m of the others above it (so c is kept); and, when
+    a + s < m keeps t = m − a − s more from below c, no beater below c is among them: the subset holds
+    no beater below c, or holds at least t members below c before the first beater it holds."""
+    n = len(correct)
+    classes: dict = {}
+    for key, right in zip(zip(p_yes, execution), correct):
+        size, hits = classes.get(key, (0, 0))
+        classes[key] = (size + 1, hits + bool(right))
+    order = sorted(classes, reverse=True)  # by P(YES), then execution: the order the judge keeps them in
+    # A class with no right member adds nothing: only the others are counted.
+    shapes = {key: _class_shape(order, index, classes) for index, key in enumerate(order) if classes[key][1]}
+    curve = []
+    for k in range(1, k_max + 1):
+        drawn = min(k, n)
+        if not drawn:
+            curve.append(Fraction(0))
+            continue
+        kept = hybrid_kept(drawn)
+        chosen_right = sum((Fraction(_subsets_choosing(shape, drawn, kept) * classes[key][1], classes[key][0])
+                            for key, shape in shapes.items()), Fraction(0))
+        curve.append(chosen_right / comb(n, drawn))
+    return curve
+
+
+def _class_shape(order: list, index: int, classes: dict) -> tuple:
+    """(its size, members of the classes above it that are no beaters, members of the classes below it
+    that are no beaters, and per beater below it: (members before it that are no beaters, its size,
+    members after it))."""
+    key = order[index]
+    beats = lambda other: (other[1], other[0]) > (key[1], key[0])  # noqa: E731 - the tests prefer it
+    above = sum(classes[other][0] for other in order[:index] if not beats(other))
+    below = order[index + 1:]
+    beaters, plain_before = [], 0
+    for position, other in enumerate(below):
+        if beats(other):
+            after = sum(classes[later][0] for later in below[position + 1:])
+            beaters.append((plain_before, classes[other][0], after))
+        else:
+            plain_before += classes[other][0]
+    return classes[key][0], above, plain_before, tuple(beaters)
+
+
+def _subsets_choosing(shape: tuple, drawn: int, kept: int) -> int:
+    """How many `drawn`-subsets of the task's candidates make the hybrid choose this class."""
+    size, above, plain_below, beaters = shape
+    total = 0
+    for s in range(1, min(size, drawn) + 1):
+        for a in range(0, min(kept - 1, above, drawn - s) + 1):
+            total += comb(size, s) * comb(above, a) * _below_safe(plain_below, beaters, drawn - s - a, kept - a - s)
+    return total
+
+
+@lru_cache(maxsize=100_000)
+def _below_safe(plain_below: int, beaters: tuple, drawn: int, needed: int) -> int:
+    """Ways to draw `drawn` members below the class keeping no beater: none drawn, or at least `needed`
+    drawn before the first beater drawn."""
+    if needed <= 0:  # nothing below is kept: any draw will do
+        before, size, after = beaters[0] if beaters else (plain_below, 0, 0)
+        return comb(before + size + after, drawn)
+    ways = comb(plain_below, drawn)
+    for before, size, after in beaters:
+        ways += sum(comb(before, x) * (comb(size + after, drawn - x) - comb(after, drawn - x))
+                    for x in range(max(0, needed), min(before, drawn) + 1))
+    return ways
 
 
 def top_wrong_share(scores: Sequence, correct: Sequence[bool]) -> Fraction:
