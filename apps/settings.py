@@ -188,6 +188,8 @@ COMMITGYM_MODELS = {role: _model_settings(role) for role in ("issue_writer", "te
 COMMITGYM_LEAK_THRESHOLD = float(os.environ.get("COMMITGYM_LEAK_THRESHOLD", "0.3"))
 # Judge calls in flight at once against a model server (the embedded model answers one at a time).
 COMMITGYM_JUDGE_IN_FLIGHT = int(os.environ.get("COMMITGYM_JUDGE_IN_FLIGHT", "8"))
+# Seconds of regression tests per task the execution verifier runs on the base commit (then on each candidate).
+COMMITGYM_REGRESSION_SECONDS = _env_int("COMMITGYM_REGRESSION_SECONDS", 120)
 
 # --- Celery ------------------------------------------------------------------
 

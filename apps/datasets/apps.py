@@ -12,6 +12,11 @@ def task_candidates_page(job) -> str:
     return reverse("datasets:task_candidates", args=[job.subject_label]) if job.subject_label else ""
 
 
+def task_matrix_page(job) -> str:
+    """The matrix of the task whose verifier tests a job makes."""
+    return reverse("datasets:task_matrix", args=[job.subject_label]) if job.subject_label else ""
+
+
 class DatasetsConfig(AppConfig):
     name = "apps.datasets"
     label = "datasets"
@@ -36,3 +41,12 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="judge", label="Judging", queue="llm",
                                   run="apps.datasets.judging.judge_job_work", subject="tasks.task",
                                   retry="apps.datasets.judging.judge_job_retry", link=task_candidates_page))
+        job_kind_register(JobKind(name="reproduce", label="Reproduction tests", queue="llm",
+                                  run="apps.datasets.execution.reproduce_job_work", subject="tasks.task",
+                                  retry="apps.datasets.execution.reproduce_job_retry", link=task_matrix_page))
+        job_kind_register(JobKind(name="verifier_tests", label="Verifier tests", queue="tests",
+                                  run="apps.datasets.execution.verifier_tests_job_work", subject="tasks.task",
+                                  retry="apps.datasets.execution.verifier_tests_job_retry", link=task_matrix_page))
+        job_kind_register(JobKind(name="execute", label="Execution", queue="tests",
+                                  run="apps.datasets.execution.execute_job_work", subject="datasets.candidate",
+                                  retry="apps.datasets.execution.execute_job_retry", link=candidate_page))

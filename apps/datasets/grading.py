@@ -56,10 +56,10 @@ def grade_job_work(job, progress) -> None:
     outcome, and make it the candidate's ground truth, at once."""
     grade = Grade.objects.select_related("candidate__task__commit", "candidate__task__repository").get(job=job)
     candidate, task = grade.candidate, grade.candidate.task
-    validation = _grading_validation(task, grade.backend)
+    validation = grading_validation(task, grade.backend)
     builder = environment_builder(task.repository, grade.backend)
     # A time limit or an unexpected error ends the job in words (jobs.services.job_run).
-    result = candidate_grade(_task_to_grade(task, validation), None if candidate.no_patch else candidate.patch,
+    result = candidate_grade(task_to_grade(task, validation), None if candidate.no_patch else candidate.patch,
                              builder=builder, environment=built_environment(validation.environment),
                              work_root=progress.work_dir(),
                              settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT,
@@ -75,7 +75,7 @@ def grade_job_retry(job, user):
     return again.job
 
 
-def _grading_validation(task: Task, backend: str) -> Validation:
+def grading_validation(task: Task, backend: str) -> Validation:
     """The validation whose environment and oracle grade the task's candidates: its latest valid one
     in the backend, with its environment still on disk."""
     if task.imported:
@@ -90,7 +90,7 @@ def _grading_validation(task: Task, backend: str) -> Validation:
     return validation
 
 
-def _task_to_grade(task: Task, validation: Validation) -> TaskToGrade:
+def task_to_grade(task: Task, validation: Validation) -> TaskToGrade:
     try:
         return _task_to_grade_cached(task, validation.id, tuple(task.excluded_tests))
     except (GitError, OSError) as error:

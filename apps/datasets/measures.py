@@ -6,6 +6,7 @@ import hashlib
 import json
 import threading
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Callable, Optional
 
 from django.core.cache import cache
@@ -13,14 +14,16 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from apps.charts import Series, line_chart
 from worker.engine.llm.clients import ModelError
+from worker.engine.verify.hybrid import complementarity, hybrid_curve
+from worker.engine.verify.matrix import distinguishing_share, execution_scalar, execution_score, verifier_tests_judged
 from worker.engine.verify.measures import best_at_k_over_tasks, bootstrap_bands, calibration
 
 from .judging import judge_identity
-from .models import Candidate, JudgeScore
+from .matrices import task_matrices
+from .models import Candidate, Execution, JudgeScore
 
 SELECTORS = ("random", "execution", "judge", "hybrid", "oracle")
 DEFAULT_SOURCES = (Candidate.Source.IMPORT, Candidate.Source.SAMPLER)
-NOT_YET = "the execution verifier is not built yet"
 
 
 @dataclass
@@ -34,6 +37,8 @@ class Measures:
     bands: dict = field(default_factory=dict)  # selector -> [(low, high) per k]
     skipped: dict = field(default_factory=dict)  # selector or measure -> why it is None
     judge: dict = field(default_factory=dict)  # mode, model, brier, ece, uncertain, unscored, calibration
+    execution: dict = field(default_factory=dict)  # tasks, tests, unrun, distinguishing_share, toxic (test ids)
+    complementarity: Optional[dict] = None  # tasks, execution_wrong, judge_wrong, both_wrong, overlap
 
     def as_json(self) -> dict:
         return {"tasks": self.tasks, "candidates": self.candidates, "resolved_candidates": self.resolved_candidates,
@@ -42,7 +47,10 @@ class Measures:
                               for name, curve in self.best_at_k.items()},
                 "bands": {name: [list(band) for band in bands] for name, bands in self.bands.items()},
                 "skipped": self.skipped,
-                "judge": {key: self.judge.get(key) for key in ("mode", "brier", "ece", "uncertain", "unscored")}}
+                "judge": {key: self.judge.get(key) for key in ("mode", "brier", "ece", "uncertain", "unscored")},
+                "distinguishing_share": self.execution.get("distinguishing_share"),
+                "toxic_tests": None if "toxic" not in self.execution else len(self.execution["toxic"]),
+                "complementarity": self.complementarity}
 
 
 @dataclass
@@ -52,12 +60,14 @@ class _Pool:
 
 
 UNSCORED = -1.0  # a candidate the judge has not scored ranks below every scored one
+UNRUN = (-1, -1)  # a candidate not run against the verifier tests ranks below every one that was
 
 
 def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Optional[str] = None,
-                     bands: bool = True) -> Measures:
+                     execution: bool = True, bands: bool = True) -> Measures:
     """best@k per selector; with `judge_mode`, the judge ranks by its scores in that mode (from the
-    judge model and prompt in use) and its calibration is measured."""
+    judge model and prompt in use) and its calibration is measured; with `execution`, the candidates'
+    runs against their task's verifier tests rank them too."""
     valid = tasks.filter(verdict="valid")
     pools = _pools(valid, sources)
     measured = Measures(tasks=len(pools))
@@ -66,26 +76,89 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Op
     measured.resolved_candidates = sum(sum(pool.correct) for pool in pools.values())
     measured.ungraded = Candidate.objects.filter(task__in=valid, source__in=sources, outcome="").count()
     measured.k_max = max((len(pool.correct) for pool in pools.values()), default=0)
+    matrices = task_matrices(pools) if execution else {}
+    executed = _execution_scores(matrices, pools, measured)
     rankers = {"random": lambda pool: [0] * len(pool.correct),
                "oracle": lambda pool: [int(c) for c in pool.correct],
-               "judge": lambda pool: [judge_scores.get(i, UNSCORED) for i in pool.ids]}
+               "judge": lambda pool: [judge_scores.get(i, UNSCORED) for i in pool.ids],
+               "execution": lambda pool: execution_scalar([executed.get(i, UNRUN) for i in pool.ids])}
     curves = {}  # selector -> per task, its curve in floats (for the bands)
     for name in SELECTORS:
-        if name in ("execution", "hybrid"):
-            measured.best_at_k[name], measured.skipped[name] = None, NOT_YET
-            continue
-        if name == "judge" and not judge_scores:
+        why = _why_not(name, pools, measured, judge_scores, executed)
+        if why:
             measured.best_at_k[name] = None
-            measured.skipped.setdefault(name, "no judge score in scope")
-            continue
-        if not pools or not measured.k_max:
-            measured.best_at_k[name], measured.skipped[name] = None, "no graded candidate in scope"
-            continue
-        measured.best_at_k[name], curves[name] = best_at_k_over_tasks(
-            [(rankers[name](pool), pool.correct) for pool in pools.values()], measured.k_max)
+            measured.skipped.setdefault(name, why)
+        elif name == "hybrid":
+            measured.best_at_k[name], curves[name] = _hybrid(pools, judge_scores, executed, measured)
+        else:
+            measured.best_at_k[name], curves[name] = best_at_k_over_tasks(
+                [(rankers[name](pool), pool.correct) for pool in pools.values()], measured.k_max)
+    _what_each_gets_wrong(matrices, pools, judge_scores, executed, measured)
     if bands:
         measured.bands = bootstrap_bands(curves)
     return measured
+
+
+def _why_not(name: str, pools: dict, measured: Measures, judge_scores: dict, execution: dict) -> str:
+    """Why a selector's curve cannot be drawn ("" when it can)."""
+    if name in ("judge", "hybrid") and not judge_scores:
+        return measured.skipped.get("judge", "no judge score in scope")
+    if name in ("execution", "hybrid") and not execution:
+        return "no candidate in scope has run against verifier tests"
+    if not pools or not measured.k_max:
+        return "no graded candidate in scope"
+    return ""
+
+
+def _execution_scores(matrices: dict, pools: dict, measured: Measures) -> dict[int, tuple[int, int]]:
+    """{candidate id: (regression passes, counting reproduction passes)} of the candidates in scope
+    that ran against their task's current verifier tests."""
+    scores = {}
+    for task_id, entry in matrices.items():
+        for candidate_id in pools[task_id].ids:
+            if candidate_id in entry.executions:
+                scores[candidate_id] = execution_score(entry.matrix, candidate_id)
+    in_scope = sum(len(pool.ids) for pool in pools.values())
+    measured.execution = {"tasks": len(matrices), "tests": sum(len(e.tests) for e in matrices.values()),
+                          "unrun": in_scope - len(scores)}
+    return scores
+
+
+def _hybrid(pools: dict, judge_scores: dict, execution: dict, measured: Measures) -> tuple[list, list]:
+    """The hybrid's curve, exactly (each task's from worker/engine/verify/hybrid.py), and each task's."""
+    per_task = [hybrid_curve([judge_scores.get(i, UNSCORED) for i in pool.ids],
+                             [execution.get(i, UNRUN) for i in pool.ids], pool.correct, measured.k_max)
+                for pool in pools.values()]
+    curve = [sum(values, Fraction(0)) / len(per_task) for values in zip(*per_task)]
+    return curve, [[float(v) for v in values] for values in per_task]
+
+
+def _what_each_gets_wrong(matrices: dict, pools: dict, judge_scores: dict, execution: dict,
+                          measured: Measures) -> None:
+    """Per verifier test, distinguishing or toxic against the ground truth; and complementarity: per
+    task, whether each verifier's top candidate is wrong, and how often both are."""
+    shares, toxic = [], []
+    for task_id, entry in matrices.items():
+        resolved = {i: c for i, c in zip(pools[task_id].ids, pools[task_id].correct) if i in entry.executions}
+        verdicts = verifier_tests_judged(entry.matrix, resolved)
+        share = distinguishing_share(verdicts) if resolved else None
+        if share is not None:
+            shares.append(share)
+        toxic += [test.id for test, verdict in zip(entry.tests, verdicts) if verdict.toxic]
+    if matrices:
+        measured.execution.update(distinguishing_share=sum(shares) / len(shares) if shares else None, toxic=toxic)
+    else:
+        no_tests = "no task in scope has verifier tests"
+        measured.skipped["distinguishing_share"] = measured.skipped["toxic_tests"] = no_tests
+    if not (judge_scores and execution):
+        measured.skipped["complementarity"] = "it needs both verifiers' scores"
+        return
+    found = complementarity([(execution_scalar([execution.get(i, UNRUN) for i in pool.ids]),
+                              [judge_scores.get(i, UNSCORED) for i in pool.ids], pool.correct)
+                             for pool in pools.values()])
+    measured.complementarity = {"tasks": found.tasks, "execution_wrong": float(found.execution_wrong),
+                                "judge_wrong": float(found.judge_wrong), "both_wrong": float(found.both_wrong),
+                                "overlap": None if found.overlap is None else float(found.overlap)}
 
 
 CACHE_SECONDS = 24 * 3600
@@ -93,13 +166,16 @@ CACHE_SECONDS = 24 * 3600
 
 def scope_fingerprint(tasks: QuerySet) -> list:
     """What can change figures over these tasks: the tasks, their candidates (how many, the newest,
-    which are resolved, when a ground truth last came) and the newest judge score. A new grade,
-    report, candidate or score changes it, so a page never shows stale figures."""
+    which are resolved, when a ground truth last came), the newest judge score and the newest run
+    against verifier tests. A new grade, report, candidate, score or run changes it, so a page never
+    shows stale figures."""
     return [tasks.order_by().aggregate(n=Count("id"), ids=Sum("id"), valid=Sum("id", filter=Q(verdict="valid"))),
             Candidate.objects.filter(task__in=tasks).order_by().aggregate(
                 n=Count("id"), top=Max("id"), graded=Count("id", filter=~Q(outcome="")),
                 resolved=Sum("id", filter=Q(outcome="resolved")), last=Max("graded_at")),
-            JudgeScore.objects.aggregate(top=Max("id"))]
+            JudgeScore.objects.aggregate(top=Max("id")),
+            Execution.objects.filter(job__state=Execution.State.SUCCEEDED).aggregate(
+                n=Count("id"), last=Max("job__finished_at"))]
 
 
 def scope_cached(fingerprint: list, compute: Callable[[], object], *key) -> object:

@@ -205,3 +205,94 @@ class JudgeScore(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["candidate", "mode", "model", "prompt_version"],
                                                name="one_judge_score_per_candidate_mode_model_prompt")]
+
+
+class ReproductionTests(JobLife, models.Model):
+    """Reproduction tests the test writer wrote for a task from its issue alone (never the hidden
+    tests, the test patch or the gold patch); its life is its `job`'s."""
+
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="reproduction_tests")
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="reproduction_tests")
+    model = models.CharField(max_length=255, blank=True)
+    prompt_version = models.PositiveIntegerField(null=True, blank=True)
+    files = models.JSONField(default=dict, help_text="{path: text} of the test files taken from the answer.")
+    detail = models.TextField(blank=True, help_text="Why no file was taken, when none was.")
+    call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class VerifierTestSet(JobLife, models.Model):
+    """The execution verifier's tests for a task: its reproduction tests and the regression tests near
+    what its candidates touch, run once on the base commit; its life is its `job`'s."""
+
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="verifier_test_set")
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="verifier_test_sets")
+    reproduction = models.ForeignKey(ReproductionTests, on_delete=models.CASCADE, related_name="test_sets")
+    backend = models.CharField(max_length=16, default="local")
+    touched = models.JSONField(default=list, help_text="The source files the candidates touch.")
+    regression_files = models.JSONField(default=list, help_text="Test files near them, most related first.")
+    base_run = models.JSONField(default=dict, help_text="{status, seconds, complete, untrusted, output} of the run "
+                                                        "on the base commit.")
+    detail = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class VerifierTest(models.Model):
+    """One test of a verifier test set. A reproduction test that passes on the base commit stays and
+    does not count. People may flag a test (toxic, never distinguishing): a flag is a note for the
+    dataset's makers; it does not change any score (that would let the ground truth into a verifier)."""
+
+    class Kind(models.TextChoices):
+        REPRODUCTION = "reproduction"
+        REGRESSION = "regression"
+
+    class Flag(models.TextChoices):
+        NONE = "", "not flagged"
+        TOXIC = "toxic", "toxic"
+        NEVER_DISTINGUISHING = "never_distinguishing", "never distinguishing"
+
+    test_set = models.ForeignKey(VerifierTestSet, on_delete=models.CASCADE, related_name="tests")
+    test_id = models.TextField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    position = models.PositiveIntegerField(default=0, help_text="Its place in the base commit's run.")
+    passes_on_base = models.BooleanField(default=False)
+    flag = models.CharField(max_length=24, blank=True, choices=Flag.choices)
+    flag_note = models.CharField(max_length=2000, blank=True)
+    flagged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    flagged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["test_set", "position"]
+        constraints = [models.UniqueConstraint(fields=["test_set", "test_id"], name="one_verifier_test_per_id")]
+
+    @property
+    def counts(self) -> bool:
+        return self.kind == self.Kind.REGRESSION or not self.passes_on_base
+
+
+class Execution(JobLife, models.Model):
+    """One candidate run against its task's verifier tests, through the same trusted runs as grading;
+    its life is its `job`'s."""
+
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="execution")
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="executions")
+    test_set = models.ForeignKey(VerifierTestSet, on_delete=models.CASCADE, related_name="executions")
+    outcome = models.CharField(max_length=16, blank=True, choices=OUTCOME_CHOICES,
+                               help_text="As a grade's: does_not_apply, error, timeout and untrusted pass no test.")
+    outcomes = models.JSONField(default=dict, help_text="{test id: PASSED/FAILED/ERROR/SKIPPED/XFAIL} from the "
+                                                        "trusted report.")
+    detail = models.TextField(blank=True)
+    output = models.TextField(blank=True, help_text="The run's output (its end), where each test's log is read.")
+    tampering = models.JSONField(default=list)
+    seconds = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

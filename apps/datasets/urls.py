@@ -15,4 +15,8 @@ urlpatterns = [
     path("candidates/<int:pk>/equivalent/", views.mutant_equivalent, name="mutant_equivalent"),
     path("tasks/<str:instance_id>/tests-weak/", views.tests_weak, name="tests_weak"),
     path("tasks/<str:instance_id>/candidates/", views.task_candidates, name="task_candidates"),
+    path("tasks/<str:instance_id>/matrix/", views.task_matrix, name="task_matrix"),
+    path("executions/<int:pk>/log/", views.execution_log, name="execution_log"),
+    path("verifier-tests/<int:pk>/flag/", views.verifier_test_flag, name="verifier_test_flag"),
+    path("datasets/<int:pk>/toxic-tests/", views.toxic_tests, name="toxic_tests"),
 ]

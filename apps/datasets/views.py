@@ -12,11 +12,14 @@ from apps.tasks.models import Task
 from apps.tasks.selectors import task_for_page, tasks_filtered, tasks_visible
 from apps.tasks.views.common import saved_views_for, task_filter_form
 from apps.web import diff_html, require_reviewer
+from worker.engine.run.pytest_run import output_section_of
 from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
+from .execution import current_test_set, execution_under_way, verifier_test_flag_set
+from .matrices import task_matrix_view, toxic_rows
 from .measures import measures_cached, measures_page, scope_cached, scope_fingerprint, self_assessment_probe
-from .models import Candidate, Dataset, Import, Run
+from .models import Candidate, Dataset, Execution, Import, ReproductionTests, Run, VerifierTest
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
 from .services import DatasetRefused, dataset_from_view
 
@@ -133,3 +136,62 @@ def dataset_from_saved_view(request, pk: int):
         return redirect(reverse("tasks:all") + f"?{view.query}")
     messages.success(request, f"Dataset {dataset.name} made of the {len(task_ids)} tasks the view matches now.")
     return redirect("datasets:detail", pk=dataset.pk)
+
+
+def _task_or_404(request, instance_id: str) -> Task:
+    try:
+        return task_for_page(user=request.user, instance_id=instance_id)
+    except Task.DoesNotExist:
+        raise Http404("No such task.") from None
+
+
+def task_matrix(request, instance_id: str):
+    """Candidates × verifier tests: each cell a run's outcome, opening its log."""
+    task = _task_or_404(request, instance_id)
+    test_set = current_test_set(task)
+    return render(request, "datasets/task_matrix.html", {
+        "task": task, "matrix": task_matrix_view(task), "test_set": test_set,
+        "reproduction": ReproductionTests.objects.filter(task=task).select_related("job").first(),
+        "under_way": execution_under_way([task])})
+
+
+def execution_log(request, pk: int):
+    """One cell of a matrix: what the run wrote about that test (its whole output when pytest wrote
+    nothing of it alone)."""
+    execution = get_object_or_404(Execution.objects.filter(candidate__task__in=tasks_visible(user=request.user))
+                                  .select_related("candidate__task", "test_set"), pk=pk)
+    position = request.GET.get("test", "")
+    test = execution.test_set.tests.filter(position=int(position)).first() if position.isdigit() else None
+    section = output_section_of(execution.output, test.test_id) if test else None
+    return render(request, "datasets/execution_log.html", {
+        "execution": execution, "task": execution.candidate.task, "test": test, "section": section,
+        "status": execution.outcomes.get(test.test_id, "not run") if test else ""})
+
+
+@require_POST
+def verifier_test_flag(request, pk: int):
+    """Flag a verifier test toxic or never distinguishing (or clear the flag); reviewers only."""
+    require_reviewer(request)
+    test = get_object_or_404(VerifierTest.objects.filter(test_set__task__in=tasks_visible(user=request.user))
+                             .select_related("test_set__task"), pk=pk)
+    try:
+        verifier_test_flag_set(test=test, flag=request.POST.get("flag", ""), note=request.POST.get("note", ""),
+                               user=request.user)
+    except ValueError as refused:
+        messages.error(request, str(refused))
+    else:
+        messages.success(request, f"{test.test_id}: {test.get_flag_display()}.")
+    return redirect(reverse("tasks:review", args=[test.test_set.task.instance_id]) + "#verifier-tests")
+
+
+def toxic_tests(request, pk: int):
+    """The dataset's toxic verifier tests (pass a wrong candidate, fail a right one), each one click from
+    its task's curation page."""
+    dataset = get_object_or_404(Dataset, pk=pk)
+    tasks = selectors.dataset_tasks_visible(dataset, user=request.user)
+    if not tasks.exists():
+        raise Http404("No such dataset.")
+    measured = measures_cached(tasks, fingerprint=scope_fingerprint(tasks))
+    return render(request, "datasets/toxic_tests.html", {"dataset": dataset,
+                                                         "rows": toxic_rows(measured.execution.get("toxic", [])),
+                                                         "execution": measured.execution})

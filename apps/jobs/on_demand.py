@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable
 
 from django.conf import settings
 
@@ -47,6 +48,17 @@ class WorkerOnDemand:
         elif not embedded() and waited > WARN_SECONDS and not self.warned:
             self.stderr.write(f"The job is still queued: is a worker running for the {self.queues!r} queue?")
             self.warned = True
+
+    def wait_until(self, done: Callable[[], bool], *, queued: Callable[[], bool], timeout: float, what: str,
+                   every: float = 0.5) -> None:
+        """Poll `done` (which may report what ended meanwhile) until it says all is done; a worker is
+        started or asked for while `queued()` says jobs wait. TimeoutError, saying `what`, past `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not finish within {timeout:.0f} s")
+            self.waiting(queued=queued())
+            time.sleep(every)
 
     def _start(self) -> None:
         log = settings.VAR_DIR / "command-worker.log"

@@ -12,15 +12,29 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from apps.datasets.models import Candidate, Dataset, Grade, JudgeScore, Run
+from apps.datasets.execution import REPRODUCTION_TOKENS, reproduction_request
+from apps.datasets.models import (
+    Candidate,
+    Dataset,
+    Execution,
+    Grade,
+    JudgeScore,
+    ReproductionTests,
+    Run,
+    VerifierTest,
+    VerifierTestSet,
+)
 from apps.datasets.mutants import task_mutation_score_refresh
 from apps.jobs.models import Job
+from apps.llm.calls import model_call_cache_key, role_settings
+from apps.llm.models import ModelCall
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task
 from tests.conftest import commands_database_url, mine_now
 from worker.demo.history import Author, author_env, git, git_env
 from worker.demo.sample_repo import sample_repo_write
 from worker.engine.grade.mutants import MUTANT_KINDS
+from worker.engine.verify.reproduction import REPRODUCTION_PREFIX
 
 pytestmark = pytest.mark.e2e
 
@@ -226,3 +240,64 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     dataset = Dataset.objects.get(repository=repository)
     page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
     assert page.count('<svg class="chart"') == 2 and ">judge</text>" in page
+
+    # The execution verifier, through the workers. For the strong task the test writer's answer is one a capable
+    # model gives (recorded in the model-call cache, as an earlier answer would be: the embedded model seldom
+    # writes a test that parses); for the weak task the embedded model answers, whatever it writes.
+    prompt, variables = reproduction_request(strong_task)
+    messages = prompt.messages(**variables)
+    assert "clamp" in messages[1]["content"] and "items[0]" not in json.dumps(messages)  # the issue, never the fix
+    parameters = {"max_tokens": REPRODUCTION_TOKENS, "temperature": 0.0, "seed": 0}
+    writer = role_settings("test_writer")
+    ModelCall.objects.create(
+        role="test_writer", backend=writer.backend, model=writer.model_name, prompt_name=prompt.name,
+        prompt_version=prompt.version, prompt_digest=prompt.digest, messages=messages, parameters=parameters,
+        cache_key=model_call_cache_key("test_writer", writer, prompt, messages, parameters), outcome="ok",
+        answer="```python\n" + STRONG.format(module="bounds") + "```\n", task=strong_task)
+    verified = manage("verify", strong_task.instance_id, "--sources", "import,mutant", "--json")
+    assert verified.returncode == 0, verified.stderr
+    line = json.loads(verified.stdout)
+    assert all(line["best_at_k"][name] is not None for name in ("random", "execution", "judge", "hybrid", "oracle")), \
+        line["skipped"]
+    test_set = VerifierTestSet.objects.get(task=strong_task)
+    tests = {t.test_id: t for t in test_set.tests.all()}
+    reproduction = {t for t, row in tests.items() if row.kind == "reproduction"}
+    assert reproduction == {f"{REPRODUCTION_PREFIX}_0.py::test_{name}" for name in ("clamp", "parse", "head")}
+    assert not any(tests[t].passes_on_base for t in reproduction)  # each fails before the fix: each counts
+    regression = [t for t, row in tests.items() if row.kind == "regression"]
+    assert regression and all(t.startswith("tests/") and not t.startswith("tests/test_bounds.py") for t in regression)
+    # Every candidate of the task ran against them: the gold patch passes every test, each mutant fails one.
+    executions = {e.candidate.kind: e for e in Execution.objects.filter(candidate__task=strong_task)
+                  .select_related("candidate")}
+    assert set(executions) == {"gold", "empty", "agent-right", "agent-empty", *MUTANT_KINDS}
+    assert all(status == "PASSED" for status in executions["gold"].outcomes.values())
+    for kind in MUTANT_KINDS:
+        assert any(executions[kind].outcomes[t] != "PASSED" for t in reproduction), kind
+    # The reproduction tests distinguish; the tests' top pick is the right candidate, at every k it is drawn.
+    assert line["distinguishing_share"] > 0 and line["toxic_tests"] == 0
+    assert line["best_at_k"]["execution"][-1] == 1.0 and line["best_at_k"]["hybrid"][0] >= line["best_at_k"][
+        "random"][0]
+    assert line["complementarity"]["tasks"] == 1 and line["complementarity"]["execution_wrong"] == 0
+    # The matrix page, a cell's log, the curation page's flag, the dataset page.
+    matrix = curator_client.get(reverse("datasets:task_matrix", args=[strong_task.instance_id])).content.decode()
+    assert "distinguishing" in matrix and f"{REPRODUCTION_PREFIX}_0.py::test_clamp" in matrix
+    clamp = tests[f"{REPRODUCTION_PREFIX}_0.py::test_clamp"]
+    log = curator_client.get(reverse("datasets:execution_log", args=[executions["off_by_one"].id]),
+                             {"test": clamp.position}).content.decode()
+    assert "test_clamp" in log and "assert" in log
+    response = curator_client.post(reverse("datasets:verifier_test_flag", args=[clamp.id]),
+                                   {"flag": "never_distinguishing", "note": "checking the flag"})
+    assert response.status_code == 302 and VerifierTest.objects.get(id=clamp.id).flag == "never_distinguishing"
+    review = curator_client.get(reverse("tasks:review", args=[strong_task.instance_id])).content.decode()
+    assert f'id="verifier-test-{clamp.id}"' in review and "flagged never distinguishing" in review
+    page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    assert ">execution</text>" in page and ">hybrid</text>" in page and 'id="complementarity"' in page
+
+    response = curator_client.post(reverse("tasks:issue_edit", args=[weak_task.instance_id]), {
+        "text": "clamp(11, 0, 10) returns 11: values above the range are not clamped.", "based_on": "0"})
+    assert response.status_code == 302
+    weakly = manage("verify", weak_task.instance_id, "--no-judge", "--sources", "mutant,gold", "--json")
+    assert weakly.returncode == 0, weakly.stderr
+    written = ReproductionTests.objects.get(task=weak_task)
+    assert written.state == "succeeded" and written.call.backend == "embedded"
+    assert json.loads(weakly.stdout)["best_at_k"]["execution"] is not None

@@ -14,6 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_review
+from apps.datasets.matrices import task_matrix_view
+from apps.datasets.models import VerifierTest
 from apps.web import page_render, require_reviewer
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.repo import GitError
@@ -122,6 +124,7 @@ def _review_context(request, task: Task, form=None, curation: CurationSettings |
         "in_queue": in_queue,
         "previous": _previous_reviewed(request.user, task),
         **_mutants_context(task),
+        "verifier_tests": _verifier_tests(task), "verifier_test_flags": VerifierTest.Flag.choices,
     }
 
 
@@ -130,6 +133,12 @@ def _mutants_context(task: Task) -> dict:
     mutants = list(task.candidates.filter(source="mutant").order_by("kind", "id"))
     survivors = [m for m in mutants if m.outcome == "resolved" and not (m.made or {}).get("equivalent")]
     return {"mutants": mutants, "survivors": survivors}
+
+
+def _verifier_tests(task: Task) -> list:
+    """The execution verifier's tests of the task with their verdicts, where a person flags them."""
+    matrix = task_matrix_view(task)
+    return matrix.tests if matrix else []
 
 
 def _form_initial(mine: Review | None) -> dict:

@@ -1,13 +1,15 @@
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.datasets.judging import candidates_unjudged, task_judge_start
-from apps.datasets.measures import DEFAULT_SOURCES, NOT_YET, SELECTORS, measures_compute
-from apps.datasets.models import Candidate, Judging
+from apps.datasets.execution import DONE, EXECUTE, REPRODUCE, STOPPED, VERIFIER_TESTS, executions_advance
+from apps.datasets.judging import JUDGE, candidates_unjudged, task_judge_start
+from apps.datasets.measures import DEFAULT_SOURCES, SELECTORS, measures_compute
+from apps.datasets.models import Candidate, Execution, Judging
 from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
+from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
+from apps.tasks.models import Task
 from worker.engine.llm.clients import ModelError
 from worker.engine.verify.judge import JUDGE_MODES
 
@@ -36,23 +38,37 @@ class Command(BaseCommand):
             tasks = tasks_in_scope(scope=scope, dataset=dataset)
         except ScopeNotFound as error:
             raise CommandError(str(error)) from None
-        tasks = tasks.filter(verdict="valid")
-        if not no_judge:
-            self._judge(list(tasks), chosen, judge_mode)
-        measured = measures_compute(tasks, sources=chosen, judge_mode=None if no_judge else judge_mode)
-        if no_judge:
-            measured.skipped["judge"] = "--no-judge"
-        if no_tests:
-            measured.skipped["execution"] = measured.skipped["hybrid"] = "--no-tests"
-        line = {**measured.as_json(), "distinguishing_share": None, "toxic_tests": None, "complementarity": None}
-        line["skipped"].update({"distinguishing_share": NOT_YET, "toxic_tests": NOT_YET, "complementarity": NOT_YET})
+        tasks = list(tasks.filter(verdict="valid"))
+        stands = {} if no_tests else executions_advance(tasks)
+        judgings = [] if no_judge else self._judge_start(tasks, chosen, judge_mode)
+
+        def done() -> bool:
+            """Every judging ended, and every task's execution verifier done or stopped (each step starts the
+            next as it ends; asking again here starts one whose start was missed)."""
+            if Judging.objects.filter(id__in=judgings, job__state__in=Judging.ACTIVE_STATES).exists():
+                return False
+            if not no_tests:
+                stands.update(executions_advance(tasks))
+            return all(where in (DONE, STOPPED) for where, _ in stands.values())
+
+        self._wait(done)
+        self._judging_report(judgings)
+        self._execution_report(tasks, stands)
+        measured = measures_compute(Task.objects.filter(id__in=[t.id for t in tasks]), sources=chosen,
+                                    judge_mode=None if no_judge else judge_mode, execution=not no_tests)
+        left_out = {"judge": "--no-judge" if no_judge else "", "execution": "--no-tests" if no_tests else ""}
+        for name, why in {**left_out, "hybrid": left_out["judge"] or left_out["execution"],
+                          "complementarity": left_out["judge"] or left_out["execution"]}.items():
+            if why:
+                measured.skipped[name] = why
+        line = measured.as_json()
         if as_json:
             self.stdout.write(json.dumps(line))
             return
         self._table(line)
 
-    def _judge(self, tasks: list, sources: tuple, mode: str, timeout: float = 6 * 3600) -> None:
-        """Judge every task with a candidate in scope the judge has not scored, through the workers; wait."""
+    def _judge_start(self, tasks: list, sources: tuple, mode: str):
+        """Judge every task with a candidate in scope the judge has not scored; the judgings' ids."""
         try:
             unjudged = candidates_unjudged(Candidate.objects.filter(task__in=tasks, source__in=sources), mode)
         except ModelError as error:
@@ -64,18 +80,32 @@ class Command(BaseCommand):
                 self.stderr.write(f"task {task_id}: being judged already: its scores may be missing")
             else:
                 pending.append(judging.id)
-        deadline = time.monotonic() + timeout
-        with WorkerOnDemand(queues="llm", stderr=self.stderr) as worker:
-            while Judging.objects.filter(id__in=pending, job__state__in=Judging.ACTIVE_STATES).exists():
-                if time.monotonic() > deadline:
-                    raise CommandError(f"the judge did not finish within {timeout:.0f} s")
-                worker.waiting(queued=Judging.objects.filter(id__in=pending, job__state=Judging.State.QUEUED)
-                               .exists())
-                time.sleep(0.5)
-        for judging in Judging.objects.filter(id__in=pending).select_related("job", "task"):
+        return pending
+
+    def _wait(self, done, timeout: float = 6 * 3600) -> None:
+        queued = Job.objects.filter(state=Job.State.QUEUED, kind__in=(JUDGE, REPRODUCE, VERIFIER_TESTS, EXECUTE))
+        try:
+            with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
+                worker.wait_until(done, queued=queued.exists, timeout=timeout, what="the verifiers")
+        except TimeoutError as error:
+            raise CommandError(str(error)) from None
+
+    def _judging_report(self, judgings: list) -> None:
+        for judging in Judging.objects.filter(id__in=judgings).select_related("job", "task"):
             if judging.state != Judging.State.SUCCEEDED or judging.counts.get("failed"):
                 self.stderr.write(f"{judging.task.instance_id}: judging {judging.state}: "
                                   f"{judging.job.error_message or judging.detail}")
+
+    def _execution_report(self, tasks: list, stands: dict) -> None:
+        for task in tasks:
+            where, said = stands.get(task.id, (DONE, ""))
+            if where != DONE:
+                self.stderr.write(f"{task.instance_id}: execution verifier: {said}")
+        failed = Execution.objects.filter(candidate__task__in=tasks, job__state=Execution.State.FAILED) \
+            .select_related("job", "candidate__task")
+        for execution in failed:
+            self.stderr.write(f"{execution.candidate}: its run against the verifier tests failed: "
+                              f"{execution.job.error_message}")
 
     def _table(self, line: dict) -> None:
         self.stdout.write(f"{line['tasks']} tasks, {line['candidates']} candidates "

@@ -1,0 +1,315 @@
+"""The execution verifier, in three kinds of job:
+
+1. `reproduce` (llm queue, per task): the test writer writes reproduction tests from the issue alone;
+2. `verifier_tests` (tests queue, per task): the regression tests near what the candidates touch are
+   chosen, and they and the reproduction tests run once on the base commit (worker/engine/verify/
+   reproduction.py says what is kept);
+3. `execute` (tests queue, per candidate): the candidate runs against the kept tests, through the
+   same trusted runs as grading (grade/candidate.py), giving its row of the matrix.
+
+`task_execution_advance` starts whichever step a task is missing; each step calls it as it ends, so
+one call runs a task's execution verifier to the end. A step that failed is not started again by
+itself: retrying it is a person's (or a command's) choice.
+"""
+
+from dataclasses import replace
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef, QuerySet
+from django.utils import timezone
+
+from apps.jobs.services import JobFailed, JobRefused, job_start
+from apps.llm.calls import model_call
+from apps.rows import text_storable
+from apps.tasks.backtranslation import task_current_issue
+from apps.tasks.models import Task
+from apps.tasks.selectors import task_base_sha
+from apps.tasks.services import built_environment, environment_builder
+from worker.engine.git.repo import BlobReader, GitError, tree_paths
+from worker.engine.grade.candidate import GradeResult, GradeSettings, candidate_grade, patched_paths
+from worker.engine.grade.source_edits import parses
+from worker.engine.llm.clients import ModelError
+from worker.engine.llm.prompts import Prompt, prompt_load
+from worker.engine.sandbox.base import Limits
+from worker.engine.validate.generated_tests import generated_files_from_answer
+from worker.engine.verify.regression import regression_test_files
+from worker.engine.verify.reproduction import (
+    files_added_patch,
+    reproduction_files,
+    reproduction_prompt_variables,
+    verifier_tests_from_base_run,
+)
+
+from .grading import GRADE_BASES, grading_validation, task_to_grade
+from .models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
+
+REPRODUCE, VERIFIER_TESTS, EXECUTE = "reproduce", "verifier_tests", "execute"  # job kinds (apps.datasets.apps)
+REPRODUCTION_PROMPT = "reproduction_writer"
+REPRODUCTION_TOKENS = 800
+TEST_FILE_BYTES = 200_000  # of a test file read to see what it imports
+OUTPUT_KEPT = 20_000  # characters of a run's output kept, where each test's log is read
+
+
+# --- the steps, in order ----------------------------------------------------------------------------
+
+
+STARTED, UNDER_WAY, DONE, STOPPED = "started", "under_way", "done", "stopped"  # where a task's steps stand
+
+
+def task_execution_advance(task: Task, *, actor=None) -> tuple[str, str]:
+    """Start the task's next missing step. (where it stands, a sentence): STARTED, UNDER_WAY, DONE, or
+    STOPPED on a step that failed."""
+    if task.imported:
+        return STOPPED, "an imported instance has no environment here to run verifier tests in"
+    if _step_under_way(task):
+        return UNDER_WAY, "under way"
+    reproduction = ReproductionTests.objects.filter(task=task).select_related("job").first()
+    if reproduction is None:
+        reproduction_start(task=task, actor=actor)
+        return STARTED, "reproduction tests queued"
+    if reproduction.state != ReproductionTests.State.SUCCEEDED:
+        return STOPPED, f"writing reproduction tests {reproduction.state}: {reproduction.error_message}"
+    test_set = VerifierTestSet.objects.filter(task=task, reproduction=reproduction).select_related("job").first()
+    if test_set is None:
+        verifier_tests_start(task=task, actor=actor)
+        return STARTED, "verifier tests queued"
+    if test_set.state != VerifierTestSet.State.SUCCEEDED:
+        return STOPPED, f"running the verifier tests on the base commit {test_set.state}: {test_set.error_message}"
+    unexecuted = candidates_unexecuted(Candidate.objects.filter(task=task), test_set)
+    started = sum(execution_start(candidate=c, test_set=test_set, actor=actor) is not None for c in unexecuted)
+    if started:
+        return STARTED, f"{started} candidates queued"
+    if Execution.objects.filter(candidate__task=task, test_set=test_set,
+                                job__state__in=Execution.ACTIVE_STATES).exists():
+        return UNDER_WAY, "candidates running"
+    return DONE, "done"
+
+
+def current_test_set(task: Task):
+    """The verifier tests the task's candidates are run against now: from its latest reproduction tests."""
+    return (VerifierTestSet.objects.filter(task=task, job__state=VerifierTestSet.State.SUCCEEDED,
+                                           reproduction=ReproductionTests.objects.filter(task=task)
+                                           .values("id")[:1]).first())
+
+
+def candidates_unexecuted(candidates: QuerySet, test_set: VerifierTestSet) -> QuerySet:
+    """Those never run against the test set (one whose run failed is retried by a person, not here)."""
+    return candidates.exclude(Exists(Execution.objects.filter(candidate=OuterRef("pk"), test_set=test_set)))
+
+
+def execution_under_way(tasks: list) -> bool:
+    """Whether a step of these tasks' execution verifier is queued or running."""
+    return (any(_step_under_way(task) for task in tasks)
+            or Execution.objects.filter(candidate__task__in=tasks, job__state__in=Execution.ACTIVE_STATES).exists())
+
+
+def executions_advance(tasks: list) -> dict[int, tuple[str, str]]:
+    """Each task's execution verifier one step on (or where it stands): {task id: (where, sentence)}."""
+    return {task.id: task_execution_advance(task) for task in tasks}
+
+
+def _step_under_way(task: Task) -> bool:
+    return (ReproductionTests.objects.filter(task=task, job__state__in=ReproductionTests.ACTIVE_STATES).exists()
+            or VerifierTestSet.objects.filter(task=task, job__state__in=VerifierTestSet.ACTIVE_STATES).exists())
+
+
+def reproduction_start(*, task: Task, actor=None):
+    with transaction.atomic():
+        job, created = job_start(kind=REPRODUCE, subject=task, user=actor)
+        return ReproductionTests.objects.create(job=job, task=task) if created else None
+
+
+def verifier_tests_start(*, task: Task, actor=None):
+    reproduction = ReproductionTests.objects.filter(task=task).first()
+    with transaction.atomic():
+        job, created = job_start(kind=VERIFIER_TESTS, subject=task, user=actor)
+        if not created:
+            return None
+        return VerifierTestSet.objects.create(job=job, task=task, reproduction=reproduction,
+                                              backend=settings.COMMITGYM_SANDBOX)
+
+
+def execution_start(*, candidate: Candidate, test_set: VerifierTestSet, actor=None):
+    with transaction.atomic():
+        job, created = job_start(kind=EXECUTE, subject=candidate, user=actor)
+        return Execution.objects.create(job=job, candidate=candidate, test_set=test_set) if created else None
+
+
+# --- 1. reproduction tests ---------------------------------------------------------------------------
+
+
+def reproduction_request(task: Task) -> tuple[Prompt, dict[str, str]]:
+    """What the test writer is asked for the task's reproduction tests: its current issue and the base
+    commit's Python modules; JobFailed when there is no issue or the files cannot be listed."""
+    issue = task_current_issue(task=task)
+    if issue is None or not issue.text.strip():
+        raise JobFailed("no_issue", "The task has no issue text yet: write or import one first.")
+    rules = task.repository.test_file_rules()
+    try:
+        sources = [p for p in tree_paths(task.repository.mirror_dir, task_base_sha(task))
+                   if p.endswith(".py") and rules.kind(p) == "source"]
+    except GitError as error:
+        raise JobFailed("no_environment", f"the base commit's files cannot be listed: {error}") from None
+    return prompt_load(REPRODUCTION_PROMPT), reproduction_prompt_variables(issue=issue.text, paths=sources)
+
+
+def reproduce_job_work(job, progress) -> None:
+    """The registered `run`: ask the test writer for reproduction tests from the task's issue."""
+    reproduction = ReproductionTests.objects.select_related("task__repository", "task__commit").get(job=job)
+    task = reproduction.task
+    prompt, variables = reproduction_request(task)
+    try:
+        call, _ = model_call(role="test_writer", prompt=prompt, variables=variables, task=task,
+                             max_tokens=REPRODUCTION_TOKENS)
+    except ModelError as error:
+        raise JobFailed("model_failed", f"{error.code}: {error}") from None
+    files = reproduction_files([text for text in generated_files_from_answer(call.answer) if parses(text)])
+    detail = "" if files else "The answer held no Python test file that parses: only regression tests will run."
+    progress.complete(lambda: ReproductionTests.objects.filter(id=reproduction.id).update(
+        model=call.model, prompt_version=prompt.version, files=files, detail=detail, call=call))
+    task_execution_advance(task)
+
+
+def reproduce_job_retry(job, user):
+    reproduction = ReproductionTests.objects.select_related("task").get(job=job)
+    again = reproduction_start(task=reproduction.task, actor=user)
+    if again is None:
+        raise JobRefused("Reproduction tests are being written for this task already.")
+    return again.job
+
+
+# --- 2. the verifier tests on the base commit -----------------------------------------------------------
+
+
+def verifier_tests_job_work(job, progress) -> None:
+    """The registered `run`: choose the regression tests and run every verifier test on the base commit."""
+    test_set = VerifierTestSet.objects.select_related("task__repository", "task__commit", "reproduction").get(job=job)
+    task = test_set.task
+    validation = grading_validation(task, test_set.backend)
+    grading = task_to_grade(task, validation)
+    touched = sorted(_touched_by_candidates(task))
+    regression_files = _regression_files(task, grading, touched)
+    files = test_set.reproduction.files
+    selection = (*sorted(files), *regression_files)
+    result = GradeResult("no", runs=[])
+    if selection:
+        base = replace(grading, test_patch=files_added_patch(files), fail_to_pass=(), pass_to_pass=(),
+                       reference_xfail=frozenset(), runs=1, selection=selection)
+        budget = Limits(wall_seconds=settings.COMMITGYM_REGRESSION_SECONDS, cpu_seconds=1800)
+        result = _run(task, validation, base, "", progress, limits=budget)
+    run = result.runs[0] if result.runs else None
+    if result.outcome in ("error", "does_not_apply", "untrusted") and run is None:
+        raise JobFailed("base_run_failed", f"the verifier tests could not run on the base commit: {result.detail}")
+    tests = verifier_tests_from_base_run(run.outcomes if run and not run.untrusted else {}, sorted(files))
+
+    def store():
+        VerifierTestSet.objects.filter(id=test_set.id).update(
+            touched=touched, regression_files=regression_files, detail=text_storable(result.detail),
+            base_run=_run_record(run) if run else {})
+        VerifierTest.objects.bulk_create(
+            [VerifierTest(test_set=test_set, test_id=text_storable(t.test_id), kind=t.kind, position=index,
+                          passes_on_base=t.passes_on_base) for index, t in enumerate(tests)])
+
+    progress.complete(store)
+    task_execution_advance(task)
+
+
+def verifier_tests_job_retry(job, user):
+    test_set = VerifierTestSet.objects.select_related("task").get(job=job)
+    again = verifier_tests_start(task=test_set.task, actor=user)
+    if again is None:
+        raise JobRefused("This task's verifier tests are being run already.")
+    return again.job
+
+
+def _touched_by_candidates(task: Task) -> set[str]:
+    """The files the task's candidates change, the gold patch left out (the verifier must not learn
+    from the fix); a patch that cannot be read adds nothing."""
+    touched = set()
+    for patch in Candidate.objects.filter(task=task).exclude(source=Candidate.Source.GOLD).values_list("patch",
+                                                                                                       flat=True):
+        try:
+            touched |= patched_paths(patch)
+        except ValueError:
+            continue
+    return touched
+
+
+def _regression_files(task: Task, grading, touched: list[str]) -> list[str]:
+    """The test files at the base commit near the touched files, most related first; never the task's
+    hidden test files."""
+    rules = grading.rules
+    try:
+        paths = [p for p in tree_paths(grading.mirror_dir, grading.base_sha) if p.endswith(".py") and rules.is_test(p)]
+        with BlobReader(grading.mirror_dir) as blobs:
+            found = blobs.read_objects([f"{grading.base_sha}:{path}" for path in paths])
+        hidden = patched_paths(grading.test_patch) if grading.test_patch else frozenset()
+    except (GitError, ValueError) as error:
+        raise JobFailed("no_environment", f"the base commit's test files cannot be read: {error}") from None
+    texts = {path: data[:TEST_FILE_BYTES].decode("utf-8", "replace") for path, data in zip(paths, found)
+             if data is not None}
+    return regression_test_files(texts, touched, hidden=hidden, rules=rules)
+
+
+# --- 3. each candidate against them ---------------------------------------------------------------------
+
+
+def execute_job_work(job, progress) -> None:
+    """The registered `run`: the candidate against the verifier tests, one trusted run."""
+    execution = Execution.objects.select_related("candidate__task__repository", "candidate__task__commit",
+                                                 "test_set__reproduction").get(job=job)
+    candidate, test_set = execution.candidate, execution.test_set
+    task = candidate.task
+    tests = list(test_set.tests.values_list("test_id", "kind"))
+    if not tests:
+        progress.complete(lambda: Execution.objects.filter(id=execution.id).update(
+            outcome="no", detail="the task has no verifier test: nothing to run"))
+        return
+    validation = grading_validation(task, test_set.backend)
+    files = test_set.reproduction.files
+    verifier = replace(task_to_grade(task, validation), test_patch=files_added_patch(files),
+                       fail_to_pass=tuple(t for t, kind in tests if kind == VerifierTest.Kind.REPRODUCTION),
+                       pass_to_pass=tuple(t for t, kind in tests if kind == VerifierTest.Kind.REGRESSION),
+                       reference_xfail=frozenset(), runs=1, selection=tuple(t for t, _ in tests))
+    result = _run(task, validation, verifier, None if candidate.no_patch else candidate.patch, progress)
+    run = result.runs[0] if result.runs else None
+    outcomes = {} if run is None or run.untrusted else {text_storable(t): s for t, s in run.outcomes.items()}
+    progress.complete(lambda: Execution.objects.filter(id=execution.id).update(
+        outcome=result.outcome, outcomes=outcomes, detail=text_storable(result.detail),
+        output=_output_kept(run) if run else "", tampering=[text_storable(p) for p in result.tampering],
+        seconds=result.seconds))
+
+
+def execute_job_retry(job, user):
+    execution = Execution.objects.select_related("candidate", "test_set").get(job=job)
+    again = execution_start(candidate=execution.candidate, test_set=execution.test_set, actor=user)
+    if again is None:
+        raise JobRefused("This candidate is being run against the verifier tests already.")
+    return again.job
+
+
+def _run(task: Task, validation, task_to_run, patch, progress, limits: Limits = GradeSettings.limits) -> GradeResult:
+    return candidate_grade(task_to_run, patch, builder=environment_builder(task.repository, validation.backend),
+                           environment=built_environment(validation.environment), work_root=progress.work_dir(),
+                           settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT, limits=limits,
+                                                  bases=Path(settings.COMMITGYM_WORK_DIR) / GRADE_BASES))
+
+
+def _output_kept(run) -> str:
+    return text_storable(run.output)[-OUTPUT_KEPT:]
+
+
+def _run_record(run) -> dict:
+    return {"status": run.status, "seconds": round(run.seconds, 3), "complete": run.complete,
+            "untrusted": text_storable(run.untrusted), "output": _output_kept(run)}
+
+
+def verifier_test_flag_set(*, test: VerifierTest, flag: str, note: str, user) -> None:
+    """A person's flag on a verifier test ("" clears it); ValueError for a flag that is not one."""
+    if flag not in VerifierTest.Flag.values:
+        raise ValueError(f"{flag!r} is not a flag: choose toxic or never_distinguishing")
+    test.flag, test.flag_note = flag, note.strip()[:2000]
+    test.flagged_by, test.flagged_at = (user, timezone.now()) if flag else (None, None)
+    test.save(update_fields=["flag", "flag_note", "flagged_by", "flagged_at"])

@@ -1,0 +1,81 @@
+"""The execution verifier's matrices as stored: per task, its current verifier tests and each
+candidate's outcomes against them (worker/engine/verify/matrix.py reads them)."""
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from django.db.models import OuterRef, Subquery
+from django.urls import reverse
+
+from worker.engine.verify.matrix import Matrix, distinguishing_share, verifier_tests_judged
+from worker.engine.verify.matrix import VerifierTest as Test
+
+from .models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
+
+
+@dataclass
+class TaskMatrix:
+    test_set_id: int
+    tests: list  # VerifierTest rows, in the base run's order
+    matrix: Matrix
+    executions: dict = field(default_factory=dict)  # candidate id -> its Execution (the latest that succeeded)
+
+
+def task_matrices(task_ids: Iterable[int], *, with_rows: bool = False) -> dict[int, TaskMatrix]:
+    """Per task with verifier tests, its matrix over the candidates that ran against them. Only
+    `with_rows` keeps the Execution rows themselves (their output, for a page's cells)."""
+    latest_reproduction = ReproductionTests.objects.filter(task=OuterRef("task")).values("id")[:1]
+    test_sets = (VerifierTestSet.objects.filter(task_id__in=list(task_ids), job__state=VerifierTestSet.State.SUCCEEDED,
+                                                reproduction_id=Subquery(latest_reproduction))
+                 .order_by("task_id", "-created_at", "-id").distinct("task_id").values_list("task_id", "id"))
+    by_set = {set_id: task_id for task_id, set_id in test_sets}
+    found = {task_id: TaskMatrix(set_id, [], Matrix([])) for set_id, task_id in by_set.items()}
+    for test in VerifierTest.objects.filter(test_set_id__in=by_set).order_by("test_set_id", "position"):
+        entry = found[by_set[test.test_set_id]]
+        entry.tests.append(test)
+        entry.matrix.tests.append(Test(test.test_id, test.kind, passes_on_base=test.passes_on_base))
+    executions = Execution.objects.filter(test_set_id__in=by_set, job__state=Execution.State.SUCCEEDED) \
+        .order_by("candidate_id", "-created_at", "-id").distinct("candidate_id")
+    if not with_rows:
+        executions = executions.only("id", "candidate_id", "test_set_id", "outcomes")
+    for execution in executions:
+        entry = found[by_set[execution.test_set_id]]
+        entry.executions[execution.candidate_id] = execution
+        for test_id, status in execution.outcomes.items():
+            entry.matrix.outcomes[(execution.candidate_id, test_id)] = "passed" if status == "PASSED" else "failed"
+    return found
+
+
+@dataclass
+class MatrixView:
+    tests: list  # [(VerifierTest row, its verdict against the ground truth, or None before any is graded)]
+    rows: list  # [(candidate, [(status, the cell log's address or "")] per test)]
+    distinguishing_share: Optional[float]
+
+
+def task_matrix_view(task) -> Optional[MatrixView]:
+    """The task's matrix as a page shows it: candidates × verifier tests; None before it has verifier tests."""
+    entry = task_matrices([task.id], with_rows=True).get(task.id)
+    if entry is None:
+        return None
+    candidates = list(Candidate.objects.filter(task=task).defer("patch", "trajectory").order_by("source", "kind", "id"))
+    graded = {c.id: c.resolved for c in candidates if c.outcome and c.id in entry.executions}
+    verdicts = verifier_tests_judged(entry.matrix, graded) if graded else [None] * len(entry.tests)
+    rows = []
+    for candidate in candidates:
+        execution = entry.executions.get(candidate.id)
+        if execution is None:
+            rows.append((candidate, [("", "")] * len(entry.tests)))
+            continue
+        log = reverse("datasets:execution_log", args=[execution.id])
+        rows.append((candidate, [(execution.outcomes.get(test.test_id, "not run"), f"{log}?test={test.position}")
+                                 for test in entry.tests]))
+    share = distinguishing_share([v for v in verdicts if v is not None]) if graded else None
+    return MatrixView(list(zip(entry.tests, verdicts)), rows, share)
+
+
+
+def toxic_rows(test_ids: list) -> list:
+    """The verifier tests (rows) of these ids, by task then by their place in the run."""
+    return list(VerifierTest.objects.filter(id__in=test_ids).select_related("test_set__task")
+                .order_by("test_set__task__instance_id", "position"))
