@@ -5,6 +5,8 @@ filter, so no member lands outside the folder); patches, which may be anyone's, 
 applied inside the sandbox.
 """
 
+import hashlib
+import os
 import shutil
 import subprocess
 import tarfile
@@ -78,3 +80,34 @@ def patch_apply(sandbox, workdir: Path, patch: str, *, limits: Limits = Limits(w
     (workdir / PATCH_FILE).write_text(patch)
     return sandbox.run(["git", "apply", "--binary", "--whitespace=nowarn", f"../{PATCH_FILE}"],
                        workdir=workdir, cwd=str(workdir / "repo"), limits=limits)
+
+
+def tree_state(root: Path) -> dict[str, tuple]:
+    """{path relative to root: ("file", mode bits, sha256) | ("link", target) | ("dir",)}, links
+    never followed."""
+    found = {}
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            path = Path(folder) / name
+            relative = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                found[relative] = ("link", os.readlink(path))
+            elif path.is_dir():
+                found[relative] = ("dir",)
+            elif path.is_file():
+                with open(path, "rb", opener=_no_follow) as file:  # read in chunks: a file may be large
+                    digest = hashlib.file_digest(file, "sha256").hexdigest()
+                found[relative] = ("file", path.stat().st_mode & 0o111, digest)
+            else:
+                found[relative] = ("other",)
+    return found
+
+
+def _no_follow(path, flags):
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+
+
+def paths_changed(before: dict, after: dict) -> set[str]:
+    """Paths added, removed or changed. A folder made or removed is not one: its files are."""
+    return {path for path in before.keys() | after.keys()
+            if before.get(path) != after.get(path) and not {before.get(path), after.get(path)} <= {("dir",), None}}

@@ -30,7 +30,14 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
-from worker.engine.git.working_copy import PATCH_FILE, patch_apply, working_copy_clone, working_copy_write
+from worker.engine.git.working_copy import (
+    PATCH_FILE,
+    patch_apply,
+    paths_changed,
+    tree_state,
+    working_copy_clone,
+    working_copy_write,
+)
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.run.pytest_run import TestRun
 from worker.engine.sandbox.base import Limits, hand_over
@@ -146,8 +153,8 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
 def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, candidate: Path) -> None:
     """Put back, from the copy the candidate was applied to, what it may not change."""
     test_paths = patched_paths(task.test_patch)
-    before = _tree(origin)
-    for path in sorted(_changed(before, _tree(candidate))):
+    before = tree_state(origin)
+    for path in sorted(paths_changed(before, tree_state(candidate))):
         if _protected(path, origin, candidate):
             result.tampering.append(path)
         elif path in test_paths or (path in before and task.rules.kind(path) == "test"):
@@ -204,37 +211,6 @@ def _tail(output: bytes) -> str:
 
 
 # --- what a candidate changed ----------------------------------------------------------------
-
-
-def _tree(root: Path) -> dict[str, tuple]:
-    """{path relative to root: ("file", mode bits, sha256) | ("link", target) | ("dir",)}, links
-    never followed."""
-    found = {}
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        for name in dirs + files:
-            path = Path(folder) / name
-            relative = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                found[relative] = ("link", os.readlink(path))
-            elif path.is_dir():
-                found[relative] = ("dir",)
-            elif path.is_file():
-                with open(path, "rb", opener=_no_follow) as file:  # read in chunks: a file may be large
-                    digest = hashlib.file_digest(file, "sha256").hexdigest()
-                found[relative] = ("file", path.stat().st_mode & 0o111, digest)
-            else:
-                found[relative] = ("other",)
-    return found
-
-
-def _no_follow(path, flags):
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
-
-
-def _changed(before: dict, after: dict) -> set[str]:
-    """Paths added, removed or changed. A folder made or removed is not one: its files are."""
-    return {path for path in before.keys() | after.keys()
-            if before.get(path) != after.get(path) and not {before.get(path), after.get(path)} <= {("dir",), None}}
 
 
 def _protected(path: str, base: Path, candidate: Path) -> bool:
