@@ -1,9 +1,10 @@
 """The judge's style probes: rewrites that change how a candidate reads, never what it does."""
 
 import ast
+import random
 import subprocess
 
-from worker.engine.grade.source_edits import file_diff
+from worker.engine.grade.source_edits import file_diff, patch_applied
 from worker.engine.verify.probes import STYLE_REWRITES, style_rewrites
 
 BASE = "def clamp(value, low, high):\n    return value\n\n\nLIMIT = 3\n"
@@ -61,3 +62,24 @@ def test_nothing_to_rewrite_gives_nothing():
     python2 = "def f(x):\n    print x\n"
     assert style_rewrites(file_diff("m.py", None, python2), {"m.py": (None, python2)}) == []
     assert style_rewrites("not a patch", {"m.py": (None, same)}) == []
+
+
+def test_a_patch_applied_in_memory_gives_what_git_apply_gives(tmp_path):
+    rng = random.Random(11)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for case in range(60):
+        before = "".join(f"line {rng.randint(0, 5)}\n" for _ in range(rng.randint(1, 25)))
+        after = "".join(line if rng.random() < 0.7 else f"new {rng.randint(0, 9)}\n"
+                        for line in before.splitlines(keepends=True)) + ("tail" if case % 3 == 0 else "")
+        if after == before:
+            continue
+        (tmp_path / "f.py").write_text(before)
+        (tmp_path / "p.diff").write_text(file_diff("f.py", before, after))
+        subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, check=True)
+        assert patch_applied(file_diff("f.py", before, after), {"f.py": before}) == {"f.py": (tmp_path / "f.py")
+                                                                                     .read_text()}
+    # A new file; a file the patch does not name; hunks that do not match the text; not a patch at all.
+    assert patch_applied(file_diff("n.py", None, "a\nb"), {"n.py": None, "o.py": "x\n"}) == {"n.py": "a\nb",
+                                                                                           "o.py": None}
+    assert patch_applied(file_diff("f.py", "a\nb\n", "a\nc\n"), {"f.py": "z\nb\n"}) == {"f.py": None}
+    assert patch_applied("not a patch", {"f.py": "a\n"}) == {"f.py": None}

@@ -9,6 +9,7 @@ import tokenize
 from typing import Optional
 
 from unidiff import PatchSet
+from unidiff.constants import LINE_TYPE_NO_NEWLINE
 from unidiff.errors import UnidiffParseError
 
 
@@ -47,3 +48,42 @@ def python_tokens(text: str) -> list[tokenize.TokenInfo]:
         return list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):
         return []
+
+
+def patch_applied(patch: str, before: dict[str, Optional[str]]) -> dict[str, Optional[str]]:
+    """The text of each file of `before` (path -> text, None where it does not exist) once the patch is
+    applied, worked out in memory (the patch is anyone's: nothing is written or run); None for a file
+    the patch removes, leaves out, or whose hunks do not match its text."""
+    try:
+        files = {patched.path: patched for patched in PatchSet(patch)}
+    except UnidiffParseError:
+        return dict.fromkeys(before)
+    return {path: _file_applied(files[path], text) if path in files else None for path, text in before.items()}
+
+
+def _file_applied(patched, text: Optional[str]) -> Optional[str]:
+    if patched.target_file == "/dev/null" or patched.is_binary_file:
+        return None
+    lines = (text or "").splitlines(keepends=True)
+    out, cursor = [], 0
+    for hunk in patched:
+        start = max(hunk.source_start - 1, 0) if hunk.source_length else hunk.source_start
+        if start < cursor or start > len(lines):
+            return None
+        out += lines[cursor:start]
+        cursor = start
+        previous = None
+        for line in hunk:
+            if line.line_type == LINE_TYPE_NO_NEWLINE:  # the line before it ends the file with no newline
+                if previous is not None and (previous.is_added or previous.is_context) and out:
+                    out[-1] = out[-1].rstrip("\n")
+                continue
+            if line.is_context or line.is_removed:
+                if cursor >= len(lines) or lines[cursor].rstrip("\n") != line.value.rstrip("\n"):
+                    return None
+                cursor += 1
+            if line.is_context or line.is_added:
+                out.append(line.value)
+            previous = line
+    out += lines[cursor:]
+    return "".join(out)
