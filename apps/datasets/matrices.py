@@ -6,6 +6,8 @@ from typing import Iterable, Optional
 
 from django.db.models import OuterRef, Subquery
 from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 from worker.engine.verify.matrix import Matrix, distinguishing_share, verifier_tests_judged
 from worker.engine.verify.matrix import VerifierTest as Test
@@ -21,9 +23,8 @@ class TaskMatrix:
     executions: dict = field(default_factory=dict)  # candidate id -> its Execution (the latest that succeeded)
 
 
-def task_matrices(task_ids: Iterable[int], *, with_rows: bool = False) -> dict[int, TaskMatrix]:
-    """Per task with verifier tests, its matrix over the candidates that ran against them. Only
-    `with_rows` keeps the Execution rows themselves (their output, for a page's cells)."""
+def task_matrices(task_ids: Iterable[int]) -> dict[int, TaskMatrix]:
+    """Per task with verifier tests, its matrix over the candidates that ran against them."""
     latest_reproduction = ReproductionTests.objects.filter(task=OuterRef("task")).values("id")[:1]
     test_sets = (VerifierTestSet.objects.filter(task_id__in=list(task_ids), job__state=VerifierTestSet.State.SUCCEEDED,
                                                 reproduction_id=Subquery(latest_reproduction))
@@ -35,9 +36,8 @@ def task_matrices(task_ids: Iterable[int], *, with_rows: bool = False) -> dict[i
         entry.tests.append(test)
         entry.matrix.tests.append(Test(test.test_id, test.kind, passes_on_base=test.passes_on_base))
     executions = Execution.objects.filter(test_set_id__in=by_set, job__state=Execution.State.SUCCEEDED) \
-        .order_by("candidate_id", "-created_at", "-id").distinct("candidate_id")
-    if not with_rows:
-        executions = executions.only("id", "candidate_id", "test_set_id", "outcomes")
+        .order_by("candidate_id", "-created_at", "-id").distinct("candidate_id") \
+        .only("id", "candidate_id", "test_set_id", "outcomes")
     for execution in executions:
         entry = found[by_set[execution.test_set_id]]
         entry.executions[execution.candidate_id] = execution
@@ -49,30 +49,36 @@ def task_matrices(task_ids: Iterable[int], *, with_rows: bool = False) -> dict[i
 @dataclass
 class MatrixView:
     tests: list  # [(VerifierTest row, its verdict against the ground truth, or None before any is graded)]
-    rows: list  # [(candidate, [(status, the cell log's address or "")] per test)]
+    rows: list  # [(candidate, its cells as HTML: one <td> per test, each a link to that test's log)]
     distinguishing_share: Optional[float]
 
 
 def task_matrix_view(task) -> Optional[MatrixView]:
     """The task's matrix as a page shows it: candidates × verifier tests; None before it has verifier tests."""
-    entry = task_matrices([task.id], with_rows=True).get(task.id)
+    entry = task_matrices([task.id]).get(task.id)
     if entry is None:
         return None
-    candidates = list(Candidate.objects.filter(task=task).defer("patch", "trajectory").order_by("source", "kind", "id"))
+    candidates = list(Candidate.objects.filter(task=task).select_related("run").defer("patch", "trajectory")
+                      .order_by("source", "kind", "id"))
     graded = {c.id: c.resolved for c in candidates if c.outcome and c.id in entry.executions}
     verdicts = verifier_tests_judged(entry.matrix, graded) if graded else [None] * len(entry.tests)
-    rows = []
-    for candidate in candidates:
-        execution = entry.executions.get(candidate.id)
-        if execution is None:
-            rows.append((candidate, [("", "")] * len(entry.tests)))
-            continue
-        log = reverse("datasets:execution_log", args=[execution.id])
-        rows.append((candidate, [(execution.outcomes.get(test.test_id, "not run"), f"{log}?test={test.position}")
-                                 for test in entry.tests]))
+    not_run = mark_safe('<td class="cell">·</td>' * len(entry.tests))
+    rows = [(candidate, _cells(entry, candidate.id) if candidate.id in entry.executions else not_run)
+            for candidate in candidates]
     share = distinguishing_share([v for v in verdicts if v is not None]) if graded else None
     return MatrixView(list(zip(entry.tests, verdicts)), rows, share)
 
+
+def _cells(entry: TaskMatrix, candidate_id: int) -> str:
+    """One candidate's row of cells, made here rather than by the template: a page holds thousands."""
+    execution = entry.executions[candidate_id]
+    log = reverse("datasets:execution_log", args=[execution.id])
+    cells = []
+    for test in entry.tests:
+        status = escape(execution.outcomes.get(test.test_id, "not run"))
+        cells.append(f'<td class="cell cell-{status.lower().replace(" ", "-")}"><a href="{log}?test={test.position}">'
+                     f'{status[:1]}</a></td>')
+    return mark_safe("".join(cells))  # noqa: S308 - every value in it is escaped above or ours
 
 
 def toxic_rows(test_ids: list) -> list:
