@@ -41,6 +41,9 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="judge", label="Judging", queue="llm",
                                   run="apps.datasets.judging.judge_job_work", subject="tasks.task",
                                   retry="apps.datasets.judging.judge_job_retry", link=task_candidates_page))
+        job_kind_register(JobKind(name="sample", label="Sampling", queue="llm", cancellable=True,
+                                  run="apps.datasets.sampling.sample_job_work", subject="tasks.task",
+                                  retry="apps.datasets.sampling.sample_job_retry", link=task_candidates_page))
         job_kind_register(JobKind(name="reproduce", label="Reproduction tests", queue="llm",
                                   run="apps.datasets.execution.reproduce_job_work", subject="tasks.task",
                                   retry="apps.datasets.execution.reproduce_job_retry", link=task_matrix_page))

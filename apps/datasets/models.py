@@ -99,6 +99,7 @@ class Candidate(models.Model):
         MUTANT = "mutant"  # the gold patch made wrong on purpose
         GOLD = "gold"  # the task's own fix (a control)
         EMPTY = "empty"  # no change at all (a control)
+        PROBE = "probe"  # another candidate rewritten to read differently and do the same (the judge's style probe)
 
     CONTROLS = (Source.GOLD, Source.EMPTY)
 
@@ -292,6 +293,29 @@ class Execution(JobLife, models.Model):
     output = models.TextField(blank=True, help_text="The run's output (its end), where each test's log is read.")
     tampering = models.JSONField(default=list)
     seconds = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class Sampling(JobLife, models.Model):
+    """One sample of the built-in sampler on a task: the agent loop's run and the candidate it made.
+    A job makes a task's missing samples one after the other; each is stored as it ends."""
+
+    job = models.ForeignKey("jobs.Job", null=True, on_delete=models.CASCADE, related_name="samplings")
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="samplings")
+    index = models.PositiveIntegerField(help_text="The sample's number on the task: its run, and its seed.")
+    model = models.CharField(max_length=255, blank=True)
+    budget = models.JSONField(default=dict, help_text="The loop's step, token and time budgets.")
+    candidate = models.ForeignKey(Candidate, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    stop_reason = models.CharField(max_length=16, blank=True)
+    steps = models.PositiveIntegerField(default=0)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    seconds = models.FloatField(null=True, blank=True)
+    left_out = models.JSONField(default=list, help_text="Changes the patch does not carry, and why.")
+    detail = models.TextField(blank=True, help_text="The model's error, when it stopped the loop.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -46,14 +46,32 @@ def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=Non
     model = role_settings(role)
     messages = prompt.messages(**variables)
     parameters = {"max_tokens": max_tokens, "temperature": 0.0, "seed": 0}
-    key = model_call_cache_key(role, model, prompt, messages, parameters)
-    earlier = ModelCall.objects.filter(cache_key=key, outcome=ModelCall.Outcome.OK, regenerated=False)
-    if not regenerate and (cached := earlier.first()):
-        return cached, True
     if regenerate:
+        key = model_call_cache_key(role, model, prompt, messages, parameters)
         parameters = {**parameters, "temperature": REGENERATE_TEMPERATURE,
                       "seed": ModelCall.objects.filter(cache_key=key).count()}
-    record = _call_new(role, model, prompt, key, messages, parameters, task, regenerated=regenerate)
+        return _completed(role, model, prompt, messages, parameters, task, key=key, regenerated=True), False
+    return model_messages_call(role=role, prompt=prompt, messages=messages, parameters=parameters, task=task,
+                               model=model)
+
+
+def model_messages_call(*, role: str, prompt: Prompt, messages: list, parameters: dict, task=None,
+                        model: Optional[ModelSettings] = None) -> tuple[ModelCall, bool]:
+    """A completion of these messages (a conversation the caller made from `prompt`) with these
+    parameters (max_tokens, temperature, seed): answered from the record when the same inputs were
+    answered before, else asked and recorded; (the call, whether it came from the cache). A failed call
+    is recorded too, then raised as ModelError."""
+    model = model or role_settings(role)
+    key = model_call_cache_key(role, model, prompt, messages, parameters)
+    cached = ModelCall.objects.filter(cache_key=key, outcome=ModelCall.Outcome.OK, regenerated=False).first()
+    if cached:
+        return cached, True
+    return _completed(role, model, prompt, messages, parameters, task, key=key), False
+
+
+def _completed(role: str, model: ModelSettings, prompt: Prompt, messages: list, parameters: dict, task, *, key: str,
+               regenerated: bool = False) -> ModelCall:
+    record = _call_new(role, model, prompt, key, messages, parameters, task, regenerated=regenerated)
     started = time.monotonic()
     try:
         completion = model_client(model).complete(messages, **parameters)
@@ -68,7 +86,7 @@ def model_call(*, role: str, prompt: Prompt, variables: dict[str, str], task=Non
     record.finish_reason = completion.finish_reason[:32]
     record.model = completion.model or record.model
     record.save()
-    return record, False
+    return record
 
 
 def model_scores(*, role: str, prompt: Prompt, asked: dict, answers: list[str], task=None, in_flight: int = 1,

@@ -254,7 +254,17 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
         prompt_version=prompt.version, prompt_digest=prompt.digest, messages=messages, parameters=parameters,
         cache_key=model_call_cache_key("test_writer", writer, prompt, messages, parameters), outcome="ok",
         answer="```python\n" + STRONG.format(module="bounds") + "```\n", task=strong_task)
-    verified = manage("verify", strong_task.instance_id, "--sources", "import,mutant", "--json")
+    # Two samples from the built-in sampler (the embedded model, at most 5 steps: their patches may well be
+    # wrong; the path must work): each a candidate with its trajectory, graded.
+    sampled = manage("sample_candidates", strong_task.instance_id, "-n", "2", "--steps", "5", "--json")
+    assert sampled.returncode == 0, sampled.stderr
+    samples = [json.loads(text) for text in sampled.stdout.splitlines()]
+    assert [s["index"] for s in samples] == [0, 1] and all(1 <= s["steps"] <= 5 and s["outcome"] for s in samples)
+    by_sampler = Candidate.objects.filter(task=strong_task, source="sampler")
+    assert by_sampler.count() == 2 and all(1 <= len(c.trajectory) <= 5 for c in by_sampler)
+    assert ModelCall.objects.filter(role="agent", task=strong_task).values("parameters__seed").distinct().count() == 2
+    assert json.loads(manage("sample_candidates", strong_task.instance_id, "-n", "2", "--json").stdout or "{}") == {}
+    verified = manage("verify", strong_task.instance_id, "--sources", "import,mutant,sampler", "--json")
     assert verified.returncode == 0, verified.stderr
     line = json.loads(verified.stdout)
     assert all(line["best_at_k"][name] is not None for name in ("random", "execution", "judge", "hybrid", "oracle")), \
@@ -269,7 +279,8 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     # Every candidate of the task ran against them: the gold patch passes every test, each mutant fails one.
     executions = {e.candidate.kind: e for e in Execution.objects.filter(candidate__task=strong_task)
                   .select_related("candidate")}
-    assert set(executions) == {"gold", "empty", "agent-right", "agent-empty", *MUTANT_KINDS}
+    assert set(executions) == {"gold", "empty", "agent-right", "agent-empty", *MUTANT_KINDS,
+                               *(c.kind for c in by_sampler)}
     assert all(status == "PASSED" for status in executions["gold"].outcomes.values())
     for kind in MUTANT_KINDS:
         assert any(executions[kind].outcomes[t] != "PASSED" for t in reproduction), kind

@@ -1,0 +1,154 @@
+"""The built-in sampler: candidates made by the `agent` model through a small agent loop
+(worker/engine/sample/agent.py), one job per sample on the `llm` queue. The loop's model calls run in
+that job (recorded, and cached by their inputs: the sample's seed is one of them, so 26 samples are 26
+different conversations, and a sample asked again replays its own); its commands run in the task's
+environment in the sandbox, from the same job. The patch becomes a candidate (source `sampler`) of the
+run `sampler/<model>/<n>` (sample n of every task is that run's), and its grading is queued on the
+`tests` queue at once."""
+
+from dataclasses import asdict
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Avg, Sum
+
+from apps.jobs.services import JobFailed, JobRefused, job_start
+from apps.llm.calls import model_messages_call, role_settings
+from apps.llm.models import ModelCall
+from apps.rows import text_storable
+from apps.tasks.backtranslation import task_current_issue
+from apps.tasks.models import Task
+from apps.tasks.selectors import task_base_sha
+from apps.tasks.services import built_environment, environment_builder
+from worker.engine.git.repo import GitError
+from worker.engine.git.working_copy import working_copy_write
+from worker.engine.llm.clients import Completion
+from worker.engine.llm.prompts import prompt_load
+from worker.engine.sample.agent import TEMPERATURE, AgentBudget, agent_run, command_limits
+from worker.engine.sample.tools import sandbox_command_runner
+
+from .grading import candidate_grade_start, grading_validation
+from .models import Candidate, Run, Sampling
+
+SAMPLE = "sample"  # the job kind (registered in apps.datasets.apps)
+AGENT_PROMPT = "agent"
+SAMPLES_PER_TASK = 26  # as in the paper
+
+
+def sample_run_name(model: str, index: int) -> str:
+    return f"sampler/{model}/{index}"[:200]
+
+
+def samples_missing(task: Task, n: int, model: str) -> list[int]:
+    """The sample numbers below n the task has no sampler candidate of, nor a sampling under way."""
+    made = set(Candidate.objects.filter(task=task, source=Candidate.Source.SAMPLER,
+                                        run__name__in=[sample_run_name(model, i) for i in range(n)])
+               .values_list("run__name", flat=True))
+    running = set(Sampling.objects.filter(task=task, job__state__in=Sampling.ACTIVE_STATES, model=model)
+                  .values_list("index", flat=True))
+    return [i for i in range(n) if sample_run_name(model, i) not in made and i not in running]
+
+
+def task_sampling_start(*, task: Task, indexes: list[int], budget: AgentBudget, actor=None) -> list[Sampling]:
+    """Queue one job making these samples of the task, one after the other; [] when the task's
+    sampling is under way already (what it makes is then not asked for again)."""
+    model = role_settings("agent").model_name
+    with transaction.atomic():
+        job, created = job_start(kind=SAMPLE, subject=task, user=actor)
+        if not created:
+            return []
+        return Sampling.objects.bulk_create([Sampling(job=job, task=task, index=index, model=model,
+                                                      budget=asdict(budget)) for index in indexes])
+
+
+def sampling_estimate(samples: int, budget: AgentBudget) -> dict:
+    """What a run of `samples` samples may cost at most (every sample using its whole token budget),
+    and how long, from the agent model's measured speed (None before it has answered anything)."""
+    model = role_settings("agent").model_name
+    answered = ModelCall.objects.filter(role="agent", model=model, outcome=ModelCall.Outcome.OK, tokens_out__gt=0)
+    measured = answered.order_by("-id")[:200].aggregate(out=Sum("tokens_out"), seconds=Sum("seconds"),
+                                                        per_call=Avg("seconds"))
+    tokens = samples * budget.tokens
+    seconds = None
+    if measured["out"] and measured["seconds"]:
+        calls = samples * budget.steps
+        seconds = calls * measured["per_call"]
+    return {"samples": samples, "tokens_at_most": tokens, "calls_at_most": samples * budget.steps,
+            "seconds_estimate": seconds, "model": model}
+
+
+def sample_job_work(job, progress) -> None:
+    """The registered `run`: each of the job's samples not made yet, the agent loop on the task at its
+    base commit in its environment; each sample's candidate stored and its grading queued as it ends."""
+    task = Task.objects.select_related("repository", "commit").get(id=job.subject_id)
+    issue = task_current_issue(task=task)
+    if issue is None or not issue.text.strip():
+        raise JobFailed("no_issue", "The task has no issue text yet: write or import one before sampling.")
+    validation = grading_validation(task, settings.COMMITGYM_SANDBOX)
+    samplings = list(Sampling.objects.filter(job=job, stop_reason="").order_by("index"))
+    for done, sampling in enumerate(samplings):
+        progress.report(done, len(samplings))
+        result = _sample(task, issue.text, validation, sampling, progress.work_dir() / f"sample-{sampling.index}")
+        if not progress.holding():
+            return
+        candidate = _sample_store(task, sampling, result)
+        candidate_grade_start(candidate=candidate)
+    progress.complete(lambda: None)
+
+
+def sample_job_retry(job, user):
+    samplings = list(Sampling.objects.filter(job=job))
+    task = Task.objects.get(id=job.subject_id)
+    missing = samples_missing(task, max(s.index for s in samplings) + 1, samplings[0].model)
+    again = task_sampling_start(task=task, indexes=missing, budget=AgentBudget(**samplings[0].budget), actor=user)
+    if not again:
+        raise JobRefused("This task's samples are being made already.")
+    return again[0].job
+
+
+def _sample(task: Task, issue: str, validation, sampling: Sampling, work: Path):
+    budget = AgentBudget(**sampling.budget)
+    try:
+        repo = working_copy_write(task.repository.mirror_dir, task_base_sha(task), work)
+    except (GitError, OSError) as error:
+        raise JobFailed("no_environment", f"the base commit cannot be checked out: {error}") from None
+    runner = sandbox_command_runner(environment_builder(task.repository, validation.backend),
+                                    built_environment(validation.environment), repo, command_limits(budget))
+    return agent_run(complete=_recorded_completion(task), issue=issue, repo=repo, run_command=runner, budget=budget,
+                     seed=sampling.index, prompt=prompt_load(AGENT_PROMPT), scratch=work.parent)
+
+
+def _sample_store(task: Task, sampling: Sampling, result) -> Candidate:
+    with transaction.atomic():
+        run, _ = Run.objects.get_or_create(name=sample_run_name(sampling.model, sampling.index))
+        candidate, _ = Candidate.objects.update_or_create(
+            run=run, task=task, defaults={"source": Candidate.Source.SAMPLER, "kind": run.name,
+                                          "patch": text_storable(result.patch), "no_patch": not result.patch,
+                                          "trajectory": _storable_steps(result.steps), "outcome": "",
+                                          "outcome_source": "", "graded_at": None})
+        Sampling.objects.filter(id=sampling.id).update(
+            candidate=candidate, stop_reason=result.stop_reason, steps=len(result.steps),
+            tokens_in=result.tokens_in, tokens_out=result.tokens_out, seconds=result.seconds,
+            left_out=[text_storable(line) for line in result.left_out], detail=text_storable(result.error))
+    return candidate
+
+
+def _recorded_completion(task: Task):
+    """`complete` for the loop: each call recorded as a ModelCall of the `agent` role, cached by its
+    conversation and the sample's seed."""
+    prompt = prompt_load(AGENT_PROMPT)
+
+    def complete(messages: list[dict], max_tokens: int, seed: int) -> Completion:
+        parameters = {"max_tokens": max_tokens, "temperature": TEMPERATURE, "seed": seed}
+        call, _ = model_messages_call(role="agent", prompt=prompt, messages=messages, parameters=parameters,
+                                      task=task)
+        return Completion(text=call.answer, tokens_in=call.tokens_in, tokens_out=call.tokens_out,
+                          finish_reason=call.finish_reason, model=call.model)
+
+    return complete
+
+
+def _storable_steps(steps: list[dict]) -> list[dict]:
+    return [{key: text_storable(value) if isinstance(value, str) else value for key, value in step.items()}
+            for step in steps]
