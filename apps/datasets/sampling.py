@@ -11,7 +11,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg, Sum
 
 from apps.jobs.services import JobFailed, JobRefused, job_start
 from apps.llm.calls import model_messages_call, role_settings
@@ -34,6 +33,7 @@ from .models import Candidate, Run, Sampling
 SAMPLE = "sample"  # the job kind (registered in apps.datasets.apps)
 AGENT_PROMPT = "agent"
 SAMPLES_PER_TASK = 26  # as in the paper
+RECENT_CALLS = 200  # of the agent model's, whose mean time estimates a run's
 
 
 def sample_run_name(model: str, index: int) -> str:
@@ -63,19 +63,14 @@ def task_sampling_start(*, task: Task, indexes: list[int], budget: AgentBudget, 
 
 
 def sampling_estimate(samples: int, budget: AgentBudget) -> dict:
-    """What a run of `samples` samples may cost at most (every sample using its whole token budget),
-    and how long, from the agent model's measured speed (None before it has answered anything)."""
+    """What a run of `samples` samples may cost at most (every sample using all its steps and tokens),
+    and how long its model calls take, from the agent model's last answers here (None before any)."""
     model = role_settings("agent").model_name
-    answered = ModelCall.objects.filter(role="agent", model=model, outcome=ModelCall.Outcome.OK, tokens_out__gt=0)
-    measured = answered.order_by("-id")[:200].aggregate(out=Sum("tokens_out"), seconds=Sum("seconds"),
-                                                        per_call=Avg("seconds"))
-    tokens = samples * budget.tokens
-    seconds = None
-    if measured["out"] and measured["seconds"]:
-        calls = samples * budget.steps
-        seconds = calls * measured["per_call"]
-    return {"samples": samples, "tokens_at_most": tokens, "calls_at_most": samples * budget.steps,
-            "seconds_estimate": seconds, "model": model}
+    seconds = list(ModelCall.objects.filter(role="agent", model=model, outcome=ModelCall.Outcome.OK)
+                   .order_by("-id").values_list("seconds", flat=True)[:RECENT_CALLS])
+    calls = samples * budget.steps
+    return {"samples": samples, "tokens_at_most": samples * budget.tokens, "calls_at_most": calls,
+            "seconds_estimate": calls * sum(seconds) / len(seconds) if seconds else None, "model": model}
 
 
 def sample_job_work(job, progress) -> None:
