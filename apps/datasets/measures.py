@@ -20,7 +20,7 @@ from worker.engine.verify.measures import best_at_k_over_tasks, bootstrap_bands,
 
 from .judging import judge_identity
 from .matrices import task_matrices
-from .models import Candidate, Execution, JudgeScore
+from .models import Candidate, Execution, JudgeScore, MeasuresSnapshot
 
 SELECTORS = ("random", "execution", "judge", "hybrid", "oracle")
 DEFAULT_SOURCES = (Candidate.Source.IMPORT, Candidate.Source.SAMPLER)
@@ -47,7 +47,8 @@ class Measures:
                               for name, curve in self.best_at_k.items()},
                 "bands": {name: [list(band) for band in bands] for name, bands in self.bands.items()},
                 "skipped": self.skipped,
-                "judge": {key: self.judge.get(key) for key in ("mode", "brier", "ece", "uncertain", "unscored")},
+                "judge": {key: self.judge.get(key) for key in ("mode", "model", "brier", "ece", "uncertain",
+                                                              "unscored")},
                 "distinguishing_share": self.execution.get("distinguishing_share"),
                 "toxic_tests": None if "toxic" not in self.execution else len(self.execution["toxic"]),
                 "complementarity": self.complementarity}
@@ -305,3 +306,52 @@ def self_assessment_probe(tasks: QuerySet, *, sources=DEFAULT_SOURCES,
         curve = measures_cached(tasks, sources=sources, judge_mode=mode, fingerprint=fingerprint).best_at_k.get("judge")
         best[mode] = float(curve[-1]) if curve else None
     return SelfAssessmentProbe(len(pairs), sum(a - b for a, b in pairs) / len(pairs), best)
+
+
+def measures_snapshot_keep(line: dict, *, scope: str, dataset=None) -> MeasuresSnapshot:
+    """Keep what verify printed, for the figures over time."""
+    judge = line.get("judge") or {}
+    return MeasuresSnapshot.objects.create(dataset=dataset, scope=scope[:255], judge_mode=judge.get("mode") or "",
+                                           judge_model=(judge.get("model") or "")[:255], line=line)
+
+
+@dataclass
+class OverlapOverTime:
+    chart: str
+    rows: list  # [(snapshot, its complementarity)], oldest first
+
+
+SNAPSHOTS_SHOWN = 50
+
+
+def overlap_over_time(dataset) -> Optional[OverlapOverTime]:
+    """The verifiers' overlap (of the tasks where either top pick is wrong, the share where both are) at
+    each verify run over the dataset, oldest first; None before two runs measured it."""
+    snapshots = [snapshot for snapshot in reversed(list(dataset.snapshots.all()[:SNAPSHOTS_SHOWN]))
+                 if (snapshot.line.get("complementarity") or {}).get("overlap") is not None]
+    if len(snapshots) < 2:
+        return None
+    points = [(number, snapshot.line["complementarity"]["overlap"]) for number, snapshot in enumerate(snapshots, 1)]
+    chart = line_chart([Series("overlap", points)], x_label="verify run", y_label="both wrong / either wrong",
+                       x_range=(1, len(points)), title="The verifiers' overlap over time")
+    return OverlapOverTime(chart, [(snapshot, snapshot.line["complementarity"]) for snapshot in snapshots])
+
+
+@dataclass
+class OverlapRow:
+    dataset: object
+    latest: dict  # the newest run's complementarity
+    runs: int  # verify runs over the dataset that measured it
+    first_overlap: Optional[float]  # the oldest of those runs' overlap, to compare with
+
+
+def verifier_overlaps(datasets) -> list[OverlapRow]:
+    """Per dataset whose verify runs measured complementarity: the newest and the first overlap."""
+    found = {}
+    for snapshot in MeasuresSnapshot.objects.filter(dataset__in=datasets, line__complementarity__isnull=False) \
+            .exclude(line__complementarity=None).select_related("dataset").order_by("created_at", "id"):
+        complementarity = snapshot.line["complementarity"]
+        row = found.setdefault(snapshot.dataset_id, OverlapRow(snapshot.dataset, complementarity, 0,
+                                                               complementarity.get("overlap")))
+        row.latest, row.runs = complementarity, row.runs + 1
+    return sorted(found.values(), key=lambda row: row.dataset.name)

@@ -320,3 +320,18 @@ class Sampling(JobLife, models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+
+class MeasuresSnapshot(models.Model):
+    """What `verify` printed over a scope, kept each time it ran: how the verifiers and their overlap
+    change over time (new candidates, a new judge, new verifier tests)."""
+
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.CASCADE, related_name="snapshots")
+    scope = models.CharField(max_length=255, help_text="What verify was run on: a dataset, a repository or a task.")
+    judge_mode = models.CharField(max_length=32, blank=True)
+    judge_model = models.CharField(max_length=255, blank=True)
+    line = models.JSONField(default=dict, help_text="verify's --json line.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

@@ -45,6 +45,16 @@ def tasks_in_scope(*, scope: str = "", dataset: str = "") -> QuerySet:
     return Task.objects.filter(repository=repository, verdict="valid")
 
 
+def dataset_of_scope(*, scope: str = "", dataset: str = "") -> Optional[Dataset]:
+    """The dataset a command's scope names: the one named, or a repository's own; None for one task."""
+    if dataset:
+        return Dataset.objects.filter(name=dataset).first()
+    if not scope or Task.objects.filter(instance_id=scope).exists():
+        return None
+    repository = repository_find(location=scope)
+    return Dataset.objects.filter(repository=repository).first() if repository else None
+
+
 def dataset_tasks_visible(dataset: Dataset, *, user) -> QuerySet:
     return dataset_tasks(dataset) & tasks_visible(user=user)
 

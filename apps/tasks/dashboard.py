@@ -1,5 +1,6 @@
 """The figures of the curation dashboard: each repository's funnel from commits to accepted tasks,
-why tasks were rejected, and how much each reviewer reviewed and agreed with the others."""
+why tasks were rejected, how much each reviewer reviewed and agreed with the others, and how often
+both verifiers are wrong together on each dataset."""
 
 from collections import Counter
 from datetime import timedelta
@@ -7,6 +8,8 @@ from datetime import timedelta
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from apps.datasets.measures import verifier_overlaps
+from apps.datasets.selectors import datasets_listed
 from apps.repositories.models import Commit
 from apps.repositories.selectors import repositories_visible
 from worker.engine.label.agreement import Judgement, pairwise_agreement
@@ -52,6 +55,8 @@ def dashboard_figures(*, user) -> dict:
                   .order_by("-week", "-total"))
     reviewers = [{**row, "agreed": per_reviewer[row["reviewer"]][0], "pairs": per_reviewer[row["reviewer"]][1]}
                  for row in throughput]
+    datasets = [row.dataset for row in datasets_listed(user=user)]
     return {"funnels": _funnels(repositories), "reasons": reasons.most_common(),
+            "verifier_overlaps": verifier_overlaps(datasets),
             "reviewers": reviewers, "agreed": agreement.agreed, "pairs": agreement.pairs,
             "disagreements": tasks.filter(disagree=True).count()}

@@ -9,12 +9,13 @@ from django.urls import reverse
 
 from apps.datasets.execution import STOPPED, task_execution_advance
 from apps.datasets.judging import judge_identity
-from apps.datasets.measures import measures_compute
+from apps.datasets.measures import measures_compute, overlap_over_time
 from apps.datasets.models import (
     Candidate,
     Dataset,
     Execution,
     JudgeScore,
+    MeasuresSnapshot,
     ReproductionTests,
     VerifierTest,
     VerifierTestSet,
@@ -22,6 +23,7 @@ from apps.datasets.models import (
 from apps.jobs.models import Job
 from apps.jobs.services import job_start
 from tests.apps.test_judging import TASKS, imported
+from tests.apps.test_verify_measures import verify
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +125,25 @@ def test_a_visitor_who_may_not_see_the_task_gets_no_matrix_and_no_log(tmp_path, 
     execution = Execution.objects.filter(candidate__task=tasks[0]).first()
     assert client.get(reverse("datasets:execution_log", args=[execution.id])).status_code in (302, 404)
     assert client.get(reverse("datasets:task_matrix", args=[TASKS[0]])).status_code in (302, 404)
+
+
+def test_each_verify_run_is_kept_and_the_overlap_is_shown_over_time(tmp_path, curator_client):
+    tasks = list(imported(tmp_path))
+    matrix_built(tasks[0])
+    scored({(TASKS[0], "a"): 0.9, (TASKS[0], "b"): 0.2, (TASKS[1], "a"): 0.5, (TASKS[1], "b"): 0.4})
+    dataset = Dataset.objects.get(name="judged")
+    assert overlap_over_time(dataset) is None
+    first = verify("--dataset", "judged", "--sources", "import", "--json")
+    # Worked out above: only calc-1 has a right candidate; the tests are wrong there, the judge is not.
+    assert first["complementarity"]["overlap"] == 0.0
+    # The judge changes its mind about calc-1: now both are wrong there.
+    JudgeScore.objects.filter(candidate__task=tasks[0], candidate__run__name="a").update(p_yes=0.1)
+    second = verify("--dataset", "judged", "--sources", "import", "--json")
+    assert second["complementarity"] == {"tasks": 1, "execution_wrong": 1.0, "judge_wrong": 1.0, "both_wrong": 1.0,
+                                         "overlap": 1.0}
+    assert list(MeasuresSnapshot.objects.filter(dataset=dataset).order_by("id").values_list("scope", flat=True)) == [
+        "judged", "judged"]
+    over_time = overlap_over_time(dataset)
+    assert [c["overlap"] for _, c in over_time.rows] == [0.0, 1.0] and "<svg" in over_time.chart
+    dashboard = curator_client.get(reverse("tasks:dashboard")).content.decode()
+    assert 'id="verifier-overlaps"' in dashboard and "judged" in dashboard and "100%" in dashboard

@@ -4,9 +4,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.datasets.execution import DONE, EXECUTE, REPRODUCE, STOPPED, VERIFIER_TESTS, executions_advance
 from apps.datasets.judging import JUDGE, candidates_unjudged, task_judge_start
-from apps.datasets.measures import DEFAULT_SOURCES, SELECTORS, measures_compute
+from apps.datasets.measures import DEFAULT_SOURCES, SELECTORS, measures_compute, measures_snapshot_keep
 from apps.datasets.models import Candidate, Execution, Judging
-from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
+from apps.datasets.selectors import ScopeNotFound, dataset_of_scope, tasks_in_scope
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.tasks.models import Task
@@ -62,6 +62,7 @@ class Command(BaseCommand):
             if why:
                 measured.skipped[name] = why
         line = measured.as_json()
+        measures_snapshot_keep(line, scope=scope or dataset, dataset=dataset_of_scope(scope=scope, dataset=dataset))
         if as_json:
             self.stdout.write(json.dumps(line))
             return
