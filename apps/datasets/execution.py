@@ -77,7 +77,9 @@ def task_execution_advance(task: Task, *, actor=None) -> tuple[str, str]:
         return STARTED, "verifier tests queued"
     if test_set.state != VerifierTestSet.State.SUCCEEDED:
         return STOPPED, f"running the verifier tests on the base commit {test_set.state}: {test_set.error_message}"
-    unexecuted = candidates_unexecuted(Candidate.objects.filter(task=task), test_set)
+    # A style probe's rewrite does what its candidate does: the tests would say the same of it.
+    unexecuted = candidates_unexecuted(Candidate.objects.filter(task=task).exclude(source=Candidate.Source.PROBE),
+                                       test_set)
     started = sum(execution_start(candidate=c, test_set=test_set, actor=actor) is not None for c in unexecuted)
     if started:
         return STARTED, f"{started} candidates queued"

@@ -3,6 +3,10 @@ mutation score: the share of its graded mutants the hidden tests catch (a mutant
 the task survives). A curator may mark a survivor equivalent (it is a right fix after all): it
 then counts for nothing."""
 
+from typing import Optional
+
+from unidiff import PatchSet
+
 from apps.tasks.models import Task, TaskChange
 from apps.tasks.selectors import task_patches
 from worker.engine.git.repo import BlobReader, GitError
@@ -23,7 +27,8 @@ def task_mutants_make(task: Task) -> tuple[list[str], str]:
         return [], "an imported instance has no mirror to read its files from"
     try:
         patches = task_patches(task=task)
-        files = _files_before_and_after(task, patches.source_patch)
+        paths = [patched.path for patched in PatchSet(patches.source_patch) if patched.path.endswith(".py")]
+        files = files_at_commits(task, paths, (task.commit.parent_sha, task.commit.sha))
     except (GitError, OSError) as error:
         return [], f"the task's files cannot be read from the mirror ({error})"
     have = set(Candidate.objects.filter(task=task, source=Candidate.Source.MUTANT).values_list("kind", flat=True))
@@ -35,18 +40,15 @@ def task_mutants_make(task: Task) -> tuple[list[str], str]:
     return [mutant.kind for mutant in made], ""
 
 
-def _files_before_and_after(task: Task, source_patch: str) -> dict:
-    from unidiff import PatchSet
-
-    paths = [patched.path for patched in PatchSet(source_patch) if patched.path.endswith(".py")]
-    commit = task.commit
+def files_at_commits(task: Task, paths: list[str], shas: tuple[str, ...]) -> dict[str, tuple[Optional[str], ...]]:
+    """Each path's text at each of the commits, from the task's mirror: None where the file is not
+    there (or the sha is empty: no such commit) or is larger than FILE_BYTES."""
     with BlobReader(task.repository.mirror_dir) as blobs:
-        before = blobs.read_objects([f"{commit.parent_sha}:{path}" for path in paths]) if commit.parent_sha else \
-            [None] * len(paths)
-        after = blobs.read_objects([f"{commit.sha}:{path}" for path in paths])
+        read = [blobs.read_objects([f"{sha}:{path}" for path in paths]) if sha else [None] * len(paths)
+                for sha in shas]
     return {path: tuple(None if data is None or len(data) > FILE_BYTES else data.decode("utf-8", "replace")
-                        for data in (old, new))
-            for path, old, new in zip(paths, before, after)}
+                        for data in texts)
+            for path, *texts in zip(paths, *read)}
 
 
 def task_mutation_score_refresh(task_id: int) -> None:

@@ -18,9 +18,17 @@ from worker.engine.verify.judge import JUDGE_MODES
 from . import selectors
 from .execution import current_test_set, execution_under_way, verifier_test_flag_set
 from .matrices import task_matrix_view, toxic_rows
-from .measures import measures_cached, measures_page, scope_cached, scope_fingerprint, self_assessment_probe
+from .measures import (
+    measures_cached,
+    measures_page,
+    overlap_over_time,
+    scope_cached,
+    scope_fingerprint,
+    self_assessment_probe,
+)
 from .models import Candidate, Dataset, Execution, Import, ReproductionTests, Run, VerifierTest
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
+from .probes import style_probe
 from .services import DatasetRefused, dataset_from_view
 
 TASKS_PER_PAGE = 50
@@ -53,6 +61,8 @@ def dataset_detail(request, pk: int):
         "measures": measures_page(measures_cached(tasks, judge_mode=judge_mode, fingerprint=fingerprint)),
         "self_assessment": scope_cached(fingerprint, lambda: self_assessment_probe(tasks, fingerprint=fingerprint),
                                         "self_assessment"),
+        "style_probe": scope_cached(fingerprint, lambda: style_probe(tasks, fingerprint=fingerprint), "style_probe"),
+        "overlap_over_time": overlap_over_time(dataset),
     }
     return render(request, "datasets/dataset_detail.html", context)
 

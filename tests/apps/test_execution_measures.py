@@ -147,3 +147,6 @@ def test_each_verify_run_is_kept_and_the_overlap_is_shown_over_time(tmp_path, cu
     assert [c["overlap"] for _, c in over_time.rows] == [0.0, 1.0] and "<svg" in over_time.chart
     dashboard = curator_client.get(reverse("tasks:dashboard")).content.decode()
     assert 'id="verifier-overlaps"' in dashboard and "judged" in dashboard and "100%" in dashboard
+    page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    assert "The verifiers&#x27; overlap over time" in page or "The verifiers' overlap over time" in page
+    assert page.count('class="table overlap-over-time"') == 1

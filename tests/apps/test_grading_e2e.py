@@ -34,6 +34,7 @@ from tests.conftest import commands_database_url, mine_now
 from worker.demo.history import Author, author_env, git, git_env
 from worker.demo.sample_repo import sample_repo_write
 from worker.engine.grade.mutants import MUTANT_KINDS
+from worker.engine.grade.source_edits import file_diff
 from worker.engine.verify.reproduction import REPRODUCTION_PREFIX
 
 pytestmark = pytest.mark.e2e
@@ -139,6 +140,13 @@ STRONG = ("import pytest\n\nfrom textkit.{module} import clamp, head, parse\n\n\
           "def test_parse():\n    assert parse('3') == 3\n"
           "    with pytest.raises(ValueError, match='empty'):  # swallowed exception\n        parse(' ')\n\n\n"
           "def test_head():\n    assert head([1, 2]) == 1  # reverted hunk (the fix has three)\n")
+# The same fix as FIXED's, written with a local name and comments: what the judge's style probe rewrites.
+COMMENTED = FIXED.replace("def clamp(value, low, high):\n    if value < low:\n        return low\n"
+                          "    if value > high:\n        return high\n    return value\n",
+                          "def clamp(value, low, high):\n    # keep the value inside [low, high]\n"
+                          "    bounded = value  # the value as given\n    if bounded < low:\n"
+                          "        return low  # below\n    if bounded > high:\n        return high\n"
+                          "    return bounded\n")
 WEAK = "from textkit.{module} import clamp\n\n\ndef test_high():\n    assert clamp(11, 0, 10) <= 10\n"
 
 
@@ -223,15 +231,17 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     predictions = tmp_path / "agent.jsonl"
     predictions.write_text("".join(json.dumps({"instance_id": strong_task.instance_id, "model_name_or_path": run,
                                                "model_patch": patch}) + "\n"
-                                   for run, patch in (("agent-right", gold), ("agent-empty", ""))))
+                                   for run, patch in (("agent-right", gold), ("agent-empty", ""),
+                                                      ("agent-commented", file_diff("textkit/bounds.py", BUGGY,
+                                                                                    COMMENTED)))))
     assert manage("import_predictions", str(predictions)).returncode == 0
     assert manage("grade", strong_task.instance_id, "--json").returncode == 0
     verified = manage("verify", strong_task.instance_id, "--no-tests", "--sources", "import,mutant", "--json")
     assert verified.returncode == 0, verified.stderr
     line = json.loads(verified.stdout)
     in_scope = Candidate.objects.filter(task=strong_task, source__in=("import", "mutant"))
-    assert line["candidates"] == in_scope.count() == len(MUTANT_KINDS) + 2
-    assert line["resolved_candidates"] == 1 and line["best_at_k"]["oracle"][-1] == 1.0
+    assert line["candidates"] == in_scope.count() == len(MUTANT_KINDS) + 3
+    assert line["resolved_candidates"] == 2 and line["best_at_k"]["oracle"][-1] == 1.0
     assert line["judge"]["mode"] == "patch" and line["judge"]["unscored"] == 0 and line["judge"]["brier"] is not None
     judge_curve = line["best_at_k"]["judge"]
     assert len(judge_curve) == line["k_max"] and judge_curve[0] == pytest.approx(line["best_at_k"]["random"][0])
@@ -279,7 +289,7 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     # Every candidate of the task ran against them: the gold patch passes every test, each mutant fails one.
     executions = {e.candidate.kind: e for e in Execution.objects.filter(candidate__task=strong_task)
                   .select_related("candidate")}
-    assert set(executions) == {"gold", "empty", "agent-right", "agent-empty", *MUTANT_KINDS,
+    assert set(executions) == {"gold", "empty", "agent-right", "agent-empty", "agent-commented", *MUTANT_KINDS,
                                *(c.kind for c in by_sampler)}
     assert all(status == "PASSED" for status in executions["gold"].outcomes.values())
     for kind in MUTANT_KINDS:
@@ -303,6 +313,24 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     assert f'id="verifier-test-{clamp.id}"' in review and "flagged never distinguishing" in review
     page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
     assert ">execution</text>" in page and ">hybrid</text>" in page and 'id="complementarity"' in page
+
+    # The judge's bias probes. Style: the commented fix rewritten (comments removed, reformatted, locals renamed),
+    # each rewrite graded as the fix was, and judged. Self-assessment: the sampled candidates judged with their
+    # trajectory and with the agent's claims left out.
+    probed = manage("probe_style", strong_task.instance_id, "--sources", "import,sampler", "--json")
+    assert probed.returncode == 0, probed.stderr
+    style = json.loads(probed.stdout)
+    assert style["probes_made"] >= 2 and style["rewrites_kept"] >= 2 and style["graded_differently"] == 0
+    assert style["judges"] and style["judges"][0]["originals"] >= 1 and 0 <= style["judges"][0]["max_spread"] <= 1
+    rewrites = Candidate.objects.filter(task=strong_task, source="probe")
+    assert {c.made["rewrite"] for c in rewrites} >= {"comments_removed", "locals_renamed"}
+    assert all(c.outcome == "resolved" for c in rewrites if c.made["of"] == in_scope.get(kind="agent-commented").id)
+    for mode in ("trajectory", "no-self-assessment"):
+        judged = manage("verify", strong_task.instance_id, "--no-tests", "--judge-mode", mode, "--sources", "sampler",
+                        "--json")
+        assert judged.returncode == 0, judged.stderr
+    page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    assert "Does the judge judge style?" in page and "Does the judge lean on the agent" in page
 
     response = curator_client.post(reverse("tasks:issue_edit", args=[weak_task.instance_id]), {
         "text": "clamp(11, 0, 10) returns 11: values above the range are not clamped.", "based_on": "0"})
