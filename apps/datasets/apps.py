@@ -12,6 +12,12 @@ def task_candidates_page(job) -> str:
     return reverse("datasets:task_candidates", args=[job.subject_label]) if job.subject_label else ""
 
 
+def sampled_task_page(job) -> str:
+    """The candidates of the task a sampling job samples ("sample N of TASK")."""
+    _, _, instance_id = job.subject_label.partition(" of ")
+    return reverse("datasets:task_candidates", args=[instance_id]) if instance_id else ""
+
+
 def task_matrix_page(job) -> str:
     """The matrix of the task whose verifier tests a job makes."""
     return reverse("datasets:task_matrix", args=[job.subject_label]) if job.subject_label else ""
@@ -41,9 +47,9 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="judge", label="Judging", queue="llm",
                                   run="apps.datasets.judging.judge_job_work", subject="tasks.task",
                                   retry="apps.datasets.judging.judge_job_retry", link=task_candidates_page))
-        job_kind_register(JobKind(name="sample", label="Sampling", queue="llm", cancellable=True,
-                                  run="apps.datasets.sampling.sample_job_work", subject="tasks.task",
-                                  retry="apps.datasets.sampling.sample_job_retry", link=task_candidates_page))
+        job_kind_register(JobKind(name="sample", label="Sampling", queue="llm",
+                                  run="apps.datasets.sampling.sample_job_work", subject="datasets.sampling",
+                                  retry="apps.datasets.sampling.sample_job_retry", link=sampled_task_page))
         job_kind_register(JobKind(name="reproduce", label="Reproduction tests", queue="llm",
                                   run="apps.datasets.execution.reproduce_job_work", subject="tasks.task",
                                   retry="apps.datasets.execution.reproduce_job_retry", link=task_matrix_page))

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
+from apps.jobs.models import Job
 from apps.jobs.services import JobFailed, JobRefused, job_start
 from apps.llm.calls import model_call
 from apps.rows import text_storable
@@ -43,6 +44,7 @@ from worker.engine.verify.reproduction import (
 )
 
 from .grading import GRADE_BASES, grading_validation, task_to_grade
+from .matrices import current_test_sets
 from .models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
 
 REPRODUCE, VERIFIER_TESTS, EXECUTE = "reproduce", "verifier_tests", "execute"  # job kinds (apps.datasets.apps)
@@ -55,15 +57,17 @@ OUTPUT_KEPT = 20_000  # characters of a run's output kept, where each test's log
 # --- the steps, in order ----------------------------------------------------------------------------
 
 
-STARTED, UNDER_WAY, DONE, STOPPED = "started", "under_way", "done", "stopped"  # where a task's steps stand
+# Where a task's steps stand: NOT_HERE is an imported instance, which has no environment here.
+STARTED, UNDER_WAY, DONE, STOPPED, NOT_HERE = "started", "under_way", "done", "stopped", "not_here"
 
 
 def task_execution_advance(task: Task, *, actor=None) -> tuple[str, str]:
-    """Start the task's next missing step. (where it stands, a sentence): STARTED, UNDER_WAY, DONE, or
-    STOPPED on a step that failed."""
+    """Start the task's next missing step. (where it stands, a sentence): STARTED, UNDER_WAY, DONE,
+    STOPPED on a step that failed, or NOT_HERE. Verifier tests chosen before the candidates touched other files are
+    chosen again for them."""
     if task.imported:
-        return STOPPED, "an imported instance has no environment here to run verifier tests in"
-    if _step_under_way(task):
+        return NOT_HERE, "an imported instance has no environment here to run verifier tests in"
+    if execution_under_way([task]):
         return UNDER_WAY, "under way"
     reproduction = ReproductionTests.objects.filter(task=task).select_related("job").first()
     if reproduction is None:
@@ -72,8 +76,9 @@ def task_execution_advance(task: Task, *, actor=None) -> tuple[str, str]:
     if reproduction.state != ReproductionTests.State.SUCCEEDED:
         return STOPPED, f"writing reproduction tests {reproduction.state}: {reproduction.error_message}"
     test_set = VerifierTestSet.objects.filter(task=task, reproduction=reproduction).select_related("job").first()
-    if test_set is None:
-        verifier_tests_start(task=task, actor=actor)
+    if test_set is None or (test_set.state == VerifierTestSet.State.SUCCEEDED
+                            and not agents_touched(task) <= set(test_set.touched)):
+        verifier_tests_start(task=task, reproduction=reproduction, actor=actor)
         return STARTED, "verifier tests queued"
     if test_set.state != VerifierTestSet.State.SUCCEEDED:
         return STOPPED, f"running the verifier tests on the base commit {test_set.state}: {test_set.error_message}"
@@ -81,19 +86,13 @@ def task_execution_advance(task: Task, *, actor=None) -> tuple[str, str]:
     unexecuted = candidates_unexecuted(Candidate.objects.filter(task=task).exclude(source=Candidate.Source.PROBE),
                                        test_set)
     started = sum(execution_start(candidate=c, test_set=test_set, actor=actor) is not None for c in unexecuted)
-    if started:
-        return STARTED, f"{started} candidates queued"
-    if Execution.objects.filter(candidate__task=task, test_set=test_set,
-                                job__state__in=Execution.ACTIVE_STATES).exists():
-        return UNDER_WAY, "candidates running"
-    return DONE, "done"
+    return (STARTED, f"{started} candidates queued") if started else (DONE, "done")
 
 
 def current_test_set(task: Task):
-    """The verifier tests the task's candidates are run against now: from its latest reproduction tests."""
-    return (VerifierTestSet.objects.filter(task=task, job__state=VerifierTestSet.State.SUCCEEDED,
-                                           reproduction=ReproductionTests.objects.filter(task=task)
-                                           .values("id")[:1]).first())
+    """The verifier tests the task's candidates are run against now (matrices.current_test_sets)."""
+    set_id = current_test_sets([task.id]).get(task.id)
+    return VerifierTestSet.objects.get(id=set_id) if set_id else None
 
 
 def candidates_unexecuted(candidates: QuerySet, test_set: VerifierTestSet) -> QuerySet:
@@ -103,18 +102,14 @@ def candidates_unexecuted(candidates: QuerySet, test_set: VerifierTestSet) -> Qu
 
 def execution_under_way(tasks: list) -> bool:
     """Whether a step of these tasks' execution verifier is queued or running."""
-    return (any(_step_under_way(task) for task in tasks)
-            or Execution.objects.filter(candidate__task__in=tasks, job__state__in=Execution.ACTIVE_STATES).exists())
+    return any(model.objects.filter(**{path: tasks, "job__state__in": Job.ACTIVE_STATES}).exists()
+               for model, path in ((ReproductionTests, "task__in"), (VerifierTestSet, "task__in"),
+                                   (Execution, "candidate__task__in")))
 
 
 def executions_advance(tasks: list) -> dict[int, tuple[str, str]]:
     """Each task's execution verifier one step on (or where it stands): {task id: (where, sentence)}."""
     return {task.id: task_execution_advance(task) for task in tasks}
-
-
-def _step_under_way(task: Task) -> bool:
-    return (ReproductionTests.objects.filter(task=task, job__state__in=ReproductionTests.ACTIVE_STATES).exists()
-            or VerifierTestSet.objects.filter(task=task, job__state__in=VerifierTestSet.ACTIVE_STATES).exists())
 
 
 def reproduction_start(*, task: Task, actor=None):
@@ -123,8 +118,7 @@ def reproduction_start(*, task: Task, actor=None):
         return ReproductionTests.objects.create(job=job, task=task) if created else None
 
 
-def verifier_tests_start(*, task: Task, actor=None):
-    reproduction = ReproductionTests.objects.filter(task=task).first()
+def verifier_tests_start(*, task: Task, reproduction: ReproductionTests, actor=None):
     with transaction.atomic():
         job, created = job_start(kind=VERIFIER_TESTS, subject=task, user=actor)
         if not created:
@@ -191,7 +185,7 @@ def verifier_tests_job_work(job, progress) -> None:
     task = test_set.task
     validation = grading_validation(task, test_set.backend)
     grading = task_to_grade(task, validation)
-    touched = sorted(_touched_by_candidates(task))
+    touched = sorted(agents_touched(task))
     regression_files = _regression_files(task, grading, touched)
     files = test_set.reproduction.files
     selection = (*sorted(files), *regression_files)
@@ -204,7 +198,9 @@ def verifier_tests_job_work(job, progress) -> None:
     run = result.runs[0] if result.runs else None
     if result.outcome in ("error", "does_not_apply", "untrusted") and run is None:
         raise JobFailed("base_run_failed", f"the verifier tests could not run on the base commit: {result.detail}")
-    tests = verifier_tests_from_base_run(run.outcomes if run and not run.untrusted else {}, sorted(files))
+    if run is not None and run.untrusted:
+        raise JobFailed("untrusted_run", f"the base commit's run cannot be believed: {run.untrusted}")
+    tests = verifier_tests_from_base_run(run.outcomes if run else {}, sorted(files))
 
     def store():
         VerifierTestSet.objects.filter(id=test_set.id).update(
@@ -219,19 +215,19 @@ def verifier_tests_job_work(job, progress) -> None:
 
 
 def verifier_tests_job_retry(job, user):
-    test_set = VerifierTestSet.objects.select_related("task").get(job=job)
-    again = verifier_tests_start(task=test_set.task, actor=user)
+    test_set = VerifierTestSet.objects.select_related("task", "reproduction").get(job=job)
+    again = verifier_tests_start(task=test_set.task, reproduction=test_set.reproduction, actor=user)
     if again is None:
         raise JobRefused("This task's verifier tests are being run already.")
     return again.job
 
 
-def _touched_by_candidates(task: Task) -> set[str]:
-    """The files the task's candidates change, the gold patch left out (the verifier must not learn
-    from the fix); a patch that cannot be read adds nothing."""
+def agents_touched(task: Task) -> set[str]:
+    """The files the task's agents' candidates change (imported and sampled: the gold patch, the
+    mutants made from it and the probes would tell the verifier where the fix is); a patch that cannot
+    be read adds nothing."""
     touched = set()
-    for patch in Candidate.objects.filter(task=task).exclude(source=Candidate.Source.GOLD).values_list("patch",
-                                                                                                       flat=True):
+    for patch in Candidate.objects.filter(task=task, source__in=Candidate.AGENTS).values_list("patch", flat=True):
         try:
             touched |= patched_paths(patch)
         except ValueError:
@@ -271,13 +267,17 @@ def execute_job_work(job, progress) -> None:
         return
     validation = grading_validation(task, test_set.backend)
     files = test_set.reproduction.files
+    # Whole files, as grading runs them: a node id pytest cannot find (a candidate renamed a parametrized
+    # case, say) would stop the run; the kept tests' outcomes are read from it.
     verifier = replace(task_to_grade(task, validation), test_patch=files_added_patch(files),
                        fail_to_pass=tuple(t for t, kind in tests if kind == VerifierTest.Kind.REPRODUCTION),
                        pass_to_pass=tuple(t for t, kind in tests if kind == VerifierTest.Kind.REGRESSION),
-                       reference_xfail=frozenset(), runs=1, selection=tuple(t for t, _ in tests))
+                       reference_xfail=frozenset(), runs=1)
     result = _run(task, validation, verifier, None if candidate.no_patch else candidate.patch, progress)
     run = result.runs[0] if result.runs else None
-    outcomes = {} if run is None or run.untrusted else {text_storable(t): s for t, s in run.outcomes.items()}
+    kept = {t for t, _ in tests}
+    outcomes = {} if run is None or run.untrusted else {
+        text_storable(t): status for t, status in run.outcomes.items() if t in kept}
     progress.complete(lambda: Execution.objects.filter(id=execution.id).update(
         outcome=result.outcome, outcomes=outcomes, detail=text_storable(result.detail),
         output=_output_kept(run) if run else "", tampering=[text_storable(p) for p in result.tampering],

@@ -22,6 +22,7 @@ from worker.engine.verify.judge import ANSWERS, JudgeInput, judge_messages, judg
 from .models import Candidate, JudgeScore, Judging
 
 JUDGE = "judge"  # the job kind (registered in apps.datasets.apps)
+STYLE_PROBE_MODE = "patch"
 JUDGE_PROMPT = "judge"
 CHARS_PER_TOKEN = 3  # a cautious guess, for a trajectory's budget in characters from a context in tokens
 TOKENS_KEPT_FREE = 256  # of the context, for the chat template's markers and the answer
@@ -64,7 +65,10 @@ def judge_job_work(job, progress) -> None:
     version = prompt.version
     budget = (model_settings.context_tokens - TOKENS_KEPT_FREE) * CHARS_PER_TOKEN
     asked, shortenings = {}, {}
-    for candidate in candidates_unjudged(Candidate.objects.filter(task=task), judging.mode).order_by("id"):
+    candidates = Candidate.objects.filter(task=task)
+    if judging.mode != STYLE_PROBE_MODE:  # the style probe's rewrites are judged on their patch alone
+        candidates = candidates.exclude(source=Candidate.Source.PROBE)
+    for candidate in candidates_unjudged(candidates, judging.mode).order_by("id"):
         made = judge_messages(prompt, JudgeInput(issue.text, candidate.patch, candidate.trajectory or None),
                               mode=judging.mode, budget_chars=budget)
         asked[candidate.id], shortenings[candidate.id] = made.messages, asdict(made.shortening)

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from worker.engine.run.pytest_run import PASSING
 from worker.engine.verify.matrix import Matrix, distinguishing_share, verifier_tests_judged
 from worker.engine.verify.matrix import VerifierTest as Test
 
@@ -23,26 +24,36 @@ class TaskMatrix:
     executions: dict = field(default_factory=dict)  # candidate id -> its Execution (the latest that succeeded)
 
 
+def current_test_sets(task_ids: Iterable[int]) -> dict[int, int]:
+    """{task id: the id of its current verifier test set}: the newest that succeeded among those made from
+    its newest reproduction tests that succeeded."""
+    succeeded = ReproductionTests.objects.filter(task=OuterRef("task"), job__state=ReproductionTests.State.SUCCEEDED)
+    rows = (VerifierTestSet.objects.filter(task_id__in=list(task_ids), job__state=VerifierTestSet.State.SUCCEEDED,
+                                           reproduction_id=Subquery(succeeded.values("id")[:1]))
+            .order_by("task_id", "-created_at", "-id").values_list("task_id", "id"))
+    found: dict[int, int] = {}
+    for task_id, set_id in rows:  # newest first: the first of each task's is its current one
+        found.setdefault(task_id, set_id)
+    return found
+
+
 def task_matrices(task_ids: Iterable[int]) -> dict[int, TaskMatrix]:
     """Per task with verifier tests, its matrix over the candidates that ran against them."""
-    latest_reproduction = ReproductionTests.objects.filter(task=OuterRef("task")).values("id")[:1]
-    test_sets = (VerifierTestSet.objects.filter(task_id__in=list(task_ids), job__state=VerifierTestSet.State.SUCCEEDED,
-                                                reproduction_id=Subquery(latest_reproduction))
-                 .order_by("task_id", "-created_at", "-id").distinct("task_id").values_list("task_id", "id"))
-    by_set = {set_id: task_id for task_id, set_id in test_sets}
+    by_set = {set_id: task_id for task_id, set_id in current_test_sets(task_ids).items()}
     found = {task_id: TaskMatrix(set_id, [], Matrix([])) for set_id, task_id in by_set.items()}
     for test in VerifierTest.objects.filter(test_set_id__in=by_set).order_by("test_set_id", "position"):
         entry = found[by_set[test.test_set_id]]
         entry.tests.append(test)
         entry.matrix.tests.append(Test(test.test_id, test.kind, passes_on_base=test.passes_on_base))
     executions = Execution.objects.filter(test_set_id__in=by_set, job__state=Execution.State.SUCCEEDED) \
-        .order_by("candidate_id", "-created_at", "-id").distinct("candidate_id") \
-        .only("id", "candidate_id", "test_set_id", "outcomes")
-    for execution in executions:
+        .order_by("candidate_id", "-created_at", "-id").only("id", "candidate_id", "test_set_id", "outcomes")
+    for execution in executions:  # newest first: a candidate's first is its current run
         entry = found[by_set[execution.test_set_id]]
+        if execution.candidate_id in entry.executions:
+            continue
         entry.executions[execution.candidate_id] = execution
         for test_id, status in execution.outcomes.items():
-            entry.matrix.outcomes[(execution.candidate_id, test_id)] = "passed" if status == "PASSED" else "failed"
+            entry.matrix.outcomes[(execution.candidate_id, test_id)] = "passed" if status in PASSING else "failed"
     return found
 
 
@@ -60,7 +71,10 @@ def task_matrix_view(task) -> Optional[MatrixView]:
         return None
     candidates = list(Candidate.objects.filter(task=task).select_related("run").defer("patch", "trajectory")
                       .order_by("source", "kind", "id"))
-    graded = {c.id: c.resolved for c in candidates if c.outcome and c.id in entry.executions}
+    # Judged over the candidates the measures count (controls and mutants shown, not counted), as the
+    # dataset page and the toxic-test view judge them.
+    graded = {c.id: c.resolved for c in candidates
+              if c.outcome and c.id in entry.executions and c.source in Candidate.AGENTS}
     verdicts = verifier_tests_judged(entry.matrix, graded) if graded else [None] * len(entry.tests)
     not_run = mark_safe('<td class="cell">·</td>' * len(entry.tests))
     rows = [(candidate, _cells(entry, candidate.id) if candidate.id in entry.executions else not_run)

@@ -23,7 +23,7 @@ from .matrices import task_matrices
 from .models import Candidate, Execution, JudgeScore, MeasuresSnapshot
 
 SELECTORS = ("random", "execution", "judge", "hybrid", "oracle")
-DEFAULT_SOURCES = (Candidate.Source.IMPORT, Candidate.Source.SAMPLER)
+DEFAULT_SOURCES = Candidate.AGENTS
 
 
 @dataclass
@@ -37,7 +37,9 @@ class Measures:
     bands: dict = field(default_factory=dict)  # selector -> [(low, high) per k]
     skipped: dict = field(default_factory=dict)  # selector or measure -> why it is None
     judge: dict = field(default_factory=dict)  # mode, model, brier, ece, uncertain, unscored, calibration
-    execution: dict = field(default_factory=dict)  # tasks, tests, unrun, distinguishing_share, toxic (test ids)
+    # tasks, tests, unrun, distinguishing_share (over distinguishing_tasks: those with a right and a wrong
+    # candidate run), toxic (VerifierTest ids)
+    execution: dict = field(default_factory=dict)
     complementarity: Optional[dict] = None  # tasks, execution_wrong, judge_wrong, both_wrong, overlap
 
     def as_json(self) -> dict:
@@ -142,21 +144,24 @@ def _what_each_gets_wrong(matrices: dict, pools: dict, judge_scores: dict, execu
     for task_id, entry in matrices.items():
         resolved = {i: c for i, c in zip(pools[task_id].ids, pools[task_id].correct) if i in entry.executions}
         verdicts = verifier_tests_judged(entry.matrix, resolved)
-        share = distinguishing_share(verdicts) if resolved else None
-        if share is not None:
-            shares.append(share)
         toxic += [test.id for test, verdict in zip(entry.tests, verdicts) if verdict.toxic]
+        if len(set(resolved.values())) == 2:  # a test can distinguish only where some are right and some wrong
+            share = distinguishing_share(verdicts)
+            shares += [] if share is None else [share]
     if matrices:
-        measured.execution.update(distinguishing_share=sum(shares) / len(shares) if shares else None, toxic=toxic)
+        measured.execution.update(distinguishing_share=sum(shares) / len(shares) if shares else None, toxic=toxic,
+                                  distinguishing_tasks=len(shares))
     else:
         no_tests = "no task in scope has verifier tests"
         measured.skipped["distinguishing_share"] = measured.skipped["toxic_tests"] = no_tests
     if not (judge_scores and execution):
         measured.skipped["complementarity"] = "it needs both verifiers' scores"
         return
+    # Only the tasks both verifiers have looked at: elsewhere a "top pick" would be a tie of unscored candidates.
     found = complementarity([(execution_scalar([execution.get(i, UNRUN) for i in pool.ids]),
                               [judge_scores.get(i, UNSCORED) for i in pool.ids], pool.correct)
-                             for pool in pools.values()])
+                             for pool in pools.values()
+                             if any(i in execution for i in pool.ids) and any(i in judge_scores for i in pool.ids)])
     measured.complementarity = {"tasks": found.tasks, "execution_wrong": float(found.execution_wrong),
                                 "judge_wrong": float(found.judge_wrong), "both_wrong": float(found.both_wrong),
                                 "overlap": None if found.overlap is None else float(found.overlap)}
@@ -321,13 +326,16 @@ class OverlapOverTime:
     rows: list  # [(snapshot, its complementarity)], oldest first
 
 
-SNAPSHOTS_SHOWN = 50
+SNAPSHOTS_SHOWN = 50  # of a dataset's, on its page
+SNAPSHOTS_READ = 1000  # of every dataset's, for the dashboard
 
 
-def overlap_over_time(dataset) -> Optional[OverlapOverTime]:
+def overlap_over_time(dataset, judge_mode: str = "patch") -> Optional[OverlapOverTime]:
     """The verifiers' overlap (of the tasks where either top pick is wrong, the share where both are) at
-    each verify run over the dataset, oldest first; None before two runs measured it."""
-    snapshots = [snapshot for snapshot in reversed(list(dataset.snapshots.all()[:SNAPSHOTS_SHOWN]))
+    each verify run over the dataset with the judge in `judge_mode` and the default sources, oldest
+    first; None before two runs measured it."""
+    snapshots = [snapshot for snapshot in reversed(list(_comparable(dataset.snapshots.all(), judge_mode)
+                                                        [:SNAPSHOTS_SHOWN]))
                  if (snapshot.line.get("complementarity") or {}).get("overlap") is not None]
     if len(snapshots) < 2:
         return None
@@ -335,6 +343,11 @@ def overlap_over_time(dataset) -> Optional[OverlapOverTime]:
     chart = line_chart([Series("overlap", points)], x_label="verify run", y_label="both wrong / either wrong",
                        x_range=(1, len(points)), title="The verifiers' overlap over time")
     return OverlapOverTime(chart, [(snapshot, snapshot.line["complementarity"]) for snapshot in snapshots])
+
+
+def _comparable(snapshots: QuerySet, judge_mode: str) -> QuerySet:
+    """The runs that measured the same thing: this judge mode, the default sources."""
+    return snapshots.filter(judge_mode=judge_mode, line__sources=sorted(DEFAULT_SOURCES))
 
 
 @dataclass
@@ -346,10 +359,13 @@ class OverlapRow:
 
 
 def verifier_overlaps(datasets) -> list[OverlapRow]:
-    """Per dataset whose verify runs measured complementarity: the newest and the first overlap."""
+    """Per dataset whose verify runs (judge mode `patch`, the default sources) measured complementarity:
+    the newest overlap and the first of the runs read."""
     found = {}
-    for snapshot in MeasuresSnapshot.objects.filter(dataset__in=datasets, line__complementarity__isnull=False) \
-            .exclude(line__complementarity=None).select_related("dataset").order_by("created_at", "id"):
+    newest = _comparable(MeasuresSnapshot.objects.filter(dataset__in=datasets), "patch").exclude(
+        line__complementarity=None).order_by("-created_at", "-id").values("id")[:SNAPSHOTS_READ]
+    for snapshot in MeasuresSnapshot.objects.filter(id__in=newest).select_related("dataset").order_by("created_at",
+                                                                                                      "id"):
         complementarity = snapshot.line["complementarity"]
         row = found.setdefault(snapshot.dataset_id, OverlapRow(snapshot.dataset, complementarity, 0,
                                                                complementarity.get("overlap")))

@@ -102,6 +102,7 @@ class Candidate(models.Model):
         PROBE = "probe"  # another candidate rewritten to read differently and do the same (the judge's style probe)
 
     CONTROLS = (Source.GOLD, Source.EMPTY)
+    AGENTS = (Source.IMPORT, Source.SAMPLER)  # what the measures count by default: the rest is made from the fix
 
     task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="candidates")
     source = models.CharField(max_length=16, choices=Source.choices)
@@ -300,8 +301,8 @@ class Execution(JobLife, models.Model):
 
 
 class Sampling(JobLife, models.Model):
-    """One sample of the built-in sampler on a task: the agent loop's run and the candidate it made.
-    A job makes a task's missing samples one after the other; each is stored as it ends."""
+    """One sample of the built-in sampler on a task: the agent loop's run and the candidate it made;
+    its life is its `job`'s."""
 
     job = models.ForeignKey("jobs.Job", null=True, on_delete=models.CASCADE, related_name="samplings")
     task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="samplings")
@@ -320,6 +321,9 @@ class Sampling(JobLife, models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"sample {self.index} of {self.task.instance_id}"
 
 
 class MeasuresSnapshot(models.Model):

@@ -17,12 +17,13 @@ from worker.engine.git.repo import GitError
 from worker.engine.grade.source_edits import patch_applied
 from worker.engine.verify.probes import style_rewrites
 
+from .judging import STYLE_PROBE_MODE
 from .measures import DEFAULT_SOURCES, scope_cached, scope_fingerprint
 from .models import Candidate, JudgeScore
 from .mutants import TESTS_RAN, files_at_commits
 
 PROBE = Candidate.Source.PROBE
-JUDGE_MODE = "patch"  # a rewrite changes the patch alone: the judge is asked about the patch alone
+JUDGE_MODE = STYLE_PROBE_MODE  # a rewrite changes the patch alone: the judge is asked about the patch alone
 YES_AT = 0.5  # a verdict is YES at this P(YES) or above
 
 

@@ -50,16 +50,15 @@ def samples_missing(task: Task, n: int, model: str) -> list[int]:
     return [i for i in range(n) if sample_run_name(model, i) not in made and i not in running]
 
 
-def task_sampling_start(*, task: Task, indexes: list[int], budget: AgentBudget, actor=None) -> list[Sampling]:
-    """Queue one job making these samples of the task, one after the other; [] when the task's
-    sampling is under way already (what it makes is then not asked for again)."""
+def sampling_start(*, task: Task, index: int, budget: AgentBudget, actor=None) -> Sampling:
+    """Queue sample `index` of the task: a job of its own (26 samples of 10 minutes would outlast any
+    one job's time limit)."""
     model = role_settings("agent").model_name
     with transaction.atomic():
-        job, created = job_start(kind=SAMPLE, subject=task, user=actor)
-        if not created:
-            return []
-        return Sampling.objects.bulk_create([Sampling(job=job, task=task, index=index, model=model,
-                                                      budget=asdict(budget)) for index in indexes])
+        sampling = Sampling.objects.create(task=task, index=index, model=model, budget=asdict(budget))
+        sampling.job, _ = job_start(kind=SAMPLE, subject=sampling, user=actor)
+        sampling.save(update_fields=["job"])
+    return sampling
 
 
 def sampling_estimate(samples: int, budget: AgentBudget) -> dict:
@@ -74,32 +73,26 @@ def sampling_estimate(samples: int, budget: AgentBudget) -> dict:
 
 
 def sample_job_work(job, progress) -> None:
-    """The registered `run`: each of the job's samples not made yet, the agent loop on the task at its
-    base commit in its environment; each sample's candidate stored and its grading queued as it ends."""
-    task = Task.objects.select_related("repository", "commit").get(id=job.subject_id)
+    """The registered `run`: the agent loop on the task at its base commit in its environment; the
+    sample's candidate stored and its grading queued."""
+    sampling = Sampling.objects.select_related("task__repository", "task__commit").get(job=job)
+    task = sampling.task
     issue = task_current_issue(task=task)
     if issue is None or not issue.text.strip():
         raise JobFailed("no_issue", "The task has no issue text yet: write or import one before sampling.")
     validation = grading_validation(task, settings.COMMITGYM_SANDBOX)
-    samplings = list(Sampling.objects.filter(job=job, stop_reason="").order_by("index"))
-    for done, sampling in enumerate(samplings):
-        progress.report(done, len(samplings))
-        result = _sample(task, issue.text, validation, sampling, progress.work_dir() / f"sample-{sampling.index}")
-        if not progress.holding():
-            return
-        candidate = _sample_store(task, sampling, result)
-        candidate_grade_start(candidate=candidate)
-    progress.complete(lambda: None)
+    result = _sample(task, issue.text, validation, sampling, progress.work_dir() / "sample")
+    stored = []
+    progress.complete(lambda: stored.append(_sample_store(task, sampling, result)))
+    candidate_grade_start(candidate=stored[0])
 
 
 def sample_job_retry(job, user):
-    samplings = list(Sampling.objects.filter(job=job))
-    task = Task.objects.get(id=job.subject_id)
-    missing = samples_missing(task, max(s.index for s in samplings) + 1, samplings[0].model)
-    again = task_sampling_start(task=task, indexes=missing, budget=AgentBudget(**samplings[0].budget), actor=user)
-    if not again:
-        raise JobRefused("This task's samples are being made already.")
-    return again[0].job
+    sampling = Sampling.objects.select_related("task").get(job=job)
+    if sampling.index not in samples_missing(sampling.task, sampling.index + 1, sampling.model):
+        raise JobRefused("This sample is made, or being made, already.")
+    return sampling_start(task=sampling.task, index=sampling.index, budget=AgentBudget(**sampling.budget),
+                          actor=user).job
 
 
 def _sample(task: Task, issue: str, validation, sampling: Sampling, work: Path):
@@ -115,17 +108,18 @@ def _sample(task: Task, issue: str, validation, sampling: Sampling, work: Path):
 
 
 def _sample_store(task: Task, sampling: Sampling, result) -> Candidate:
-    with transaction.atomic():
-        run, _ = Run.objects.get_or_create(name=sample_run_name(sampling.model, sampling.index))
-        candidate, _ = Candidate.objects.update_or_create(
-            run=run, task=task, defaults={"source": Candidate.Source.SAMPLER, "kind": run.name,
-                                          "patch": text_storable(result.patch), "no_patch": not result.patch,
-                                          "trajectory": _storable_steps(result.steps), "outcome": "",
-                                          "outcome_source": "", "graded_at": None})
-        Sampling.objects.filter(id=sampling.id).update(
-            candidate=candidate, stop_reason=result.stop_reason, steps=len(result.steps),
-            tokens_in=result.tokens_in, tokens_out=result.tokens_out, seconds=result.seconds,
-            left_out=[text_storable(line) for line in result.left_out], detail=text_storable(result.error))
+    """The sample's candidate, made once: one that exists already (the sample made twice) is kept as it
+    was, with its grade and scores, and the second result only noted."""
+    run, _ = Run.objects.get_or_create(name=sample_run_name(sampling.model, sampling.index))
+    candidate, made = Candidate.objects.get_or_create(
+        run=run, task=task, defaults={"source": Candidate.Source.SAMPLER, "kind": run.name,
+                                      "patch": text_storable(result.patch), "no_patch": not result.patch,
+                                      "trajectory": _storable_steps(result.steps)})
+    detail = text_storable(result.error) if made else "This sample's candidate existed already: it was kept as it was."
+    Sampling.objects.filter(id=sampling.id).update(
+        candidate=candidate, stop_reason=result.stop_reason, steps=len(result.steps), tokens_in=result.tokens_in,
+        tokens_out=result.tokens_out, seconds=result.seconds,
+        left_out=[text_storable(line) for line in result.left_out], detail=detail)
     return candidate
 
 

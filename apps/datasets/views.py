@@ -62,7 +62,7 @@ def dataset_detail(request, pk: int):
         "self_assessment": scope_cached(fingerprint, lambda: self_assessment_probe(tasks, fingerprint=fingerprint),
                                         "self_assessment"),
         "style_probe": scope_cached(fingerprint, lambda: style_probe(tasks, fingerprint=fingerprint), "style_probe"),
-        "overlap_over_time": overlap_over_time(dataset),
+        "overlap_over_time": overlap_over_time(dataset, judge_mode),
     }
     return render(request, "datasets/dataset_detail.html", context)
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from django.urls import reverse
 
-from apps.datasets.execution import STOPPED, task_execution_advance
+from apps.datasets.execution import DONE, NOT_HERE, STARTED, task_execution_advance
 from apps.datasets.judging import judge_identity
 from apps.datasets.measures import measures_compute, overlap_over_time
 from apps.datasets.models import (
@@ -23,6 +23,7 @@ from apps.datasets.models import (
 from apps.jobs.models import Job
 from apps.jobs.services import job_start
 from tests.apps.test_judging import TASKS, imported
+from tests.apps.test_sampling import valid_task  # noqa: F401, F811 - a fixture
 from tests.apps.test_verify_measures import verify
 
 pytestmark = pytest.mark.django_db
@@ -100,7 +101,9 @@ def test_the_matrix_page_a_cells_log_the_toxic_view_and_a_flag(tmp_path, curator
     scored({(TASKS[0], "a"): 0.9, (TASKS[0], "b"): 0.2, (TASKS[1], "a"): 0.5, (TASKS[1], "b"): 0.4})
     page = curator_client.get(reverse("datasets:task_matrix", args=[TASKS[0]])).content.decode()
     assert page.count('class="cell cell-passed"') == 4 and page.count('class="cell cell-failed"') == 2
-    assert "toxic" in page and "distinguishing" in page and "passes on base: not counted" in page
+    assert page.count('class="test regression toxic"') == 1
+    assert page.count('class="test reproduction distinguishing"') == 1
+    assert "passes on base: not counted" in page
     g2 = test_set.tests.get(test_id="g2")
     execution = Execution.objects.get(candidate__task=tasks[0], candidate__run__name="a")
     log = curator_client.get(reverse("datasets:execution_log", args=[execution.id]), {"test": g2.position})
@@ -114,8 +117,8 @@ def test_the_matrix_page_a_cells_log_the_toxic_view_and_a_flag(tmp_path, curator
     curator_client.post(reverse("datasets:verifier_test_flag", args=[g2.id]), {"flag": "toxic", "note": "width"})
     assert VerifierTest.objects.get(id=g2.id).flag == "toxic"
     # Imported instances have no environment here: their execution verifier stops at once, in words.
-    assert task_execution_advance(tasks[1]) == (STOPPED, "an imported instance has no environment here to run "
-                                                         "verifier tests in")
+    assert task_execution_advance(tasks[1]) == (NOT_HERE, "an imported instance has no environment here to run "
+                                                          "verifier tests in")
     assert not ReproductionTests.objects.filter(task=tasks[1]).exists()
 
 
@@ -133,12 +136,12 @@ def test_each_verify_run_is_kept_and_the_overlap_is_shown_over_time(tmp_path, cu
     scored({(TASKS[0], "a"): 0.9, (TASKS[0], "b"): 0.2, (TASKS[1], "a"): 0.5, (TASKS[1], "b"): 0.4})
     dataset = Dataset.objects.get(name="judged")
     assert overlap_over_time(dataset) is None
-    first = verify("--dataset", "judged", "--sources", "import", "--json")
+    first = verify("--dataset", "judged", "--json")
     # Worked out above: only calc-1 has a right candidate; the tests are wrong there, the judge is not.
     assert first["complementarity"]["overlap"] == 0.0
     # The judge changes its mind about calc-1: now both are wrong there.
     JudgeScore.objects.filter(candidate__task=tasks[0], candidate__run__name="a").update(p_yes=0.1)
-    second = verify("--dataset", "judged", "--sources", "import", "--json")
+    second = verify("--dataset", "judged", "--json")
     assert second["complementarity"] == {"tasks": 1, "execution_wrong": 1.0, "judge_wrong": 1.0, "both_wrong": 1.0,
                                          "overlap": 1.0}
     assert list(MeasuresSnapshot.objects.filter(dataset=dataset).order_by("id").values_list("scope", flat=True)) == [
@@ -150,3 +153,23 @@ def test_each_verify_run_is_kept_and_the_overlap_is_shown_over_time(tmp_path, cu
     page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
     assert "The verifiers&#x27; overlap over time" in page or "The verifiers' overlap over time" in page
     assert page.count('class="table overlap-over-time"') == 1
+
+
+def test_verifier_tests_are_chosen_again_when_the_agents_touch_other_files(valid_task):  # noqa: F811
+    reproduction = ReproductionTests.objects.create(job=succeeded("reproduce", valid_task), task=valid_task)
+    VerifierTestSet.objects.create(job=succeeded("verifier_tests", valid_task), task=valid_task,
+                                   reproduction=reproduction, touched=["textkit/slug.py"])
+    slug = "diff --git a/textkit/slug.py b/textkit/slug.py\n--- a/textkit/slug.py\n+++ b/textkit/slug.py\n" \
+           "@@ -1 +1 @@\n-a\n+b\n"
+    Candidate.objects.create(task=valid_task, source="import", kind="a", patch=slug)
+    # The gold patch and mutants touch where the fix is: they never choose the regression tests.
+    Candidate.objects.create(task=valid_task, source="mutant", kind="m", patch=slug.replace("slug", "wrap"))
+    # Both run against the tests.
+    assert task_execution_advance(valid_task) == (STARTED, "2 candidates queued")
+    Job.objects.filter(kind="execute").update(state=Job.State.SUCCEEDED)
+    assert task_execution_advance(valid_task) == (DONE, "done")
+    # A sampled candidate changes another file: its regression tests are chosen again, in a set of their own.
+    Candidate.objects.create(task=valid_task, source="sampler", kind="s", patch=slug.replace("slug", "wrap"))
+    assert task_execution_advance(valid_task) == (STARTED, "verifier tests queued")
+    assert VerifierTestSet.objects.filter(task=valid_task).count() == 2
+    assert task_execution_advance(valid_task)[0] == "under_way"

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from apps.datasets.models import Candidate, Run, Sampling
-from apps.datasets.sampling import sample_run_name, samples_missing, sampling_estimate, task_sampling_start
+from apps.datasets.sampling import sample_run_name, samples_missing, sampling_estimate, sampling_start
 from apps.jobs.models import Job
 from apps.llm.calls import role_settings
 from apps.llm.models import ModelCall
@@ -71,15 +71,16 @@ def test_the_estimate_uses_the_agent_models_measured_speed(valid_task):
                         "model": model.model_name}
 
 
-def test_only_the_missing_samples_are_asked_and_one_job_makes_a_tasks_samples(valid_task):
+def test_only_the_missing_samples_are_asked_each_a_job_of_its_own(valid_task):
     model = role_settings("agent").model_name
     run = Run.objects.create(name=sample_run_name(model, 1))
     Candidate.objects.create(task=valid_task, source="sampler", run=run, kind=run.name, patch="")
     assert samples_missing(valid_task, 3, model) == [0, 2]
-    made = task_sampling_start(task=valid_task, indexes=[0, 2], budget=AgentBudget(steps=3))
-    assert [s.index for s in made] == [0, 2] and len({s.job_id for s in made}) == 1
-    assert made[0].budget["steps"] == 3 and made[0].job.kind == "sample" and made[0].job.subject_id == valid_task.id
-    # Under way: neither asked again nor queued twice.
+    made = [sampling_start(task=valid_task, index=index, budget=AgentBudget(steps=3)) for index in (0, 2)]
+    assert [s.index for s in made] == [0, 2] and len({s.job_id for s in made}) == 2
+    assert all(s.job.kind == "sample" and s.job.subject_label == f"sample {s.index} of {valid_task.instance_id}"
+               for s in made)
+    assert made[0].budget["steps"] == 3
+    # Under way: not asked again.
     assert samples_missing(valid_task, 3, model) == []
-    assert task_sampling_start(task=valid_task, indexes=[0], budget=AgentBudget()) == []
     assert Sampling.objects.count() == 2

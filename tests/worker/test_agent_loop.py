@@ -385,3 +385,12 @@ def test_a_regex_that_could_take_forever_is_refused_and_a_plain_one_searches(wor
         tools.regex_compile(".*.*.*.*")
     assert tools.text_search(working, r"def (add|mul)\(", regex=True) == "calc.py:1: def add(a, b):\n" \
                                                                           "calc.py:5: def mul(a, b):"
+
+
+def test_a_search_stops_at_its_time_limit_within_a_file_not_only_between_files(tmp_path):
+    (tmp_path / "one.py").write_text("x\n" * 100)
+    ticks = iter(range(10_000))  # each look at the clock is a second later
+    said = tools.text_search(tmp_path, "absent", clock=lambda: next(ticks))
+    # The deadline is SEARCH_SECONDS after the start: the one file's lines stop being read there.
+    assert said == f"no match\n[... the search stopped after {tools.SEARCH_SECONDS:.0f} s]"
+    assert next(ticks) < 20

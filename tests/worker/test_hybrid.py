@@ -124,8 +124,8 @@ def test_the_hybrids_curve_per_k_with_one_candidate_and_with_many_candidates():
 
 def test_the_hybrids_exact_count_agrees_with_every_subset_listed_on_pools_with_ties():
     rng = random.Random(7)
-    for _ in range(300):
-        n = rng.randint(1, 8)
+    for case in range(340):
+        n = rng.randint(1, 8) if case < 300 else rng.randint(9, 12)  # 9 to 12: cuts above 3 (max(3, k // 2))
         p_yes = [rng.choice([0.1, 0.5, 0.5, 0.9]) for _ in range(n)]
         execution = [(rng.randint(0, 2), rng.randint(0, 1)) for _ in range(n)]
         correct = [rng.random() < 0.4 for _ in range(n)]

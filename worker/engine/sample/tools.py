@@ -197,23 +197,21 @@ def text_search(repo: Path, pattern: str, *, regex: bool = False, clock: Callabl
     deadline = clock() + SEARCH_SECONDS
     found, skipped, stopped = [], 0, ""
     for path, kind in files:
-        if kind != "file":
-            continue
-        if clock() > deadline:
-            stopped = f"[... the search stopped after {SEARCH_SECONDS:.0f} s]"
-            break
-        text = _searchable(repo, path)
+        text = _searchable(repo, path) if kind == "file" else ""
         if text is None:
             skipped += 1
             continue
-        for number, line in enumerate(text.split("\n"), start=1):
+        for number, line in enumerate(text.split("\n") if text else (), start=1):
+            if clock() > deadline:  # each line: a pattern may take long on one
+                stopped = f"[... the search stopped after {SEARCH_SECONDS:.0f} s]"
+                break
             line = line[:SEARCH_LINE_CHARS]
             if matches(line):
                 found.append(f"{path}:{number}: {line.strip()}")
                 if len(found) == SEARCH_MATCHES:
                     stopped = f"[... more than {SEARCH_MATCHES} matches: search a longer text]"
                     break
-        if len(found) == SEARCH_MATCHES:
+        if stopped:
             break
     notes = [stopped] if stopped else []
     if more_files:

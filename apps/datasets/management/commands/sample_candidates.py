@@ -4,7 +4,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.datasets.models import Grade, Sampling
-from apps.datasets.sampling import SAMPLE, SAMPLES_PER_TASK, samples_missing, sampling_estimate, task_sampling_start
+from apps.datasets.sampling import SAMPLE, SAMPLES_PER_TASK, samples_missing, sampling_estimate, sampling_start
 from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
@@ -50,13 +50,8 @@ class Command(BaseCommand):
             if task.imported:
                 self.stderr.write(f"{task.instance_id}: an imported instance has no environment here: not sampled")
         self._confirm(sum(map(len, wanted.values())), budget, yes)
-        job_ids = []
-        for task, indexes in wanted.items():
-            made = task_sampling_start(task=task, indexes=indexes, budget=budget)
-            if made:
-                job_ids.append(made[0].job_id)
-            else:
-                self.stderr.write(f"{task.instance_id}: being sampled already: its samples are not asked again")
+        job_ids = [sampling_start(task=task, index=index, budget=budget).job_id
+                   for task, indexes in wanted.items() for index in indexes]
         self._wait(job_ids, timeout)
         self._report(job_ids, as_json)
 

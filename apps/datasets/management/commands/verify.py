@@ -2,7 +2,16 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.datasets.execution import DONE, EXECUTE, REPRODUCE, STOPPED, VERIFIER_TESTS, executions_advance
+from apps.datasets.execution import (
+    DONE,
+    EXECUTE,
+    NOT_HERE,
+    REPRODUCE,
+    STOPPED,
+    VERIFIER_TESTS,
+    execution_under_way,
+    executions_advance,
+)
 from apps.datasets.judging import JUDGE, candidates_unjudged, task_judge_start
 from apps.datasets.measures import DEFAULT_SOURCES, SELECTORS, measures_compute, measures_snapshot_keep
 from apps.datasets.models import Candidate, Execution, Judging
@@ -30,10 +39,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, scope, dataset, judge_mode, no_judge, no_tests, sources, as_json, **options):
         chosen = tuple(part.strip() for part in sources.split(",") if part.strip())
-        unknown = sorted(set(chosen) - set(Candidate.Source.values))
+        allowed = [source for source in Candidate.Source.values if source != Candidate.Source.PROBE]
+        unknown = sorted(set(chosen) - set(allowed))
         if unknown or not chosen:
             raise CommandError(f"unknown candidate source {', '.join(unknown) or '(none given)'}: "
-                               f"choose from {', '.join(Candidate.Source.values)}")
+                               f"choose from {', '.join(allowed)} (probes are the style probe's: probe_style)")
         try:
             tasks = tasks_in_scope(scope=scope, dataset=dataset)
         except ScopeNotFound as error:
@@ -43,17 +53,17 @@ class Command(BaseCommand):
         judgings = [] if no_judge else self._judge_start(tasks, chosen, judge_mode)
 
         def done() -> bool:
-            """Every judging ended, and every task's execution verifier done or stopped (each step starts the
-            next as it ends; asking again here starts one whose start was missed)."""
+            """Every judging ended, and every task's execution verifier at its end: each step starts the next
+            as it ends; when nothing runs, asking each task once more starts what is still missing."""
             if Judging.objects.filter(id__in=judgings, job__state__in=Judging.ACTIVE_STATES).exists():
                 return False
-            if not no_tests:
-                stands.update(executions_advance(tasks))
-            return all(where in (DONE, STOPPED) for where, _ in stands.values())
+            if no_tests or execution_under_way(tasks):
+                return no_tests
+            stands.update(executions_advance(tasks))
+            return all(where in (DONE, STOPPED, NOT_HERE) for where, _ in stands.values())
 
         self._wait(done)
-        self._judging_report(judgings)
-        self._execution_report(tasks, stands)
+        failed = self._judging_report(judgings) + self._execution_report(tasks, stands)
         measured = measures_compute(Task.objects.filter(id__in=[t.id for t in tasks]), sources=chosen,
                                     judge_mode=None if no_judge else judge_mode, execution=not no_tests)
         left_out = {"judge": "--no-judge" if no_judge else "", "execution": "--no-tests" if no_tests else ""}
@@ -61,12 +71,14 @@ class Command(BaseCommand):
                           "complementarity": left_out["judge"] or left_out["execution"]}.items():
             if why:
                 measured.skipped[name] = why
-        line = measured.as_json()
+        line = {**measured.as_json(), "sources": sorted(chosen)}
         measures_snapshot_keep(line, scope=scope or dataset, dataset=dataset_of_scope(scope=scope, dataset=dataset))
         if as_json:
             self.stdout.write(json.dumps(line))
-            return
-        self._table(line)
+        else:
+            self._table(line)
+        if failed:
+            raise CommandError(f"{failed} verifier steps failed (said above): the figures leave out what they were for")
 
     def _judge_start(self, tasks: list, sources: tuple, mode: str):
         """Judge every task with a candidate in scope the judge has not scored; the judgings' ids."""
@@ -91,22 +103,29 @@ class Command(BaseCommand):
         except TimeoutError as error:
             raise CommandError(str(error)) from None
 
-    def _judging_report(self, judgings: list) -> None:
+    def _judging_report(self, judgings: list) -> int:
+        failed = 0
         for judging in Judging.objects.filter(id__in=judgings).select_related("job", "task"):
             if judging.state != Judging.State.SUCCEEDED or judging.counts.get("failed"):
+                failed += 1
                 self.stderr.write(f"{judging.task.instance_id}: judging {judging.state}: "
                                   f"{judging.job.error_message or judging.detail}")
+        return failed
 
-    def _execution_report(self, tasks: list, stands: dict) -> None:
+    def _execution_report(self, tasks: list, stands: dict) -> int:
+        failed = 0
         for task in tasks:
             where, said = stands.get(task.id, (DONE, ""))
             if where != DONE:
+                failed += where == STOPPED
                 self.stderr.write(f"{task.instance_id}: execution verifier: {said}")
-        failed = Execution.objects.filter(candidate__task__in=tasks, job__state=Execution.State.FAILED) \
+        runs = Execution.objects.filter(candidate__task__in=tasks, job__state=Execution.State.FAILED) \
             .select_related("job", "candidate__task")
-        for execution in failed:
+        for execution in runs:
+            failed += 1
             self.stderr.write(f"{execution.candidate}: its run against the verifier tests failed: "
                               f"{execution.job.error_message}")
+        return failed
 
     def _table(self, line: dict) -> None:
         self.stdout.write(f"{line['tasks']} tasks, {line['candidates']} candidates "
