@@ -1,5 +1,4 @@
 import json
-import time
 from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
@@ -33,20 +32,25 @@ class Command(BaseCommand):
                 self.stderr.write(f"{candidate}: being graded already: skipped")
                 continue
             pending[grade.id] = candidate
-        outcomes, failures, deadline = Counter(), 0, time.monotonic() + timeout
-        with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
-            while pending:
-                for grade in Grade.objects.filter(id__in=pending).exclude(job__state__in=Grade.ACTIVE_STATES) \
-                        .select_related("job"):
-                    candidate = pending.pop(grade.id)
-                    outcome = grade.outcome if grade.state == Grade.State.SUCCEEDED else "error"
-                    failures += grade.state != Grade.State.SUCCEEDED
-                    outcomes[outcome] += 1
-                    self._report(candidate, grade, outcome, as_json)
-                if pending and time.monotonic() > deadline:
-                    raise CommandError(f"{len(pending)} grades did not finish within {timeout:.0f} s")
-                worker.waiting(queued=Grade.objects.filter(id__in=pending, job__state=Grade.State.QUEUED).exists())
-                time.sleep(0.5)
+        outcomes, failures = Counter(), 0
+
+        def done() -> bool:
+            nonlocal failures
+            for grade in Grade.objects.filter(id__in=pending).exclude(job__state__in=Grade.ACTIVE_STATES) \
+                    .select_related("job"):
+                candidate = pending.pop(grade.id)
+                outcome = grade.outcome if grade.state == Grade.State.SUCCEEDED else "error"
+                failures += grade.state != Grade.State.SUCCEEDED
+                outcomes[outcome] += 1
+                self._report(candidate, grade, outcome, as_json)
+            return not pending
+
+        queued = lambda: Grade.objects.filter(id__in=pending, job__state=Grade.State.QUEUED).exists()  # noqa: E731
+        try:
+            with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
+                worker.wait_until(done, queued=queued, timeout=timeout, what="the grades")
+        except TimeoutError as error:
+            raise CommandError(f"{error} ({len(pending)} still running)") from None
         counts = {"counts": dict(sorted(outcomes.items()))}
         self.stdout.write(json.dumps(counts) if as_json else
                           f"{sum(outcomes.values())} graded: " + (", ".join(f"{n} {o}" for o, n in

@@ -1,5 +1,4 @@
 import json
-import time
 
 from django.core.management.base import CommandError
 
@@ -24,18 +23,23 @@ class Command(LanguageJobCommand):
                    for task in tasks}
         if not pending:
             self.stderr.write(f"{found.name} has no valid task yet (validate it first)")
-        failed, deadline = 0, time.monotonic() + timeout
-        with WorkerOnDemand(queues="llm", stderr=self.stderr) as worker:
-            while pending:
-                for job in LanguageJob.objects.filter(id__in=pending).select_related("job").exclude(
-                        job__state__in=Job.ACTIVE_STATES):
-                    task = pending.pop(job.id)
-                    failed += job.outcome == "failed" or job.state != Job.State.SUCCEEDED
-                    self._report(task, job, as_json)
-                if pending and time.monotonic() > deadline:
-                    raise CommandError(f"{len(pending)} tasks did not finish within {timeout:.0f} s")
-                worker.waiting(queued=Job.objects.filter(language_job__id__in=pending, state=Job.State.QUEUED).exists())
-                time.sleep(0.5)
+        failed = 0
+
+        def done() -> bool:
+            nonlocal failed
+            for job in LanguageJob.objects.filter(id__in=pending).select_related("job").exclude(
+                    job__state__in=Job.ACTIVE_STATES):
+                task = pending.pop(job.id)
+                failed += job.outcome == "failed" or job.state != Job.State.SUCCEEDED
+                self._report(task, job, as_json)
+            return not pending
+
+        queued = lambda: Job.objects.filter(language_job__id__in=pending, state=Job.State.QUEUED).exists()  # noqa: E731
+        try:
+            with WorkerOnDemand(queues="llm", stderr=self.stderr) as worker:
+                worker.wait_until(done, queued=queued, timeout=timeout, what="the issue writing")
+        except TimeoutError as error:
+            raise CommandError(f"{error} ({len(pending)} tasks still waiting)") from None
         if failed:
             raise CommandError(f"{failed} tasks got no issue (see the reasons above)")
 

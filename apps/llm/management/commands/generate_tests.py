@@ -27,25 +27,31 @@ class Command(LanguageJobCommand):
         jobs = {language_job_start(task=task, kind=LanguageJob.Kind.GENERATE_TESTS, regenerate=regenerate).id: task
                 for task in tasks}
         started = {job_id: time.monotonic() for job_id in jobs}
-        failed, deadline = 0, time.monotonic() + timeout
-        # The test writer's jobs, then the validations that check their files.
-        with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
-            while jobs:
-                for job in LanguageJob.objects.filter(id__in=jobs).select_related("job").exclude(
-                        job__state__in=Job.ACTIVE_STATES):
-                    checking = self._checking(job)
-                    if checking is not None and checking.state in Validation.ACTIVE_STATES:
-                        continue  # the files are being run: report when that ends
-                    task = jobs.pop(job.id)
-                    failed += (job.outcome == "failed" or job.state != Job.State.SUCCEEDED
-                               or (checking is not None and checking.state == "failed"))
-                    self._report(task, job, checking, time.monotonic() - started[job.id], as_json)
-                if jobs and time.monotonic() > deadline:
-                    raise CommandError(f"{len(jobs)} tasks did not finish within {timeout:.0f} s")
-                worker.waiting(queued=Job.objects.filter(language_job__id__in=jobs, state=Job.State.QUEUED).exists()
-                               or Validation.objects.filter(task__in=jobs.values(), job__state=Validation.State.QUEUED)
-                               .exists())
-                time.sleep(0.5)
+        failed = 0
+
+        def done() -> bool:
+            """The test writer's jobs, then the validations that check their files."""
+            nonlocal failed
+            for job in LanguageJob.objects.filter(id__in=jobs).select_related("job").exclude(
+                    job__state__in=Job.ACTIVE_STATES):
+                checking = self._checking(job)
+                if checking is not None and checking.state in Validation.ACTIVE_STATES:
+                    continue  # the files are being run: report when that ends
+                task = jobs.pop(job.id)
+                failed += (job.outcome == "failed" or job.state != Job.State.SUCCEEDED
+                           or (checking is not None and checking.state == "failed"))
+                self._report(task, job, checking, time.monotonic() - started[job.id], as_json)
+            return not jobs
+
+        def queued() -> bool:
+            return (Job.objects.filter(language_job__id__in=jobs, state=Job.State.QUEUED).exists()
+                    or Validation.objects.filter(task__in=jobs.values(), job__state=Validation.State.QUEUED).exists())
+
+        try:
+            with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
+                worker.wait_until(done, queued=queued, timeout=timeout, what="the test writing and its checks")
+        except TimeoutError as error:
+            raise CommandError(f"{error} ({len(jobs)} tasks still waiting)") from None
         if failed:
             raise CommandError(f"{failed} tasks got no tests checked (see the reasons above)")
 

@@ -1,5 +1,4 @@
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -40,16 +39,17 @@ class Command(BaseCommand):
             self.stdout.write(f"  dropped {n:>6}  {reason}")
 
     def _wait(self, job: MiningJob, timeout: float) -> MiningJob:
-        started = time.monotonic()
-        with WorkerOnDemand(queues="mining", stderr=self.stderr) as worker:
-            while True:
-                job.refresh_from_db()
-                if not job.is_active:
-                    return job
-                if time.monotonic() - started > timeout:
-                    raise CommandError(f"mining job {job.id} did not finish within {timeout:.0f} s (state {job.state})")
-                worker.waiting(queued=job.state == MiningJob.State.QUEUED)
-                time.sleep(0.2)
+        def done() -> bool:
+            job.refresh_from_db()
+            return not job.is_active
+
+        try:
+            with WorkerOnDemand(queues="mining", stderr=self.stderr) as worker:
+                worker.wait_until(done, queued=lambda: job.state == MiningJob.State.QUEUED, timeout=timeout,
+                                  what=f"mining job {job.id}", every=0.2)
+        except TimeoutError as error:
+            raise CommandError(f"{error} (state {job.state})") from None
+        return job
 
 
 def _json_line(data) -> str:

@@ -1,5 +1,4 @@
 import json
-import time
 from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
@@ -37,20 +36,23 @@ class Command(BaseCommand):
                 continue
             pending[validation.id] = task
         failures, finished = 0, []
-        deadline = time.monotonic() + timeout
-        with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
-            while pending:
-                ended = Validation.objects.filter(id__in=pending).exclude(job__state__in=Validation.ACTIVE_STATES)
-                for validation in ended.select_related("job", "environment"):
-                    task = pending.pop(validation.id)
-                    finished.append(validation.id)
-                    failures += validation.state == Validation.State.FAILED
-                    self._report(task, validation, as_json)
-                if pending and time.monotonic() > deadline:
-                    raise CommandError(f"{len(pending)} validations did not finish within {timeout:.0f} s")
-                worker.waiting(queued=Validation.objects.filter(id__in=pending, job__state=Validation.State.QUEUED)
-                               .exists())
-                time.sleep(0.5)
+
+        def done() -> bool:
+            nonlocal failures
+            ended = Validation.objects.filter(id__in=pending).exclude(job__state__in=Validation.ACTIVE_STATES)
+            for validation in ended.select_related("job", "environment"):
+                task = pending.pop(validation.id)
+                finished.append(validation.id)
+                failures += validation.state == Validation.State.FAILED
+                self._report(task, validation, as_json)
+            return not pending
+
+        queued = lambda: Validation.objects.filter(id__in=pending, job__state=Validation.State.QUEUED).exists()  # noqa: E731
+        try:
+            with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
+                worker.wait_until(done, queued=queued, timeout=timeout, what="the validations")
+        except TimeoutError as error:
+            raise CommandError(f"{error} ({len(pending)} still running)") from None
         self._summary(list(finished), as_json)
         if failures:
             raise CommandError(f"{failures} validations stopped on an error (see their pages)")
