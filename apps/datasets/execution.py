@@ -13,7 +13,6 @@ itself: retrying it is a person's (or a command's) choice.
 """
 
 from dataclasses import replace
-from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -27,9 +26,8 @@ from apps.rows import text_storable
 from apps.tasks.backtranslation import task_current_issue
 from apps.tasks.models import Task
 from apps.tasks.selectors import task_base_sha
-from apps.tasks.services import built_environment, environment_builder
 from worker.engine.git.repo import BlobReader, GitError, tree_paths
-from worker.engine.grade.candidate import GradeResult, GradeSettings, candidate_grade, patched_paths
+from worker.engine.grade.candidate import GradeResult, patched_paths
 from worker.engine.grade.source_edits import parses
 from worker.engine.llm.clients import ModelError
 from worker.engine.llm.prompts import Prompt, prompt_load
@@ -43,7 +41,7 @@ from worker.engine.verify.reproduction import (
     verifier_tests_from_base_run,
 )
 
-from .grading import GRADE_BASES, grading_validation, task_to_grade
+from .grading import graded_in_environment, grading_validation, run_output_kept, task_to_grade
 from .matrices import current_test_sets
 from .models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
 
@@ -51,7 +49,6 @@ REPRODUCE, VERIFIER_TESTS, EXECUTE = "reproduce", "verifier_tests", "execute"  #
 REPRODUCTION_PROMPT = "reproduction_writer"
 REPRODUCTION_TOKENS = 800
 TEST_FILE_BYTES = 200_000  # of a test file read to see what it imports
-OUTPUT_KEPT = 20_000  # characters of a run's output kept, where each test's log is read
 
 
 # --- the steps, in order ----------------------------------------------------------------------------
@@ -194,7 +191,7 @@ def verifier_tests_job_work(job, progress) -> None:
         base = replace(grading, test_patch=files_added_patch(files), fail_to_pass=(), pass_to_pass=(),
                        reference_xfail=frozenset(), runs=1, selection=selection)
         budget = Limits(wall_seconds=settings.COMMITGYM_REGRESSION_SECONDS, cpu_seconds=1800)
-        result = _run(task, validation, base, "", progress, limits=budget)
+        result = graded_in_environment(task, validation, base, "", progress, limits=budget)
     run = result.runs[0] if result.runs else None
     if result.outcome in ("error", "does_not_apply", "untrusted") and run is None:
         raise JobFailed("base_run_failed", f"the verifier tests could not run on the base commit: {result.detail}")
@@ -273,14 +270,15 @@ def execute_job_work(job, progress) -> None:
                        fail_to_pass=tuple(t for t, kind in tests if kind == VerifierTest.Kind.REPRODUCTION),
                        pass_to_pass=tuple(t for t, kind in tests if kind == VerifierTest.Kind.REGRESSION),
                        reference_xfail=frozenset(), runs=1)
-    result = _run(task, validation, verifier, None if candidate.no_patch else candidate.patch, progress)
+    result = graded_in_environment(task, validation, verifier, None if candidate.no_patch else candidate.patch,
+                                   progress)
     run = result.runs[0] if result.runs else None
     kept = {t for t, _ in tests}
     outcomes = {} if run is None or run.untrusted else {
         text_storable(t): status for t, status in run.outcomes.items() if t in kept}
     progress.complete(lambda: Execution.objects.filter(id=execution.id).update(
         outcome=result.outcome, outcomes=outcomes, detail=text_storable(result.detail),
-        output=_output_kept(run) if run else "", tampering=[text_storable(p) for p in result.tampering],
+        output=run_output_kept(run) if run else "", tampering=[text_storable(p) for p in result.tampering],
         seconds=result.seconds))
 
 
@@ -292,20 +290,9 @@ def execute_job_retry(job, user):
     return again.job
 
 
-def _run(task: Task, validation, task_to_run, patch, progress, limits: Limits = GradeSettings.limits) -> GradeResult:
-    return candidate_grade(task_to_run, patch, builder=environment_builder(task.repository, validation.backend),
-                           environment=built_environment(validation.environment), work_root=progress.work_dir(),
-                           settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT, limits=limits,
-                                                  bases=Path(settings.COMMITGYM_WORK_DIR) / GRADE_BASES))
-
-
-def _output_kept(run) -> str:
-    return text_storable(run.output)[-OUTPUT_KEPT:]
-
-
 def _run_record(run) -> dict:
     return {"status": run.status, "seconds": round(run.seconds, 3), "complete": run.complete,
-            "untrusted": text_storable(run.untrusted), "output": _output_kept(run)}
+            "untrusted": text_storable(run.untrusted), "output": run_output_kept(run)}
 
 
 def verifier_test_flag_set(*, test: VerifierTest, flag: str, note: str, user) -> None:

@@ -17,6 +17,7 @@ from apps.tasks.selectors import task_base_sha, task_patches
 from apps.tasks.services import built_environment, environment_builder
 from worker.engine.git.repo import GitError
 from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
+from worker.engine.sandbox.base import Limits
 
 from .imports import GRADED
 from .models import Candidate, Grade
@@ -57,14 +58,25 @@ def grade_job_work(job, progress) -> None:
     grade = Grade.objects.select_related("candidate__task__commit", "candidate__task__repository").get(job=job)
     candidate, task = grade.candidate, grade.candidate.task
     validation = grading_validation(task, grade.backend)
-    builder = environment_builder(task.repository, grade.backend)
     # A time limit or an unexpected error ends the job in words (jobs.services.job_run).
-    result = candidate_grade(task_to_grade(task, validation), None if candidate.no_patch else candidate.patch,
-                             builder=builder, environment=built_environment(validation.environment),
-                             work_root=progress.work_dir(),
-                             settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT,
-                                                    bases=Path(settings.COMMITGYM_WORK_DIR) / GRADE_BASES))
+    result = graded_in_environment(task, validation, task_to_grade(task, validation),
+                                   None if candidate.no_patch else candidate.patch, progress)
     progress.complete(lambda: _grade_store(grade, validation, result))
+
+
+def graded_in_environment(task: Task, validation: Validation, to_grade: TaskToGrade, patch: Optional[str], progress,
+                          limits: Limits = GradeSettings.limits) -> GradeResult:
+    """`candidate_grade` in the validation's environment, in the job's working folder, with the task's
+    base kept by the worker: how every run of a candidate against a task's tests is made."""
+    return candidate_grade(to_grade, patch, builder=environment_builder(task.repository, validation.backend),
+                           environment=built_environment(validation.environment), work_root=progress.work_dir(),
+                           settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT, limits=limits,
+                                                  bases=Path(settings.COMMITGYM_WORK_DIR) / GRADE_BASES))
+
+
+def run_output_kept(run) -> str:
+    """The end of a run's output, as stored with a grade or an execution."""
+    return text_storable(run.output)[-_OUTPUT_KEPT:]
 
 
 def grade_job_retry(job, user):
@@ -118,7 +130,7 @@ def _grade_store(grade: Grade, validation: Validation, result: GradeResult) -> N
     runs = [{"status": run.status, "exit_code": run.exit_code, "seconds": round(run.seconds, 3),
              "untrusted": text_storable(run.untrusted), "complete": run.complete,
              "outcomes": {text_storable(test): status for test, status in run.outcomes.items()},
-             "output": text_storable(run.output)[-_OUTPUT_KEPT:]} for run in result.runs]
+             "output": run_output_kept(run)} for run in result.runs]
     Grade.objects.filter(id=grade.id).update(
         environment=validation.environment, outcome=result.outcome, detail=text_storable(result.detail),
         tampering=[text_storable(path) for path in result.tampering],
