@@ -45,6 +45,20 @@ def tasks_in_scope(*, scope: str = "", dataset: str = "") -> QuerySet:
     return Task.objects.filter(repository=repository, verdict="valid")
 
 
+# The sources a command may name: probes are the style probe's own, made from candidates of these.
+NAMEABLE_SOURCES = [source for source in Candidate.Source.values if source != Candidate.Source.PROBE]
+
+
+def sources_chosen(text: str) -> tuple[str, ...]:
+    """A command's comma-separated candidate sources; ScopeNotFound saying which are unknown."""
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = sorted(set(chosen) - set(NAMEABLE_SOURCES))
+    if unknown or not chosen:
+        raise ScopeNotFound(f"unknown candidate source {', '.join(unknown) or '(none given)'}: choose from "
+                            f"{', '.join(NAMEABLE_SOURCES)} (probes are the style probe's: probe_style)")
+    return chosen
+
+
 def dataset_of_scope(*, scope: str = "", dataset: str = "") -> Optional[Dataset]:
     """The dataset a command's scope names: the one named, or a repository's own; None for one task."""
     if dataset:

@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 from django.conf import settings
+from django.core.management.base import CommandError
 
 GRACE_SECONDS = 3.0  # a worker that is running takes a job well within this
 WARN_SECONDS = 10.0
@@ -50,13 +51,15 @@ class WorkerOnDemand:
             self.warned = True
 
     def wait_until(self, done: Callable[[], bool], *, queued: Callable[[], bool], timeout: float, what: str,
-                   every: float = 0.5) -> None:
+                   every: float = 0.5, still: Optional[Callable[[], str]] = None) -> None:
         """Poll `done` (which may report what ended meanwhile) until it says all is done; a worker is
-        started or asked for while `queued()` says jobs wait. TimeoutError, saying `what`, past `timeout`."""
+        started or asked for while `queued()` says jobs wait. Past `timeout`, a CommandError saying
+        `what` did not finish (and `still()`, what is left)."""
         deadline = time.monotonic() + timeout
         while not done():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{what} did not finish within {timeout:.0f} s")
+                left = f" ({still()})" if still else ""
+                raise CommandError(f"{what} did not finish within {timeout:.0f} s{left}")
             self.waiting(queued=queued())
             time.sleep(every)
 

@@ -46,11 +46,9 @@ class Command(BaseCommand):
             return not pending
 
         queued = lambda: Grade.objects.filter(id__in=pending, job__state=Grade.State.QUEUED).exists()  # noqa: E731
-        try:
-            with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
-                worker.wait_until(done, queued=queued, timeout=timeout, what="the grades")
-        except TimeoutError as error:
-            raise CommandError(f"{error} ({len(pending)} still running)") from None
+        with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
+            worker.wait_until(done, queued=queued, timeout=timeout, what="the grades",
+                              still=lambda: f"{len(pending)} still running")
         counts = {"counts": dict(sorted(outcomes.items()))}
         self.stdout.write(json.dumps(counts) if as_json else
                           f"{sum(outcomes.values())} graded: " + (", ".join(f"{n} {o}" for o, n in

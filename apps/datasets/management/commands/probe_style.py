@@ -6,15 +6,13 @@ from django.db.models import QuerySet
 from apps.datasets.grading import candidate_grade_start
 from apps.datasets.judging import candidates_unjudged, judge_identity, task_judge_start
 from apps.datasets.measures import DEFAULT_SOURCES
-from apps.datasets.models import Candidate, Grade, Judging
+from apps.datasets.models import Grade, Judging
 from apps.datasets.probes import JUDGE_MODE, style_probe_candidates, style_probe_compute, task_style_probes_make
-from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
+from apps.datasets.selectors import NAMEABLE_SOURCES, ScopeNotFound, sources_chosen, tasks_in_scope
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.tasks.models import Task
 from worker.engine.llm.clients import ModelError
-
-ORIGINAL_SOURCES = [source for source in Candidate.Source.values if source != Candidate.Source.PROBE]
 
 
 class Command(BaseCommand):
@@ -31,7 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("scope", nargs="?", default="", help="a repository (name, URL or path) or a task's id")
         parser.add_argument("--dataset", default="", help="a dataset's name")
         parser.add_argument("--sources", default=",".join(DEFAULT_SOURCES),
-                            help=f"the sources of the candidates to rewrite, of: {', '.join(ORIGINAL_SOURCES)}")
+                            help=f"the sources of the candidates to rewrite, of: {', '.join(NAMEABLE_SOURCES)}")
         parser.add_argument("--json", action="store_true", dest="as_json", help="one JSON line")
         parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds to wait for each of the "
                                                                              "grades and the judgings")
@@ -62,12 +60,10 @@ class Command(BaseCommand):
                                "the figures leave out what they were for")
 
     def _sources(self, sources: str) -> tuple:
-        chosen = tuple(part.strip() for part in sources.split(",") if part.strip())
-        unknown = sorted(set(chosen) - set(ORIGINAL_SOURCES))
-        if unknown or not chosen:
-            raise CommandError(f"unknown candidate source {', '.join(unknown) or '(none given)'}: "
-                               f"choose from {', '.join(ORIGINAL_SOURCES)}")
-        return chosen
+        try:
+            return sources_chosen(sources)
+        except ScopeNotFound as error:
+            raise CommandError(str(error)) from None
 
     def _tasks(self, scope: str, dataset: str) -> list[Task]:
         try:
@@ -98,11 +94,8 @@ class Command(BaseCommand):
         return Judging.objects.filter(id__in=started)
 
     def _wait(self, worker: WorkerOnDemand, jobs: QuerySet, timeout: float, what: str) -> QuerySet:
-        try:
-            worker.wait_until(lambda: not jobs.filter(job__state__in=Job.ACTIVE_STATES).exists(),
-                              queued=jobs.filter(job__state=Job.State.QUEUED).exists, timeout=timeout, what=what)
-        except TimeoutError as error:
-            raise CommandError(str(error)) from None
+        worker.wait_until(lambda: not jobs.filter(job__state__in=Job.ACTIVE_STATES).exists(),
+                          queued=jobs.filter(job__state=Job.State.QUEUED).exists, timeout=timeout, what=what)
         return jobs
 
     def _failures_report(self, grades: QuerySet, judgings: QuerySet) -> int:

@@ -81,11 +81,8 @@ class Command(BaseCommand):
             return not Grade.objects.filter(candidate_id__in=made, job__state__in=Grade.ACTIVE_STATES).exists()
 
         queued = Job.objects.filter(state=Job.State.QUEUED, kind__in=(SAMPLE, "grade"))
-        try:
-            with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
-                worker.wait_until(done, queued=queued.exists, timeout=timeout, what="the sampling")
-        except TimeoutError as error:
-            raise CommandError(str(error)) from None
+        with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
+            worker.wait_until(done, queued=queued.exists, timeout=timeout, what="the sampling")
 
     def _report(self, job_ids: list[int], as_json: bool) -> None:
         failed = 0

@@ -15,7 +15,7 @@ from apps.datasets.execution import (
 from apps.datasets.judging import JUDGE, candidates_unjudged, task_judge_start
 from apps.datasets.measures import DEFAULT_SOURCES, SELECTORS, measures_compute, measures_snapshot_keep
 from apps.datasets.models import Candidate, Execution, Judging
-from apps.datasets.selectors import ScopeNotFound, dataset_of_scope, tasks_in_scope
+from apps.datasets.selectors import NAMEABLE_SOURCES, ScopeNotFound, dataset_of_scope, sources_chosen, tasks_in_scope
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.tasks.models import Task
@@ -34,17 +34,12 @@ class Command(BaseCommand):
         parser.add_argument("--no-judge", action="store_true", help="do not run the judge; use no judge scores")
         parser.add_argument("--no-tests", action="store_true", help="do not run the execution verifier")
         parser.add_argument("--sources", default=",".join(DEFAULT_SOURCES),
-                            help=f"candidate sources that count, of: {', '.join(Candidate.Source.values)}")
+                            help=f"candidate sources that count, of: {', '.join(NAMEABLE_SOURCES)}")
         parser.add_argument("--json", action="store_true", dest="as_json", help="one JSON line")
 
     def handle(self, *args, scope, dataset, judge_mode, no_judge, no_tests, sources, as_json, **options):
-        chosen = tuple(part.strip() for part in sources.split(",") if part.strip())
-        allowed = [source for source in Candidate.Source.values if source != Candidate.Source.PROBE]
-        unknown = sorted(set(chosen) - set(allowed))
-        if unknown or not chosen:
-            raise CommandError(f"unknown candidate source {', '.join(unknown) or '(none given)'}: "
-                               f"choose from {', '.join(allowed)} (probes are the style probe's: probe_style)")
         try:
+            chosen = sources_chosen(sources)
             tasks = tasks_in_scope(scope=scope, dataset=dataset)
         except ScopeNotFound as error:
             raise CommandError(str(error)) from None
@@ -97,11 +92,8 @@ class Command(BaseCommand):
 
     def _wait(self, done, timeout: float = 6 * 3600) -> None:
         queued = Job.objects.filter(state=Job.State.QUEUED, kind__in=(JUDGE, REPRODUCE, VERIFIER_TESTS, EXECUTE))
-        try:
-            with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
-                worker.wait_until(done, queued=queued.exists, timeout=timeout, what="the verifiers")
-        except TimeoutError as error:
-            raise CommandError(str(error)) from None
+        with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
+            worker.wait_until(done, queued=queued.exists, timeout=timeout, what="the verifiers")
 
     def _judging_report(self, judgings: list) -> int:
         failed = 0

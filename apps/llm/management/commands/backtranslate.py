@@ -35,11 +35,9 @@ class Command(LanguageJobCommand):
             return not pending
 
         queued = lambda: Job.objects.filter(language_job__id__in=pending, state=Job.State.QUEUED).exists()  # noqa: E731
-        try:
-            with WorkerOnDemand(queues="llm", stderr=self.stderr) as worker:
-                worker.wait_until(done, queued=queued, timeout=timeout, what="the issue writing")
-        except TimeoutError as error:
-            raise CommandError(f"{error} ({len(pending)} tasks still waiting)") from None
+        with WorkerOnDemand(queues="llm", stderr=self.stderr) as worker:
+            worker.wait_until(done, queued=queued, timeout=timeout, what="the issue writing",
+                              still=lambda: f"{len(pending)} tasks still waiting")
         if failed:
             raise CommandError(f"{failed} tasks got no issue (see the reasons above)")
 

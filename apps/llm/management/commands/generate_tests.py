@@ -47,11 +47,9 @@ class Command(LanguageJobCommand):
             return (Job.objects.filter(language_job__id__in=jobs, state=Job.State.QUEUED).exists()
                     or Validation.objects.filter(task__in=jobs.values(), job__state=Validation.State.QUEUED).exists())
 
-        try:
-            with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
-                worker.wait_until(done, queued=queued, timeout=timeout, what="the test writing and its checks")
-        except TimeoutError as error:
-            raise CommandError(f"{error} ({len(jobs)} tasks still waiting)") from None
+        with WorkerOnDemand(queues="llm,tests", stderr=self.stderr) as worker:
+            worker.wait_until(done, queued=queued, timeout=timeout, what="the test writing and its checks",
+                              still=lambda: f"{len(jobs)} tasks still waiting")
         if failed:
             raise CommandError(f"{failed} tasks got no tests checked (see the reasons above)")
 

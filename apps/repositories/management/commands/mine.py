@@ -43,12 +43,9 @@ class Command(BaseCommand):
             job.refresh_from_db()
             return not job.is_active
 
-        try:
-            with WorkerOnDemand(queues="mining", stderr=self.stderr) as worker:
-                worker.wait_until(done, queued=lambda: job.state == MiningJob.State.QUEUED, timeout=timeout,
-                                  what=f"mining job {job.id}", every=0.2)
-        except TimeoutError as error:
-            raise CommandError(f"{error} (state {job.state})") from None
+        with WorkerOnDemand(queues="mining", stderr=self.stderr) as worker:
+            worker.wait_until(done, queued=lambda: job.state == MiningJob.State.QUEUED, timeout=timeout,
+                              what=f"mining job {job.id}", every=0.2, still=lambda: f"state {job.state}")
         return job
 
 

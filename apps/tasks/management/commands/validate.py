@@ -48,11 +48,9 @@ class Command(BaseCommand):
             return not pending
 
         queued = lambda: Validation.objects.filter(id__in=pending, job__state=Validation.State.QUEUED).exists()  # noqa: E731
-        try:
-            with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
-                worker.wait_until(done, queued=queued, timeout=timeout, what="the validations")
-        except TimeoutError as error:
-            raise CommandError(f"{error} ({len(pending)} still running)") from None
+        with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
+            worker.wait_until(done, queued=queued, timeout=timeout, what="the validations",
+                              still=lambda: f"{len(pending)} still running")
         self._summary(list(finished), as_json)
         if failures:
             raise CommandError(f"{failures} validations stopped on an error (see their pages)")
