@@ -1,7 +1,7 @@
 import subprocess
 
 from tests.gitrepo import GitRepo
-from worker.engine.git.patches import commit_patches
+from worker.engine.git.patches import commit_patches, commits_patches
 from worker.engine.mine.filters import TestFileRules
 
 
@@ -48,3 +48,54 @@ def test_a_commit_without_tests_has_an_empty_test_patch(git_repo):
     sha = git_repo.commit("fix", {"a.py": "x = 2\n"})
     patches = commit_patches(git_repo.path, sha, parent, TestFileRules())
     assert patches.test_patch == "" and patches.test_files == []
+
+
+def test_many_commits_are_split_by_one_reading_as_each_alone(git_repo):
+    """Paths with quotes, backslashes, tabs and spaces, a rename, a deletion, a mode change and an
+    empty commit: the batch gives what diffing each commit against its parent by pathspec gives."""
+    git_repo.commit("init", {"pkg/a.py": "a = 1\n", "tests/test_a.py": "x\n", "tests/old_name.py": "y\n"})
+    pairs = [(git_repo.git("rev-parse", "HEAD"), "")]
+    steps = [
+        {"pkg/a.py": "a = 2\n", 'tests/test_"q".py': "q\n", "pkg/back\\slash.py": "b\n", "pkg/t\tab.py": "t\n"},
+        {"pkg/sp ace.py": "s\n", "pkg/é.py": "e\n"},
+    ]
+    for files in steps:
+        parent = git_repo.git("rev-parse", "HEAD")
+        pairs.append((git_repo.commit("step", files), parent))
+    parent = git_repo.git("rev-parse", "HEAD")
+    git_repo.git("mv", "tests/old_name.py", "tests/new_name.py")
+    git_repo.git("rm", "-q", "tests/test_a.py")
+    (git_repo.path / "pkg/a.py").chmod(0o755)
+    git_repo.git("add", "-A")
+    git_repo.git("commit", "-q", "-m", "moves")
+    pairs.append((git_repo.git("rev-parse", "HEAD"), parent))
+    parent = pairs[-1][0]
+    git_repo.git("commit", "-q", "--allow-empty", "-m", "nothing")
+    pairs.append((git_repo.git("rev-parse", "HEAD"), parent))
+
+    batch = commits_patches(git_repo.path, pairs, TestFileRules())
+    assert list(batch) == [sha for sha, _ in pairs]
+    for sha, parent in pairs:
+        expected = _pathspec_patches(git_repo, sha, parent)
+        assert (batch[sha].source_patch, batch[sha].test_patch) == expected, sha
+    assert sorted(batch[pairs[1][0]].test_files) == ['tests/test_"q".py']
+    assert batch[pairs[-1][0]].source_patch == batch[pairs[-1][0]].test_patch == ""
+    assert "old mode 100644" in batch[pairs[3][0]].source_patch
+
+
+def _pathspec_patches(repo: GitRepo, sha: str, parent: str) -> tuple[str, str]:
+    base = parent or "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    names = subprocess.run(["git", "diff", "--name-only", "--no-renames", "-z", base, sha], cwd=repo.path,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    rules = TestFileRules()
+    split = {kind: [path for path in names if path and (rules.kind(path) == "test") == (kind == "test")]
+             for kind in ("source", "test")}
+
+    def diff(paths):
+        if not paths:
+            return ""
+        return subprocess.run(["git", "-c", "core.quotePath=false", "diff", "--binary", "--no-renames", "-U3",
+                               "--src-prefix=a/", "--dst-prefix=b/", base, sha, "--",
+                               *[f":(literal){path}" for path in paths]],
+                              cwd=repo.path, capture_output=True, check=True).stdout.decode()
+    return diff(split["source"]), diff(split["test"])

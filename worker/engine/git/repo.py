@@ -162,13 +162,15 @@ def git_run(
     cwd: Optional[Path] = None,
     credentials: GitCredentials = GitCredentials(),
     timeout: float = 600,
+    input: Optional[str] = None,
 ) -> str:
-    """Run git, return its standard output; raise GitError with a redacted message."""
+    """Run git (with `input` on its standard input), return its standard output; raise GitError
+    with a redacted message."""
     with git_environment(credentials) as env:
         try:
             done = subprocess.run(
-                ["git", *GIT_CONFIG, *args], cwd=cwd, env=env, capture_output=True,
-                timeout=timeout, stdin=subprocess.DEVNULL,
+                ["git", *GIT_CONFIG, *args], cwd=cwd, env=env, capture_output=True, timeout=timeout,
+                **({"input": input.encode()} if input is not None else {"stdin": subprocess.DEVNULL}),
             )
         except subprocess.TimeoutExpired:
             raise GitError("timeout", f"git {args[0]} took longer than {timeout:.0f} s") from None
