@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml uv.lock
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q uv
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" UV_CACHE_DIR=$(UV_CACHE) \
-	  $(VENV)/bin/uv sync --frozen --inexact --extra test --python $(PY) -q
+	  $(VENV)/bin/uv sync --frozen --inexact --extra test --extra swebench --python $(PY) -q
 	touch $@
 
 install: $(VENV)/.installed
