@@ -132,6 +132,8 @@ LOGGING = {
 
 # Bare mirrors of registered repositories.
 COMMITGYM_MIRROR_DIR = Path(os.environ.get("COMMITGYM_MIRROR_DIR", VAR_DIR / "mirrors"))
+# Releases' files, NAME@N/ each (and NAME@N.exports/ beside), unless a release names its own folder.
+COMMITGYM_RELEASE_DIR = Path(os.environ.get("COMMITGYM_RELEASE_DIR", VAR_DIR / "releases"))
 # Longest a clone or fetch may take before the job fails.
 COMMITGYM_GIT_TIMEOUT = _env_int("COMMITGYM_GIT_TIMEOUT", 1800)
 # Mining never reads a file larger than this whole; a commit changing one is dropped (file_too_large).

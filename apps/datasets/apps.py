@@ -23,6 +23,11 @@ def task_matrix_page(job) -> str:
     return reverse("datasets:task_matrix", args=[job.subject_label]) if job.subject_label else ""
 
 
+def release_page(job) -> str:
+    """The release (or export) a job writes."""
+    return reverse("datasets:release", args=[job.subject_id]) if job.subject_id else ""
+
+
 class DatasetsConfig(AppConfig):
     name = "apps.datasets"
     label = "datasets"
@@ -59,3 +64,9 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="execute", label="Execution", queue="tests",
                                   run="apps.datasets.execution.execute_job_work", subject="datasets.candidate",
                                   retry="apps.datasets.execution.execute_job_retry", link=candidate_page))
+        job_kind_register(JobKind(name="release", label="Release", queue="curation",
+                                  run="apps.datasets.releases.release_job_work", subject="datasets.release",
+                                  cancellable=True, link=release_page))
+        job_kind_register(JobKind(name="export", label="Training export", queue="curation",
+                                  run="apps.datasets.releases.export_job_work", subject="datasets.release",
+                                  cancellable=True, link=release_page))

@@ -339,3 +339,61 @@ class MeasuresSnapshot(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+
+class Release(JobLife, models.Model):
+    """A version of a named release (NAME@N): a dataset's, a repository's or a saved view's tasks
+    in the chosen states, written once to files and never changed; withdrawn (kept, with why) but
+    never edited. An export is training data made from one release's tasks, with its own manifest."""
+
+    class Kind(models.TextChoices):
+        INSTANCES = "instances", "Release"
+        TRAJECTORIES = "trajectories", "Trajectories export"
+        JUDGE = "judge", "Judge training export"
+
+    class Scope(models.TextChoices):
+        DATASET = "dataset"
+        REPOSITORY = "repository"
+        VIEW = "view", "saved view"
+
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="release")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INSTANCES)
+    name = models.CharField(max_length=100)
+    version = models.PositiveIntegerField(null=True, blank=True, help_text="Given when its files are written.")
+    of = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="exports",
+                           help_text="The release an export was made from.")
+    scope = models.CharField(max_length=16, choices=Scope.choices, blank=True)
+    scope_label = models.CharField(max_length=300, blank=True, help_text="The dataset's, repository's or view's name.")
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.SET_NULL, related_name="releases")
+    repository = models.ForeignKey("repositories.Repository", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="releases")
+    view_task_ids = models.JSONField(default=list, blank=True, help_text="The tasks a saved view matched when the "
+                                                                         "release was asked for.")
+    states = models.JSONField(default=list, help_text="The task states released.")
+    since = models.DateField(null=True, blank=True, help_text="Only tasks whose commit is newer than this.")
+    preview = models.BooleanField(default=False, help_text="It holds tasks not yet accepted.")
+    folder = models.CharField(max_length=1000, help_text="Where its files are written.")
+    files = models.JSONField(default=list, help_text="[{name, bytes, sha256, rows}] of its files, manifest last.")
+    manifest = models.JSONField(default=dict, blank=True)
+    task_count = models.PositiveIntegerField(default=0)
+    task_ids = models.JSONField(default=list, blank=True, help_text="The tasks released, in order: what its exports "
+                                                                    "are made of.")
+    same_as = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                help_text="The version it would have repeated: nothing changed, nothing written.")
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    withdrawn_reason = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "-version", "-id"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], condition=models.Q(kind="instances"),
+                                               name="one_release_version")]
+
+    def __str__(self):
+        if self.kind != self.Kind.INSTANCES:
+            return f"{self.get_kind_display()} of {self.of}"
+        return f"{self.name}@{self.version}" if self.version else f"{self.name} (being written)"

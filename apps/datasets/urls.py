@@ -19,4 +19,10 @@ urlpatterns = [
     path("executions/<int:pk>/log/", views.execution_log, name="execution_log"),
     path("verifier-tests/<int:pk>/flag/", views.verifier_test_flag, name="verifier_test_flag"),
     path("datasets/<int:pk>/toxic-tests/", views.toxic_tests, name="toxic_tests"),
+    path("releases/", views.release_list, name="releases"),
+    path("releases/new/", views.release_new, name="release_new"),
+    path("releases/<int:pk>/", views.release_detail, name="release"),
+    path("releases/<int:pk>/files/<str:name>", views.release_file, name="release_file"),
+    path("releases/<int:pk>/withdraw/", views.release_withdraw_view, name="release_withdraw"),
+    path("releases/<int:pk>/export/", views.export_new, name="export_new"),
 ]

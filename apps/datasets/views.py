@@ -1,16 +1,21 @@
 """Pages of datasets, runs, imports and a task's candidates. Reads go through selectors; a task of
 a repository the person may not see is a 404, and so is a dataset none of whose tasks they see."""
 
+import json
+import re
+from datetime import date
+from pathlib import Path
+
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, QueryDict
+from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.tasks.models import Task
-from apps.tasks.selectors import task_for_page, tasks_filtered, tasks_visible
-from apps.tasks.views.common import saved_views_for, task_filter_form
+from apps.tasks.selectors import repositories_named, task_for_page, tasks_visible
+from apps.tasks.views.common import saved_view_task_ids, saved_views_for
 from apps.web import diff_html, require_reviewer
 from worker.engine.run.pytest_run import output_section_of
 from worker.engine.verify.judge import JUDGE_MODES
@@ -26,9 +31,18 @@ from .measures import (
     scope_fingerprint,
     self_assessment_probe,
 )
-from .models import Candidate, Dataset, Execution, Import, ReproductionTests, Run, VerifierTest
+from .models import Candidate, Dataset, Execution, Import, Release, ReproductionTests, Run, VerifierTest
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
 from .probes import style_probe
+from .releases import (
+    ReleaseRefused,
+    export_start,
+    release_start,
+    release_withdraw,
+    scope_of_dataset,
+    scope_of_repository,
+    scope_of_view,
+)
 from .services import DatasetRefused, dataset_from_view
 
 TASKS_PER_PAGE = 50
@@ -136,8 +150,7 @@ def dataset_from_saved_view(request, pk: int):
     """A dataset of the tasks a saved view matches now, as this person sees them."""
     require_reviewer(request)
     view = get_object_or_404(saved_views_for(request.user), pk=pk)
-    filters = task_filter_form(QueryDict(view.query), user=request.user).filters()
-    task_ids = list(tasks_filtered(user=request.user, **filters).values_list("id", flat=True))
+    task_ids = saved_view_task_ids(view=view, user=request.user)
     try:
         dataset = dataset_from_view(view=view, name=request.POST.get("name", ""), task_ids=task_ids,
                                     user=request.user)
@@ -205,3 +218,126 @@ def toxic_tests(request, pk: int):
     return render(request, "datasets/toxic_tests.html", {"dataset": dataset,
                                                          "rows": toxic_rows(measured.execution.get("toxic", [])),
                                                          "execution": measured.execution})
+
+
+# --- releases ----------------------------------------------------------------------------------
+
+
+def _releases_visible(request):
+    """Release versions and exports whose tasks' repositories the person may all see (a release
+    being written: the one who asked for it, or who may see its scope's repository)."""
+    visible = {repository.name for repository in repositories_named(user=request.user)}
+    found = []
+    for release in Release.objects.select_related("job", "of", "repository").order_by("name", "-version", "-id"):
+        manifest = release.of.manifest if release.of_id else release.manifest
+        names = {row["name"] for row in manifest.get("sources", {}).get("repositories", [])} if manifest else (
+            {release.repository.name} if release.repository_id else set())
+        if names <= visible and (names or release.created_by_id == request.user.id):
+            found.append(release)
+    return found
+
+
+def release_list(request):
+    releases = [release for release in _releases_visible(request) if release.kind == Release.Kind.INSTANCES]
+    return render(request, "datasets/release_list.html", {"releases": releases})
+
+
+def _release_or_404(request, pk: int) -> Release:
+    found = next((release for release in _releases_visible(request) if release.pk == pk), None)
+    if found is None:
+        raise Http404("No such release.")
+    return found
+
+
+def release_detail(request, pk: int):
+    release = _release_or_404(request, pk)
+    return render(request, "datasets/release_detail.html", {
+        "release": release, "exports": release.exports.select_related("job").order_by("-id"),
+        "manifest_text": json.dumps(release.manifest, indent=2, sort_keys=True) if release.manifest else ""})
+
+
+def release_file(request, pk: int, name: str):
+    """One of a release's files, as written (its size checked against the record)."""
+    release = _release_or_404(request, pk)
+    described = next((file for file in release.files if file["name"] == name), None)
+    path = Path(release.folder) / name
+    if described is None or not path.is_file() or path.stat().st_size != described["bytes"]:
+        raise Http404("No such file in this release (or it changed on disk).")
+    return FileResponse(open(path, "rb"), as_attachment=True, filename=f"{release}-{name}".replace("@", "-"))
+
+
+def _release_scope(request):
+    """The dataset, repository or saved view a release is asked of (?scope=KIND&id=N), as a
+    ReleaseScope; 404 when the person may not see it."""
+    kind, pk = request.GET.get("scope") or request.POST.get("scope"), request.GET.get("id") or request.POST.get("id")
+    if not str(pk or "").isdigit():
+        raise Http404("Name what to release.")
+    if kind == Release.Scope.DATASET:
+        dataset = get_object_or_404(Dataset, pk=pk)
+        if not selectors.dataset_tasks_visible(dataset, user=request.user).exists():
+            raise Http404("No such dataset.")
+        return scope_of_dataset(dataset)
+    if kind == Release.Scope.REPOSITORY:
+        repository = next((one for one in repositories_named(user=request.user) if one.pk == int(pk)), None)
+        if repository is None:
+            raise Http404("No such repository.")
+        return scope_of_repository(repository)
+    if kind == Release.Scope.VIEW:
+        view = get_object_or_404(saved_views_for(request.user), pk=pk)
+        return scope_of_view(view, saved_view_task_ids(view=view, user=request.user))
+    raise Http404("Name what to release.")
+
+
+def release_new(request):
+    """The form of "Release…" from a dataset, a repository or a saved view; the release is a job."""
+    require_reviewer(request)
+    scope = _release_scope(request)
+    values = {"name": re.sub(r"[^A-Za-z0-9._-]+", "-", scope.label).strip("-._")[:100] or "release",
+              "states": [Task.State.ACCEPTED], "since": ""}
+    error = ""
+    if request.method == "POST":
+        values = {"name": request.POST.get("name", "").strip(), "states": request.POST.getlist("states"),
+                  "since": request.POST.get("since", "").strip()}
+        try:
+            since = date.fromisoformat(values["since"]) if values["since"] else None
+        except ValueError:
+            error = f"{values['since']!r} is not a date (YYYY-MM-DD)."
+        if not error:
+            try:
+                release = release_start(name=values["name"], scope=scope, states=tuple(values["states"]), since=since,
+                                        user=request.user)
+            except ReleaseRefused as refused:
+                error = f"No release made: {refused}."
+            else:
+                messages.success(request, f"The next version of {release.name} is being written (job "
+                                          f"{release.job_id}); this page shows it when it is done.")
+                return redirect("datasets:release", pk=release.pk)
+    return render(request, "datasets/release_new.html", {
+        "scope": scope, "scope_id": request.GET.get("id") or request.POST.get("id"), "values": values,
+        "error": error, "states": Task.State.choices})
+
+
+@require_POST
+def release_withdraw_view(request, pk: int):
+    require_reviewer(request)
+    release = _release_or_404(request, pk)
+    try:
+        release_withdraw(release=release, user=request.user, reason=request.POST.get("reason", ""))
+    except ReleaseRefused as refused:
+        messages.error(request, f"Not withdrawn: {refused}.")
+    else:
+        messages.success(request, f"{release} is withdrawn: it is kept, marked, and its number is never given again.")
+    return redirect("datasets:release", pk=release.pk)
+
+
+@require_POST
+def export_new(request, pk: int):
+    require_reviewer(request)
+    release = _release_or_404(request, pk)
+    try:
+        export = export_start(release=release, kind=request.POST.get("kind", ""), user=request.user)
+    except ReleaseRefused as refused:
+        messages.error(request, f"No export made: {refused}.")
+    else:
+        messages.success(request, f"The {export.get_kind_display().lower()} is being written (job {export.job_id}).")
+    return redirect("datasets:release", pk=release.pk)

@@ -2,7 +2,7 @@
 filters, and the saved views and bulk actions shown beside the list."""
 
 from django.db.models import Q
-from django.http import Http404
+from django.http import Http404, QueryDict
 
 from .. import selectors
 from ..forms import TaskFilterForm, reviewers_choices
@@ -20,6 +20,12 @@ def task_filter_form(query, *, user, state_counts: dict | None = None) -> TaskFi
     """The list's filters read from a query (the list's address, a saved view's, a bulk action's)."""
     return TaskFilterForm(query, repositories=selectors.repositories_named(user=user), state_counts=state_counts or {},
                           reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
+
+
+def saved_view_task_ids(*, view: SavedView, user) -> list[int]:
+    """The tasks a saved view matches now, as `user` sees them."""
+    filters = task_filter_form(QueryDict(view.query), user=user).filters()
+    return list(selectors.tasks_filtered(user=user, **filters).values_list("id", flat=True))
 
 
 def saved_views_for(user):

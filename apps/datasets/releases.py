@@ -1,0 +1,551 @@
+"""Releases: a dataset's, repository's or saved view's tasks in the chosen states, written once as
+NAME@N (SWE-bench's instance JSONL, the same rows in Parquet, and a manifest with every file's
+checksum), by a job that streams the rows to files. A version is never written twice and never
+edited: a new one is made when anything changed, and a withdrawn one is kept, marked, with why.
+Exports (training data from one release's tasks) are jobs of their own, written beside it."""
+
+import re
+import shutil
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Iterator, Optional
+
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.db import transaction
+from django.db.models import Max, OuterRef, Subquery
+from django.utils import timezone as django_timezone
+
+from apps.jobs.on_demand import WorkerOnDemand
+from apps.jobs.services import JobFailed, job_start
+from apps.repositories.models import Repository
+from apps.tasks.models import (
+    CurationSettings,
+    GeneratedTest,
+    IssueVersion,
+    Review,
+    SavedView,
+    Task,
+    Validation,
+    current_issue,
+)
+from apps.tasks.selectors import task_base_sha
+from worker.engine.git.patches import NO_PATCHES, commits_patches
+from worker.engine.git.repo import GitError
+from worker.engine.release.files import JsonLines, ParquetRows, WrittenFile, manifest_write
+from worker.engine.release.records import SCHEMA, ReleasedTask, instance_row
+from worker.engine.release.training import judge_row, trajectory_row
+from worker.engine.verify.reproduction import files_added_patch
+
+from .models import Candidate, Dataset, Import, Release
+from .selectors import dataset_tasks
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+CHUNK = 1000  # tasks read and written at a time
+INSTANCES_JSONL, INSTANCES_PARQUET = "instances.jsonl", "instances.parquet"
+# Ground truths a judge can learn from: the rest (no patch, errors, timeouts, untrusted runs) say
+# nothing about the patch.
+JUDGE_LABELS = {"resolved": True, "partial": False, "no": False, "does_not_apply": False}
+# Judge data leaves out the empty patch (nothing to read) and the style probe's rewrites (copies).
+NOT_FOR_JUDGES = (Candidate.Source.EMPTY, Candidate.Source.PROBE)
+
+
+class ReleaseRefused(ValueError):
+    """A release or export that cannot be made as asked; the message says why."""
+
+
+def commitgym_version() -> str:
+    try:
+        return package_version("commitgym")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+# --- asking for a release ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReleaseScope:
+    kind: str  # Release.Scope
+    label: str
+    dataset: Optional[Dataset] = None
+    repository: Optional[Repository] = None
+    view_task_ids: tuple[int, ...] = ()
+
+
+def scope_of_dataset(dataset: Dataset) -> ReleaseScope:
+    return ReleaseScope(Release.Scope.DATASET, dataset.name, dataset=dataset)
+
+
+def scope_of_repository(repository: Repository) -> ReleaseScope:
+    return ReleaseScope(Release.Scope.REPOSITORY, repository.name, repository=repository)
+
+
+def scope_of_view(view: SavedView, task_ids: list[int]) -> ReleaseScope:
+    """A saved view's tasks as they match now (for the person asking): the release keeps that list."""
+    return ReleaseScope(Release.Scope.VIEW, view.name, view_task_ids=tuple(task_ids))
+
+
+def states_chosen(text: str) -> tuple[str, ...]:
+    """Comma-separated task states; ReleaseRefused naming the unknown ones."""
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [state for state in chosen if state not in Task.State.values]
+    if unknown or not chosen:
+        raise ReleaseRefused(f"unknown task state {', '.join(unknown) or '(none given)'}: choose from "
+                             f"{', '.join(Task.State.values)}")
+    return chosen
+
+
+def release_start(*, name: str, scope: ReleaseScope, states: tuple[str, ...] = (Task.State.ACCEPTED,),
+                  since: Optional[date] = None, out: Optional[Path] = None, user=None) -> Release:
+    """Queue the writing of the next version of `name`. What can be checked now is: the name, the
+    folder, and that some task would be released (ReleaseRefused says what is wrong)."""
+    if not NAME.fullmatch(name or ""):
+        raise ReleaseRefused(f"{name!r} cannot name a release: use letters, digits, '.', '_' and '-' (at most 100, "
+                             "starting with a letter or digit)")
+    states = states_chosen(",".join(states))
+    folder = Path(out or settings.COMMITGYM_RELEASE_DIR).resolve()
+    if folder.exists() and not folder.is_dir():
+        raise ReleaseRefused(f"{folder} is a file, not a folder for releases")
+    count = _scope_tasks(scope, states, since).count()
+    if not count:
+        raise ReleaseRefused(f"no task of the {scope.kind} {scope.label!r} is {' or '.join(states)}"
+                             f"{f' with a commit after {since}' if since else ''}: nothing to release")
+    writing = Release.objects.filter(name=name, kind=Release.Kind.INSTANCES, job__state__in=Release.ACTIVE_STATES)
+    if writing.exists():
+        raise ReleaseRefused(f"a version of {name} is being written already (job {writing.first().job_id}): wait for "
+                             "it to end")
+    with transaction.atomic():
+        release = Release.objects.create(
+            kind=Release.Kind.INSTANCES, name=name, scope=scope.kind, scope_label=scope.label[:300],
+            dataset=scope.dataset, repository=scope.repository, view_task_ids=list(scope.view_task_ids),
+            states=list(states), since=since, preview=set(states) != {Task.State.ACCEPTED}, folder=str(folder),
+            created_by=user if getattr(user, "pk", None) else None)
+        release.job, _ = job_start(kind="release", subject=release, user=user)
+        release.save(update_fields=["job"])
+    return release
+
+
+def _scope_tasks(scope: ReleaseScope, states, since: Optional[date]):
+    if scope.kind == Release.Scope.DATASET:
+        tasks = dataset_tasks(scope.dataset)
+    elif scope.kind == Release.Scope.REPOSITORY:
+        tasks = Task.objects.filter(repository=scope.repository)
+    else:
+        tasks = Task.objects.filter(id__in=scope.view_task_ids)
+    tasks = tasks.filter(state__in=states)
+    if since:
+        tasks = tasks.filter(commit__committed_at__date__gt=since)
+    return tasks
+
+
+def _release_scope(release: Release) -> ReleaseScope:
+    if release.scope == Release.Scope.DATASET and release.dataset is None or \
+            release.scope == Release.Scope.REPOSITORY and release.repository is None:
+        raise JobFailed("scope_gone", f"the {release.scope} {release.scope_label!r} was deleted")
+    return ReleaseScope(release.scope, release.scope_label, release.dataset, release.repository,
+                        tuple(release.view_task_ids))
+
+
+# --- writing a release -------------------------------------------------------------------------
+
+
+def release_job_work(job, progress) -> None:
+    """The registered `run` of a release: the rows streamed to a folder of the job's own, then,
+    unless they are the latest version's rows again, the folder renamed to NAME@N as N is recorded.
+    Safe to run twice: an unfinished folder is written again from the start."""
+    release = Release.objects.select_related("dataset", "repository").get(job=job)
+    task_ids = list(_scope_tasks(_release_scope(release), release.states, release.since)
+                    .order_by("instance_id").values_list("id", flat=True))
+    if not task_ids:
+        raise JobFailed("nothing_to_release", "no task of its scope is in the states asked for any more")
+    base = Path(release.folder)
+    base.mkdir(parents=True, exist_ok=True)
+    work = base / f".{release.name}.job{job.id}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        files, summary = _instances_write(work, task_ids, progress)
+        same = _same_as(release, files)
+        if same is not None:
+            progress.complete(lambda: Release.objects.filter(id=release.id).update(
+                same_as=same, task_count=len(task_ids), files=[]))
+            return
+        _publish(release, work, files, summary, task_ids, progress)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _instances_write(work: Path, task_ids: list[int], progress) -> tuple[list[WrittenFile], "Summary"]:
+    jsonl, parquet = JsonLines(work / INSTANCES_JSONL), ParquetRows(work / INSTANCES_PARQUET, SCHEMA)
+    summary = Summary()
+    progress.report(0, len(task_ids))
+    for start in range(0, len(task_ids), CHUNK):
+        chunk = task_ids[start:start + CHUNK]
+        rows = [instance_row(task) for task in released_tasks(chunk, summary)]
+        jsonl.write(rows)
+        parquet.write(rows)
+        progress.report(start + len(chunk), len(task_ids))
+    return [jsonl.close(), parquet.close()], summary
+
+
+def _same_as(release: Release, files: list[WrittenFile]) -> Optional[Release]:
+    """The latest version of the name, when it was asked for the same way and its rows are these
+    rows: nothing changed, so no version is made."""
+    latest = (Release.objects.filter(name=release.name, kind=Release.Kind.INSTANCES, version__isnull=False,
+                                     withdrawn_at__isnull=True).order_by("-version").first())
+    asked = lambda one: (one.scope, one.scope_label, one.states, one.since)  # noqa: E731
+    if latest is None or asked(latest) != asked(release):
+        return None
+    rows = {file["name"]: file["sha256"] for file in latest.files}
+    return latest if rows.get(INSTANCES_JSONL) == files[0].sha256 else None
+
+
+def _publish(release: Release, work: Path, files: list[WrittenFile], summary: "Summary", task_ids: list[int],
+             progress) -> None:
+    def store():
+        # Versions only grow: a withdrawn version's number is never given again.
+        highest = Release.objects.select_for_update().filter(name=release.name, kind=Release.Kind.INSTANCES) \
+            .aggregate(highest=Max("version"))["highest"] or 0
+        number = highest + 1
+        target = Path(release.folder) / f"{release.name}@{number}"
+        if target.exists():  # left by an attempt whose version was never recorded
+            shutil.rmtree(target)
+        manifest = release_manifest(release, number, summary, files)
+        written = manifest_write(work, manifest)
+        work.rename(target)
+        Release.objects.filter(id=release.id).update(
+            version=number, folder=str(target), files=[file.described() for file in [*files, written]],
+            manifest=manifest, task_count=len(task_ids), task_ids=task_ids)
+    progress.complete(store)
+
+
+@dataclass
+class Summary:
+    """What the manifest says of the rows, gathered as they are made."""
+
+    repositories: Counter = field(default_factory=Counter)
+    states: Counter = field(default_factory=Counter)
+    sources: Counter = field(default_factory=Counter)
+    first_commit: Optional[datetime] = None
+    last_commit: Optional[datetime] = None
+    fail_to_pass: int = 0
+    pass_to_pass: int = 0
+    issue_models: Counter = field(default_factory=Counter)  # (model, prompt, version) -> tasks
+    test_models: Counter = field(default_factory=Counter)
+    datasets: set = field(default_factory=set)
+
+    def add(self, task: Task, released: ReleasedTask) -> None:
+        self.repositories[task.repository.name] += 1
+        self.states[task.state] += 1
+        self.sources[task.source] += 1
+        when = task.commit.committed_at
+        self.first_commit = min(filter(None, (self.first_commit, when)))
+        self.last_commit = max(filter(None, (self.last_commit, when)))
+        self.fail_to_pass += len(released.fail_to_pass)
+        self.pass_to_pass += len(released.pass_to_pass)
+
+
+def release_manifest(release: Release, number: int, summary: Summary, files: list[WrittenFile]) -> dict:
+    repositories = sorted(summary.repositories)
+    imports = sorted(Import.objects.filter(kind=Import.Kind.INSTANCES, dataset_id__in=summary.datasets)
+                     .values_list("file_name", flat=True).distinct())
+    return {
+        "release": release.name, "version": number, "preview": release.preview,
+        "created_at": django_timezone.now().isoformat(), "commitgym_version": commitgym_version(),
+        "scope": {"kind": release.scope, "name": release.scope_label},
+        "states": release.states, "since": release.since.isoformat() if release.since else None,
+        "counts": {"tasks": sum(summary.states.values()), "states": dict(sorted(summary.states.items())),
+                   "sources": dict(sorted(summary.sources.items())), "repositories": len(repositories),
+                   "fail_to_pass_tests": summary.fail_to_pass, "pass_to_pass_tests": summary.pass_to_pass},
+        "sources": {
+            "repositories": [{"name": name, "tasks": summary.repositories[name]} for name in repositories],
+            "commit_dates": {"first": _day(summary.first_commit), "last": _day(summary.last_commit)},
+            "imports": imports,
+        },
+        "rules": {"curation": _curation_rules(), "mining_filters": _mining_filters(repositories)},
+        "models": {"issues": _models_listed(summary.issue_models), "tests": _models_listed(summary.test_models)},
+        "files": [file.described() for file in files],
+    }
+
+
+def _day(when: Optional[datetime]) -> Optional[str]:
+    return when.date().isoformat() if when else None
+
+
+def _curation_rules() -> dict:
+    rules = CurationSettings.current()
+    return {"required_reviews": rules.required_reviews, "underspecified_below": rules.underspecified_below,
+            "false_negative_below": rules.false_negative_below}
+
+
+def _mining_filters(names: list[str]) -> dict:
+    mined = Repository.objects.filter(name__in=names, tasks__source=Task.Source.MINED).distinct()
+    return {repository.name: {"max_files": repository.max_files, "max_lines": repository.max_lines,
+                              "max_patch_chars": repository.max_patch_chars,
+                              "test_file_globs": repository.test_file_globs,
+                              "test_dir_names": repository.test_dir_names} for repository in mined}
+
+
+def _models_listed(counted: Counter) -> list[dict]:
+    return [{"model": model, "prompt": prompt, "prompt_version": prompt_version, "tasks": tasks}
+            for (model, prompt, prompt_version), tasks in sorted(counted.items(), key=str)]
+
+
+# --- the rows ----------------------------------------------------------------------------------
+
+
+def released_tasks(task_ids: list[int], summary: Optional[Summary] = None) -> list[ReleasedTask]:
+    """The tasks as released, in the order of `task_ids`: a few queries and one git process per
+    repository, however many tasks."""
+    summary = summary if summary is not None else Summary()
+    latest = (Validation.objects.filter(task=OuterRef("pk"), verdict="valid", job__state=Validation.State.SUCCEEDED)
+              .order_by("generated", "-created_at", "-id").values("id")[:1])
+    tasks = {task.id: task for task in Task.objects.filter(id__in=task_ids)
+             .select_related("repository", "commit", "imported_instance")
+             .annotate(oracle_id=Subquery(latest))}
+    validations = {validation.id: validation for validation in Validation.objects.filter(
+        id__in=[task.oracle_id for task in tasks.values() if task.oracle_id]).select_related("environment")}
+    issues = _issues(task_ids, summary)
+    patches = _patches([task for task in tasks.values() if not task.imported])
+    generated = _generated_files([validation for validation in validations.values() if validation.generated],
+                                 summary)
+    setup = _setup_commits({v.environment_id for v in validations.values() if v.environment_id})
+    difficulty = _difficulties(task_ids)
+    summary.datasets.update(Dataset.objects.filter(memberships__task_id__in=task_ids).values_list("id", flat=True))
+    released = []
+    for task_id in task_ids:
+        task = tasks[task_id]
+        validation = validations.get(task.oracle_id)
+        one = _released(task, validation, issues.get(task_id, ""), patches.get(task_id, NO_PATCHES),
+                        generated.get(task.oracle_id, {}), setup, difficulty.get(task_id, ""))
+        summary.add(task, one)
+        released.append(one)
+    return released
+
+
+def _released(task: Task, validation: Optional[Validation], issue: str, patches, generated: dict, setup: dict,
+              difficulty: str) -> ReleasedTask:
+    excluded = set(task.excluded_tests)
+    environment = validation.environment if validation else None
+    if task.imported:
+        instance = task.imported_instance
+        fields = dict(patch=instance.patch, test_patch=instance.test_patch, hints_text=instance.hints_text,
+                      created_at=instance.created_at, version=instance.version,
+                      environment_setup_commit=instance.environment_setup_commit,
+                      fail_to_pass=instance.fail_to_pass, pass_to_pass=instance.pass_to_pass)
+    else:
+        fields = dict(patch=patches.source_patch, test_patch=patches.test_patch + files_added_patch(generated),
+                      created_at=task.commit.committed_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                      version=environment.key[:12] if environment else "",
+                      environment_setup_commit=setup.get(environment.id, "") if environment else "",
+                      fail_to_pass=validation.fail_to_pass if validation else [],
+                      pass_to_pass=validation.pass_to_pass if validation else [])
+    owner, name = task.repository.owner_and_name
+    return ReleasedTask(
+        instance_id=task.instance_id, repo=task.repository.name if task.imported else f"{owner}/{name}",
+        base_commit=task_base_sha(task), problem_statement=issue,
+        **{**fields, "fail_to_pass": tuple(t for t in fields["fail_to_pass"] if t not in excluded),
+           "pass_to_pass": tuple(t for t in fields["pass_to_pass"] if t not in excluded)},
+        python_version=environment.python_version if environment else "",
+        lock=environment.lock if environment else "", install_strategy=environment.strategy if environment else "",
+        suite_args=tuple(environment.suite_args) if environment else (),
+        environment_key=environment.key if environment else "", mutation_score=task.mutation_score,
+        underspecified=task.underspecified, false_negative=task.false_negative, difficulty=difficulty)
+
+
+def _issues(task_ids: list[int], summary: Summary) -> dict[int, str]:
+    """Each task's problem statement (its current issue version), counting the models that wrote them."""
+    by_task = defaultdict(list)
+    for version in IssueVersion.objects.filter(task_id__in=task_ids).select_related("model_call").only(
+            "task_id", "number", "author", "text", "model_call__model", "model_call__prompt_name",
+            "model_call__prompt_version"):
+        by_task[version.task_id].append(version)
+    texts = {}
+    for task_id, versions in by_task.items():
+        issue = current_issue(versions)
+        texts[task_id] = issue.text
+        if issue.model_call_id:
+            call = issue.model_call
+            summary.issue_models[call.model, call.prompt_name, call.prompt_version] += 1
+    return texts
+
+
+def _patches(tasks: list[Task]) -> dict[int, object]:
+    """Mined tasks' source and test patches, one git process per repository."""
+    by_repository = defaultdict(list)
+    for task in tasks:
+        by_repository[task.repository].append(task)
+    found = {}
+    for repository, repository_tasks in by_repository.items():
+        try:
+            pairs = [(task.commit.sha, task.commit.parent_sha) for task in repository_tasks]
+            split = commits_patches(repository.mirror_dir, pairs, repository.test_file_rules())
+        except (GitError, OSError) as error:
+            raise JobFailed("no_mirror", f"the patches of {repository.name} cannot be read from its mirror: "
+                                         f"{error}") from None
+        found.update({task.id: split[task.commit.sha] for task in repository_tasks})
+    return found
+
+
+def _generated_files(validations: list[Validation], summary: Summary) -> dict[int, dict[str, str]]:
+    """{validation id: {path: text}} of the generated tests a validation kept, for tasks whose oracle
+    they are: the release's test patch adds them."""
+    found = defaultdict(dict)
+    for test in GeneratedTest.objects.filter(validation__in=validations, state=GeneratedTest.State.KEPT) \
+            .select_related("model_call"):
+        found[test.validation_id][test.path] = test.content
+        if test.model_call_id:
+            call = test.model_call
+            summary.test_models[call.model, call.prompt_name, call.prompt_version] += 1
+    return found
+
+
+def _setup_commits(environment_ids: set[int]) -> dict[int, str]:
+    """{environment id: the base commit of the task whose validation built it}: SWE-bench's
+    environment_setup_commit."""
+    found = {}
+    for row in (Validation.objects.filter(environment_id__in=environment_ids, environment_reused=False)
+                .order_by("created_at", "id").select_related("task__commit")
+                .only("environment_id", "task__source", "task__commit__sha", "task__commit__parent_sha")):
+        found.setdefault(row.environment_id, task_base_sha(row.task))
+    return found
+
+
+def _difficulties(task_ids: list[int]) -> dict[int, str]:
+    """The difficulty most of a task's current reviews gave (the harder one on a tie)."""
+    votes = defaultdict(Counter)
+    for task_id, difficulty in Review.objects.filter(task_id__in=task_ids, current=True) \
+            .values_list("task_id", "difficulty"):
+        votes[task_id][difficulty] += 1
+    order = [value for value, _ in Review.DIFFICULTY_CHOICES]
+    return {task_id: max(counted, key=lambda d: (counted[d], order.index(d) if d in order else -1))
+            for task_id, counted in votes.items()}
+
+
+def release_waited(release: Release, *, stderr, timeout: float) -> Release:
+    """For a command: wait for a release's (or export's) job to end, a worker started for it on the
+    embedded default; CommandError unless it succeeded."""
+    ended = lambda: Release.objects.filter(id=release.id).exclude(job__state__in=Release.ACTIVE_STATES).exists()  # noqa: E731,E501
+    queued = lambda: Release.objects.filter(id=release.id, job__state=Release.State.QUEUED).exists()  # noqa: E731
+    with WorkerOnDemand(queues="curation", stderr=stderr) as worker:
+        worker.wait_until(ended, queued=queued, timeout=timeout, what=f"the {release.get_kind_display().lower()}")
+    release = Release.objects.select_related("job", "of", "same_as").get(id=release.id)
+    if release.state != Release.State.SUCCEEDED:
+        raise CommandError(f"the {release.get_kind_display().lower()} {release.state}: "
+                           f"{release.error_message or 'see its job'}")
+    return release
+
+
+# --- withdrawing -------------------------------------------------------------------------------
+
+
+def release_withdraw(*, release: Release, user, reason: str) -> Release:
+    """Mark a written version withdrawn, with why; its files and its number are kept."""
+    reason = (reason or "").strip()
+    if release.kind != Release.Kind.INSTANCES or release.version is None:
+        raise ReleaseRefused("only a written release version can be withdrawn")
+    if not reason:
+        raise ReleaseRefused("say why the release is withdrawn")
+    if release.withdrawn_at:
+        raise ReleaseRefused(f"{release} was withdrawn already, on {release.withdrawn_at:%Y-%m-%d}")
+    Release.objects.filter(id=release.id).update(withdrawn_at=django_timezone.now(), withdrawn_by=user,
+                                                 withdrawn_reason=reason[:5000])
+    release.refresh_from_db()
+    return release
+
+
+def release_named(text: str) -> Release:
+    """NAME@N, or NAME for its latest version; ReleaseRefused when there is none."""
+    name, _, number = text.partition("@")
+    versions = Release.objects.filter(kind=Release.Kind.INSTANCES, name=name, version__isnull=False)
+    if number and not number.isdigit():
+        raise ReleaseRefused(f"{text!r} is not NAME or NAME@VERSION")
+    found = versions.filter(version=int(number)).first() if number else versions.order_by("-version").first()
+    if found is None:
+        raise ReleaseRefused(f"no release {text}")
+    return found
+
+
+# --- exports -----------------------------------------------------------------------------------
+
+
+def export_start(*, release: Release, kind: str, user=None) -> Release:
+    """Queue an export of training data (Release.Kind.TRAJECTORIES or JUDGE) from a written,
+    current release's tasks."""
+    if kind not in (Release.Kind.TRAJECTORIES, Release.Kind.JUDGE):
+        raise ReleaseRefused(f"unknown export {kind!r}: choose trajectories or judge")
+    if release.kind != Release.Kind.INSTANCES or release.version is None:
+        raise ReleaseRefused("exports are made from a written release version")
+    if release.withdrawn_at:
+        raise ReleaseRefused(f"{release} is withdrawn: export from a current version")
+    with transaction.atomic():
+        export = Release.objects.create(kind=kind, name=release.name, of=release, scope=release.scope,
+                                        scope_label=release.scope_label, states=release.states,
+                                        preview=release.preview, folder=f"{release.folder}.exports",
+                                        created_by=user if getattr(user, "pk", None) else None)
+        export.job, _ = job_start(kind="export", subject=export, user=user)
+        export.save(update_fields=["job"])
+    return export
+
+
+def export_job_work(job, progress) -> None:
+    """The registered `run` of an export: its rows streamed to `<release>.exports/<kind>-<id>/`."""
+    export = Release.objects.select_related("of").get(job=job)
+    target = Path(export.folder) / f"{export.kind}-{export.id}"
+    work = Path(export.folder) / f".{export.kind}-{export.id}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        writer = JsonLines(work / f"{export.kind}.jsonl")
+        counts = Counter()
+        task_ids = export.of.task_ids
+        progress.report(0, len(task_ids))
+        for start in range(0, len(task_ids), CHUNK):
+            chunk = task_ids[start:start + CHUNK]
+            writer.write(list(_export_rows(export.kind, chunk, counts)))
+            progress.report(start + len(chunk), len(task_ids))
+        written = writer.close()
+        manifest = {"export": export.kind, "release": str(export.of), "preview": export.preview,
+                    "created_at": django_timezone.now().isoformat(), "commitgym_version": commitgym_version(),
+                    "counts": dict(sorted(counts.items())), "files": [written.described()]}
+
+        def store():
+            described = manifest_write(work, manifest)
+            shutil.rmtree(target, ignore_errors=True)
+            work.rename(target)
+            Release.objects.filter(id=export.id).update(folder=str(target), manifest=manifest,
+                                                        files=[written.described(), described.described()],
+                                                        task_count=len(task_ids))
+        progress.complete(store)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _export_rows(kind: str, task_ids: list[int], counts: Counter) -> Iterator[dict]:
+    tasks = {task.id: task for task in Task.objects.filter(id__in=task_ids).select_related("repository")}
+    issues = _issues(task_ids, Summary())
+    candidates = (Candidate.objects.filter(task_id__in=task_ids).exclude(source__in=NOT_FOR_JUDGES)
+                  .select_related("run").order_by("task__instance_id", "id"))
+    if kind == Release.Kind.TRAJECTORIES:
+        candidates = candidates.filter(outcome="resolved").exclude(trajectory=[])
+    else:
+        candidates = candidates.filter(outcome__in=list(JUDGE_LABELS))
+    for candidate in candidates.iterator(chunk_size=500):
+        task = tasks[candidate.task_id]
+        common = dict(instance_id=task.instance_id, candidate_id=candidate.id, run=candidate.run.name
+                      if candidate.run_id else candidate.kind, problem_statement=issues.get(task.id, ""))
+        if kind == Release.Kind.TRAJECTORIES:
+            counts["trajectories"] += 1
+            yield trajectory_row(**common, repo=task.repository.name, steps=candidate.trajectory,
+                                 patch=candidate.patch)
+        else:
+            label = JUDGE_LABELS[candidate.outcome]
+            counts["right" if label else "wrong"] += 1
+            yield judge_row(**common, source=candidate.source, patch=candidate.patch,
+                            steps=candidate.trajectory or None, resolved=label,
+                            label_source=f"hidden_tests:{candidate.outcome_source or 'graded'}")

@@ -1,0 +1,285 @@
+"""Releases and training exports (apps/datasets/releases.py): what a version holds, that versions
+are never written twice, previews, --since, withdrawing, the round trip through import_instances,
+and the refusals a person can cause."""
+
+import json
+import shutil
+from datetime import date, timedelta
+from pathlib import Path
+
+import pyarrow.parquet
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.datasets.imports import instances_import
+from apps.datasets.models import Candidate, Dataset, Release, Run
+from apps.datasets.releases import (
+    ReleaseRefused,
+    export_start,
+    release_start,
+    release_withdraw,
+    scope_of_dataset,
+    scope_of_repository,
+)
+from apps.environments.models import Environment
+from apps.jobs.models import Job
+from apps.jobs.services import job_run
+from apps.repositories.models import Commit, Repository
+from apps.tasks import review
+from apps.tasks.models import ImportedInstance, IssueVersion, Task, Validation
+from tests.conftest import task_put_in_review
+from worker.engine.release.files import file_sha256, files_check
+from worker.engine.release.records import OWN_FIELDS, SWEBENCH_FIELDS
+
+pytestmark = pytest.mark.django_db
+
+ACCEPT = review.ReviewForm(decision="accept", underspecified=0, false_negative=1, difficulty="<15 min fix")
+F2P, P2P = "tests/test_calc.py::test_add", "tests/test_other.py::test_ok"
+
+
+@pytest.fixture
+def accepted(small_repository, curator, tmp_path):
+    """The small repository's fix, validated in an environment, with an issue, accepted."""
+    task = Task.objects.filter(repository=small_repository).exclude(commit__parent_sha="").get()
+    task_put_in_review(task, fail_to_pass=(F2P,), pass_to_pass=(P2P,), issue="add() returns the difference")
+    environment = Environment.objects.create(key="e" * 64, python_version="3.11.7", lock="pytest==8.3.3\n",
+                                             path=str(tmp_path / "env"), strategy="uv pip install -e .",
+                                             suite_args=["-p", "no:randomly"])
+    Validation.objects.filter(task=task).update(environment=environment)
+    assert review.task_review_submit(task=task, user=curator, form=ACCEPT) == "accepted"
+    task.refresh_from_db()
+    return task
+
+
+def released(name="calc", *, scope, states=("accepted",), since=None, out=None, user=None) -> Release:
+    """A release asked for and written here, as a worker would."""
+    release = release_start(name=name, scope=scope, states=states, since=since, out=out, user=user)
+    job_run(job_id=release.job_id)
+    release.refresh_from_db()
+    assert release.state == Job.State.SUCCEEDED, release.job.error_message
+    return release
+
+
+def rows_of(release: Release) -> list[dict]:
+    return [json.loads(line) for line in (Path(release.folder) / "instances.jsonl").read_text().splitlines()]
+
+
+def test_a_release_holds_swebench_rows_the_same_rows_in_parquet_and_a_manifest(accepted, small_repository,
+                                                                                 tmp_path, settings):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    release = released(scope=scope_of_repository(small_repository))
+    assert (str(release), release.task_count, release.preview) == ("calc@1", 1, False)
+    assert Path(release.folder) == tmp_path / "releases" / "calc@1"
+    [row] = rows_of(release)
+    assert list(row) == [*SWEBENCH_FIELDS, *OWN_FIELDS]
+    commit = accepted.commit
+    assert row["instance_id"] == accepted.instance_id and row["base_commit"] == commit.parent_sha
+    assert row["repo"] == "local/project" and row["problem_statement"] == "add() returns the difference"
+    assert "lib/calc.py" in row["patch"] and "tests/" not in row["patch"]
+    assert "tests/test_calc.py" in row["test_patch"] and "lib/calc.py" not in row["test_patch"]
+    # The test lists as JSON strings, as SWE-bench's own dataset stores them.
+    assert (row["FAIL_TO_PASS"], row["PASS_TO_PASS"]) == (json.dumps([F2P]), json.dumps([P2P]))
+    assert row["created_at"] == commit.committed_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # The environment was built by this task's own validation: its base is where it was set up.
+    assert row["version"] == "e" * 12 and row["environment_setup_commit"] == commit.parent_sha
+    assert row["commitgym_test_command"] == "python -m pytest -rA -p no:cacheprovider -p no:randomly"
+    assert (row["commitgym_python_version"], row["commitgym_lock"]) == ("3.11.7", "pytest==8.3.3\n")
+    assert (row["commitgym_underspecified"], row["commitgym_false_negative"], row["commitgym_difficulty"]) == (
+        0, 1, "<15 min fix")
+    assert pyarrow.parquet.read_table(Path(release.folder) / "instances.parquet").to_pylist() == [row]
+
+    manifest = json.loads((Path(release.folder) / "manifest.json").read_text())
+    assert manifest == release.manifest
+    assert (manifest["release"], manifest["version"], manifest["preview"]) == ("calc", 1, False)
+    assert manifest["scope"] == {"kind": "repository", "name": small_repository.name}
+    assert manifest["counts"]["tasks"] == 1 and manifest["counts"]["fail_to_pass_tests"] == 1
+    assert manifest["sources"]["commit_dates"]["first"] == commit.committed_at.date().isoformat()
+    assert manifest["rules"]["curation"]["required_reviews"] == 1
+    assert manifest["rules"]["mining_filters"][small_repository.name]["max_files"] == small_repository.max_files
+    # Every file's checksum is in the manifest; the manifest's own where the release is recorded.
+    assert [file["name"] for file in release.files] == ["instances.jsonl", "instances.parquet", "manifest.json"]
+    for file in release.files:
+        assert file_sha256(Path(release.folder) / file["name"]) == file["sha256"]
+    assert manifest["files"] == release.files[:2] and files_check(Path(release.folder), release.files) == []
+
+
+def test_nothing_changed_makes_no_version_and_a_change_makes_the_next(accepted, small_repository, tmp_path, settings,
+                                                                       curator):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    first = released(scope=scope_of_repository(small_repository))
+    again = released(scope=scope_of_repository(small_repository))
+    assert again.version is None and again.same_as == first and again.files == []
+    assert sorted(path.name for path in (tmp_path / "releases").iterdir()) == ["calc@1"]
+    # An edited issue is a change (the accepted task goes back to review: accept it again).
+    IssueVersion.objects.create(task=accepted, number=2, author="person", text="add(2, 3) gives -1")
+    Task.objects.filter(id=accepted.id).update(state="accepted")
+    second = released(scope=scope_of_repository(small_repository))
+    assert str(second) == "calc@2" and rows_of(second)[0]["problem_statement"] == "add(2, 3) gives -1"
+    assert rows_of(first)[0]["problem_statement"] == "add() returns the difference"
+
+
+def test_a_withdrawn_version_is_kept_and_its_number_never_written_again(accepted, small_repository, tmp_path,
+                                                                         settings, curator):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    first = released(scope=scope_of_repository(small_repository))
+    before = {file.name: file.read_bytes() for file in Path(first.folder).iterdir()}
+    with pytest.raises(ReleaseRefused, match="say why"):
+        release_withdraw(release=first, user=curator, reason="  ")
+    release_withdraw(release=first, user=curator, reason="the oracle of one task is wrong")
+    with pytest.raises(ReleaseRefused, match="withdrawn already"):
+        release_withdraw(release=first, user=curator, reason="again")
+    # The same rows again: a new number, the withdrawn files as they were.
+    second = released(scope=scope_of_repository(small_repository))
+    assert str(second) == "calc@2" and rows_of(second) == rows_of(first)
+    assert {file.name: file.read_bytes() for file in Path(first.folder).iterdir()} == before
+    first.refresh_from_db()
+    assert first.withdrawn_reason == "the oracle of one task is wrong" and first.withdrawn_by == curator
+    with pytest.raises(ReleaseRefused, match="withdrawn: export from a current version"):
+        export_start(release=first, kind="judge")
+    # A third, after a version was given back by hand, still takes the next number.
+    Release.objects.filter(id=second.id).delete()
+    shutil.rmtree(second.folder)
+    IssueVersion.objects.create(task=accepted, number=2, author="person", text="changed")
+    Task.objects.filter(id=accepted.id).update(state="accepted")
+    assert str(released(scope=scope_of_repository(small_repository))) == "calc@2"
+    assert Release.objects.filter(name="calc", version=1).get().withdrawn_at is not None
+
+
+def test_a_preview_release_holds_tasks_in_review_and_says_so(accepted, small_repository, tmp_path, settings,
+                                                             curator_client):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    with pytest.raises(ReleaseRefused, match="is needs_review: nothing to release"):
+        release_start(name="calc", scope=scope_of_repository(small_repository), states=("needs_review",))
+    Task.objects.filter(id=accepted.id).update(state="needs_review")
+    preview = released(scope=scope_of_repository(small_repository), states=("accepted", "needs_review"))
+    assert preview.preview and preview.manifest["preview"] and preview.manifest["states"] == ["accepted",
+                                                                                                "needs_review"]
+    assert preview.manifest["counts"]["states"] == {"needs_review": 1}
+    page = curator_client.get(reverse("datasets:release", args=[preview.id])).content.decode()
+    assert "Preview" in page and "needs_review" in page
+
+
+def test_since_keeps_tasks_whose_commit_is_newer_and_the_manifest_says_so(accepted, small_repository, tmp_path,
+                                                                          settings):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    when = accepted.commit.committed_at.date()
+    with pytest.raises(ReleaseRefused, match=f"with a commit after {when}: nothing to release"):
+        release_start(name="fresh", scope=scope_of_repository(small_repository), since=when)
+    release = released("fresh", scope=scope_of_repository(small_repository), since=when - timedelta(days=1))
+    assert release.task_count == 1 and release.manifest["since"] == (when - timedelta(days=1)).isoformat()
+    # An older commit is left out.
+    Commit.objects.filter(id=accepted.commit_id).update(committed_at=timezone.now() - timedelta(days=400))
+    with pytest.raises(ReleaseRefused, match="nothing to release"):
+        release_start(name="fresh", scope=scope_of_repository(small_repository), since=date.today() - timedelta(days=30))
+
+
+def test_a_release_round_trips_through_import_instances(accepted, small_repository, tmp_path, settings):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    release = released(scope=scope_of_repository(small_repository))
+    jsonl = tmp_path / "calc.jsonl"
+    shutil.copy(Path(release.folder) / "instances.jsonl", jsonl)
+    [row] = rows_of(release)
+    # Into the same database: refused, with why, as any import of an existing instance id is.
+    same = instances_import(path=jsonl)
+    assert same.refused == [{"row": 1, "instance_id": row["instance_id"],
+                             "reason": f"{row['instance_id']} is a task mined from {small_repository.name}: "
+                                       "instance ids are unique"}]
+    # Into a fresh database: the task field for field.
+    Release.objects.all().delete()
+    Dataset.objects.all().delete()
+    Repository.objects.all().delete()
+    assert not Task.objects.exists()
+    imported = instances_import(path=jsonl)
+    assert imported.refused == [] and imported.counts["created"] == 1
+    instance = ImportedInstance.objects.select_related("task__commit", "task__repository").get()
+    task = instance.task
+    assert (task.instance_id, task.repository.name, task.commit.sha) == (row["instance_id"], row["repo"],
+                                                                        row["base_commit"])
+    assert (instance.patch, instance.test_patch, instance.hints_text, instance.created_at, instance.version,
+            instance.environment_setup_commit) == (row["patch"], row["test_patch"], row["hints_text"],
+                                                   row["created_at"], row["version"], row["environment_setup_commit"])
+    assert (json.dumps(instance.fail_to_pass), json.dumps(instance.pass_to_pass)) == (row["FAIL_TO_PASS"],
+                                                                                      row["PASS_TO_PASS"])
+    assert IssueVersion.objects.get(task=task).text == row["problem_statement"]
+    # Released again from there, the SWE-bench fields are what they were.
+    again = released("calc-imported", scope=scope_of_dataset(Dataset.objects.get(name="calc")), states=("valid",))
+    assert [{key: value for key, value in one.items() if key in SWEBENCH_FIELDS} for one in rows_of(again)] == [
+        {key: value for key, value in row.items() if key in SWEBENCH_FIELDS}]
+
+
+def test_what_cannot_be_released_is_refused_at_once_with_why(accepted, small_repository, tmp_path, settings):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    scope = scope_of_repository(small_repository)
+    for name in ("", "a/b", "x@1", "-dash", "n" * 101):
+        with pytest.raises(ReleaseRefused, match="cannot name a release"):
+            release_start(name=name, scope=scope)
+    with pytest.raises(ReleaseRefused, match="unknown task state finished: choose from mined"):
+        release_start(name="calc", scope=scope, states=("accepted", "finished"))
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ReleaseRefused, match="is a file, not a folder"):
+        release_start(name="calc", scope=scope, out=tmp_path / "a-file")
+    asked = release_start(name="calc", scope=scope)
+    with pytest.raises(ReleaseRefused, match=f"being written already \\(job {asked.job_id}\\)"):
+        release_start(name="calc", scope=scope)
+    assert Release.objects.count() == 1
+
+
+def test_a_release_streams_in_chunks_with_progress(small_repository, tmp_path, settings, monkeypatch):
+    """A release of more tasks than a chunk reports its progress chunk by chunk on its job."""
+    from apps.datasets import releases
+    from tests.conftest import commits_and_tasks_make
+
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    monkeypatch.setattr(releases, "CHUNK", 2)
+    tasks = commits_and_tasks_make(small_repository, 5)
+    for task in tasks:
+        IssueVersion.objects.create(task=task, number=1, author="person", text=f"issue of {task.instance_id}")
+    Task.objects.filter(id__in=[task.id for task in tasks]).update(state="accepted")
+    # Their commits are made up (no git history): the release reads patches of real commits only.
+    monkeypatch.setattr(releases, "_patches", lambda tasks: {})
+    seen = []
+    original = releases.JsonLines.write
+    monkeypatch.setattr(releases.JsonLines, "write", lambda self, rows: (
+        seen.append(Job.objects.get(kind="release").progress_done), original(self, rows))[1])
+    release = released("many", scope=scope_of_repository(small_repository))
+    assert release.task_count == 5 and seen == [0, 2, 4]
+    assert (release.job.progress_done, release.job.progress_total) == (5, 5)
+    assert [row["instance_id"] for row in rows_of(release)] == sorted(task.instance_id for task in tasks)
+
+
+def test_exports_hold_successful_trajectories_and_labelled_patches(accepted, small_repository, tmp_path, settings):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    release = released(scope=scope_of_repository(small_repository))
+    steps = [{"step": 1, "thought": "Look at add", "action": "cat lib/calc.py", "observation": "return a - b"},
+             {"step": 2, "thought": "", "action": "submit", "observation": ""}]
+    run = Run.objects.create(name="agent-x")
+    right = Candidate.objects.create(task=accepted, source="import", run=run, kind="agent-x", patch="right",
+                                     outcome="resolved", outcome_source="graded", trajectory=steps)
+    wrong = Candidate.objects.create(task=accepted, source="mutant", kind="flip_comparison", patch="wrong",
+                                     outcome="no", outcome_source="graded")
+    Candidate.objects.create(task=accepted, source="import", run=Run.objects.create(name="y"), kind="y", patch="p",
+                             outcome="timeout", outcome_source="graded")
+    Candidate.objects.create(task=accepted, source="empty", kind="empty", outcome="no", outcome_source="graded")
+
+    trajectories = export_start(release=release, kind="trajectories")
+    job_run(job_id=trajectories.job_id)
+    trajectories.refresh_from_db()
+    assert trajectories.state == Job.State.SUCCEEDED, trajectories.job.error_message
+    [row] = [json.loads(line) for line in (Path(trajectories.folder) / "trajectories.jsonl").read_text().splitlines()]
+    assert (row["instance_id"], row["candidate_id"], row["run"], row["patch"]) == (accepted.instance_id, right.id,
+                                                                                  "agent-x", "right")
+    assert [message["role"] for message in row["messages"]] == ["system", "user", "assistant", "user", "assistant"]
+    assert row["messages"][1]["content"] == "add() returns the difference"
+    assert row["messages"][2]["content"] == "Look at add\n\n```\ncat lib/calc.py\n```"
+    assert Path(trajectories.folder).parent == Path(f"{release.folder}.exports")
+
+    judge = export_start(release=release, kind="judge")
+    job_run(job_id=judge.job_id)
+    judge.refresh_from_db()
+    rows = [json.loads(line) for line in (Path(judge.folder) / "judge.jsonl").read_text().splitlines()]
+    assert [(row["candidate_id"], row["label"], row["label_source"]) for row in rows] == [
+        (right.id, True, "hidden_tests:graded"), (wrong.id, False, "hidden_tests:graded")]
+    assert rows[0]["trajectory"] == steps and rows[1]["trajectory"] is None
+    assert judge.manifest["counts"] == {"right": 1, "wrong": 1} and judge.manifest["release"] == "calc@1"
+    assert files_check(Path(judge.folder), judge.files) == []
