@@ -9,6 +9,8 @@ candidates, grades and labels are the task's, the same through whichever dataset
   (rows of DatasetTask): a snapshot, so that what was measured on it stays reproducible.
 """
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -358,6 +360,7 @@ class Release(JobLife, models.Model):
 
     job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="release")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INSTANCES)
+    uid = models.UUIDField(default=uuid.uuid4, editable=False, help_text="In its manifest: which folder is its.")
     name = models.CharField(max_length=100)
     version = models.PositiveIntegerField(null=True, blank=True, help_text="Given when its files are written.")
     of = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="exports",

@@ -4,6 +4,7 @@ checksum), by a job that streams the rows to files. A version is never written t
 edited: a new one is made when anything changed, and a withdrawn one is kept, marked, with why.
 Exports (training data from one release's tasks) are jobs of their own, written beside it."""
 
+import json
 import re
 import shutil
 from collections import Counter, defaultdict
@@ -17,7 +18,7 @@ from typing import Iterator, Optional
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import transaction
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone as django_timezone
 
 from apps.jobs.on_demand import WorkerOnDemand
@@ -36,7 +37,7 @@ from apps.tasks.models import (
 from apps.tasks.selectors import task_base_sha
 from worker.engine.git.patches import NO_PATCHES, commits_patches
 from worker.engine.git.repo import GitError
-from worker.engine.release.files import JsonLines, ParquetRows, WrittenFile, manifest_write
+from worker.engine.release.files import MANIFEST, JsonLines, ParquetRows, WrittenFile, manifest_write
 from worker.engine.release.records import SCHEMA, ReleasedTask, instance_row
 from worker.engine.release.training import judge_row, trajectory_row
 from worker.engine.verify.reproduction import files_added_patch
@@ -76,6 +77,10 @@ class ReleaseScope:
     repository: Optional[Repository] = None
     view_task_ids: tuple[int, ...] = ()
 
+    @property
+    def kind_label(self) -> str:
+        return Release.Scope(self.kind).label.lower()
+
 
 def scope_of_dataset(dataset: Dataset) -> ReleaseScope:
     return ReleaseScope(Release.Scope.DATASET, dataset.name, dataset=dataset)
@@ -91,13 +96,13 @@ def scope_of_view(view: SavedView, task_ids: list[int]) -> ReleaseScope:
 
 
 def states_chosen(text: str) -> tuple[str, ...]:
-    """Comma-separated task states; ReleaseRefused naming the unknown ones."""
-    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    unknown = [state for state in chosen if state not in Task.State.values]
+    """Comma-separated task states, in the states' own order; ReleaseRefused naming the unknown ones."""
+    chosen = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = sorted(chosen - set(Task.State.values))
     if unknown or not chosen:
         raise ReleaseRefused(f"unknown task state {', '.join(unknown) or '(none given)'}: choose from "
                              f"{', '.join(Task.State.values)}")
-    return chosen
+    return tuple(state for state in Task.State.values if state in chosen)  # in one order: the same ask is equal
 
 
 def release_start(*, name: str, scope: ReleaseScope, states: tuple[str, ...] = (Task.State.ACCEPTED,),
@@ -113,7 +118,8 @@ def release_start(*, name: str, scope: ReleaseScope, states: tuple[str, ...] = (
         raise ReleaseRefused(f"{folder} is a file, not a folder for releases")
     count = _scope_tasks(scope, states, since).count()
     if not count:
-        raise ReleaseRefused(f"no task of the {scope.kind} {scope.label!r} is {' or '.join(states)}"
+        raise ReleaseRefused(f"no task of the {scope.kind_label} {scope.label!r} is "
+                             f"{' or '.join(states)}"
                              f"{f' with a commit after {since}' if since else ''}: nothing to release")
     writing = Release.objects.filter(name=name, kind=Release.Kind.INSTANCES, job__state__in=Release.ACTIVE_STATES)
     if writing.exists():
@@ -155,19 +161,15 @@ def _release_scope(release: Release) -> ReleaseScope:
 
 
 def release_job_work(job, progress) -> None:
-    """The registered `run` of a release: the rows streamed to a folder of the job's own, then,
+    """The registered `run` of a release: the rows streamed to a folder of this attempt's own, then,
     unless they are the latest version's rows again, the folder renamed to NAME@N as N is recorded.
-    Safe to run twice: an unfinished folder is written again from the start."""
+    Safe to run twice: another attempt's folder is removed and the rows written again."""
     release = Release.objects.select_related("dataset", "repository").get(job=job)
     task_ids = list(_scope_tasks(_release_scope(release), release.states, release.since)
                     .order_by("instance_id").values_list("id", flat=True))
     if not task_ids:
         raise JobFailed("nothing_to_release", "no task of its scope is in the states asked for any more")
-    base = Path(release.folder)
-    base.mkdir(parents=True, exist_ok=True)
-    work = base / f".{release.name}.job{job.id}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    work = _attempt_folder(Path(release.folder), release.name, job, progress)
     try:
         files, summary = _instances_write(work, task_ids, progress)
         same = _same_as(release, files)
@@ -178,6 +180,33 @@ def release_job_work(job, progress) -> None:
         _publish(release, work, files, summary, task_ids, progress)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _attempt_folder(base: Path, stem: str, job, progress) -> Path:
+    """A hidden folder of this attempt's own beside where the files end up (its worker's lease in
+    its name: a worker that lost the job never writes into the folder of the one that took it);
+    earlier attempts' folders of the job are removed."""
+    base.mkdir(parents=True, exist_ok=True)
+    for earlier in base.glob(f".{stem}.job{job.id}-*"):
+        shutil.rmtree(earlier, ignore_errors=True)
+    work = base / f".{stem}.job{job.id}-{progress.lease.token[:12]}"
+    work.mkdir()
+    return work
+
+
+def _target_free(target: Path, release: Release) -> None:
+    """Make way for a release's folder: only a folder this very release left (an attempt whose
+    version was never recorded) is removed; anything else there stops the job."""
+    if not target.exists():
+        return
+    try:
+        uid = json.loads((target / MANIFEST).read_text()).get("uid")
+    except (OSError, ValueError, AttributeError):
+        uid = None
+    if uid != str(release.uid):
+        raise JobFailed("release_folder_taken", f"{target} exists and is not this release's: move it away, or "
+                                                "release into another folder (--out)")
+    shutil.rmtree(target)
 
 
 def _instances_write(work: Path, task_ids: list[int], progress) -> tuple[list[WrittenFile], "Summary"]:
@@ -208,13 +237,13 @@ def _same_as(release: Release, files: list[WrittenFile]) -> Optional[Release]:
 def _publish(release: Release, work: Path, files: list[WrittenFile], summary: "Summary", task_ids: list[int],
              progress) -> None:
     def store():
-        # Versions only grow: a withdrawn version's number is never given again.
-        highest = Release.objects.select_for_update().filter(name=release.name, kind=Release.Kind.INSTANCES) \
-            .aggregate(highest=Max("version"))["highest"] or 0
-        number = highest + 1
+        # Every row of the name is locked: two releases of one name are numbered one after the
+        # other. Versions only grow: a withdrawn version's number is never given again.
+        versions = list(Release.objects.select_for_update().filter(name=release.name, kind=Release.Kind.INSTANCES)
+                        .values_list("version", flat=True))
+        number = max(filter(None, versions), default=0) + 1
         target = Path(release.folder) / f"{release.name}@{number}"
-        if target.exists():  # left by an attempt whose version was never recorded
-            shutil.rmtree(target)
+        _target_free(target, release)
         manifest = release_manifest(release, number, summary, files)
         written = manifest_write(work, manifest)
         work.rename(target)
@@ -235,8 +264,8 @@ class Summary:
     last_commit: Optional[datetime] = None
     fail_to_pass: int = 0
     pass_to_pass: int = 0
-    issue_models: Counter = field(default_factory=Counter)  # (model, prompt, version) -> tasks
-    test_models: Counter = field(default_factory=Counter)
+    issue_models: defaultdict = field(default_factory=lambda: defaultdict(set))  # (model, prompt, version) -> tasks
+    test_models: defaultdict = field(default_factory=lambda: defaultdict(set))
     datasets: set = field(default_factory=set)
 
     def add(self, task: Task, released: ReleasedTask) -> None:
@@ -255,7 +284,7 @@ def release_manifest(release: Release, number: int, summary: Summary, files: lis
     imports = sorted(Import.objects.filter(kind=Import.Kind.INSTANCES, dataset_id__in=summary.datasets)
                      .values_list("file_name", flat=True).distinct())
     return {
-        "release": release.name, "version": number, "preview": release.preview,
+        "release": release.name, "version": number, "uid": str(release.uid), "preview": release.preview,
         "created_at": django_timezone.now().isoformat(), "commitgym_version": commitgym_version(),
         "scope": {"kind": release.scope, "name": release.scope_label},
         "states": release.states, "since": release.since.isoformat() if release.since else None,
@@ -291,9 +320,9 @@ def _mining_filters(names: list[str]) -> dict:
                               "test_dir_names": repository.test_dir_names} for repository in mined}
 
 
-def _models_listed(counted: Counter) -> list[dict]:
-    return [{"model": model, "prompt": prompt, "prompt_version": prompt_version, "tasks": tasks}
-            for (model, prompt, prompt_version), tasks in sorted(counted.items(), key=str)]
+def _models_listed(tasks_by_model: dict) -> list[dict]:
+    return [{"model": model, "prompt": prompt, "prompt_version": prompt_version, "tasks": len(tasks)}
+            for (model, prompt, prompt_version), tasks in sorted(tasks_by_model.items(), key=str)]
 
 
 # --- the rows ----------------------------------------------------------------------------------
@@ -371,7 +400,7 @@ def _issues(task_ids: list[int], summary: Summary) -> dict[int, str]:
         texts[task_id] = issue.text
         if issue.model_call_id:
             call = issue.model_call
-            summary.issue_models[call.model, call.prompt_name, call.prompt_version] += 1
+            summary.issue_models[call.model, call.prompt_name, call.prompt_version].add(task_id)
     return texts
 
 
@@ -401,7 +430,7 @@ def _generated_files(validations: list[Validation], summary: Summary) -> dict[in
         found[test.validation_id][test.path] = test.content
         if test.model_call_id:
             call = test.model_call
-            summary.test_models[call.model, call.prompt_name, call.prompt_version] += 1
+            summary.test_models[call.model, call.prompt_name, call.prompt_version].add(test.task_id)
     return found
 
 
@@ -461,10 +490,11 @@ def release_withdraw(*, release: Release, user, reason: str) -> Release:
 
 def release_named(text: str) -> Release:
     """NAME@N, or NAME for its latest version; ReleaseRefused when there is none."""
-    name, _, number = text.partition("@")
-    versions = Release.objects.filter(kind=Release.Kind.INSTANCES, name=name, version__isnull=False)
-    if number and not number.isdigit():
+    named = re.fullmatch(r"(?P<name>[^@]+)(@(?P<number>[0-9]{1,9}))?", text or "")
+    if named is None:
         raise ReleaseRefused(f"{text!r} is not NAME or NAME@VERSION")
+    versions = Release.objects.filter(kind=Release.Kind.INSTANCES, name=named["name"], version__isnull=False)
+    number = named["number"]
     found = versions.filter(version=int(number)).first() if number else versions.order_by("-version").first()
     if found is None:
         raise ReleaseRefused(f"no release {text}")
@@ -497,9 +527,7 @@ def export_job_work(job, progress) -> None:
     """The registered `run` of an export: its rows streamed to `<release>.exports/<kind>-<id>/`."""
     export = Release.objects.select_related("of").get(job=job)
     target = Path(export.folder) / f"{export.kind}-{export.id}"
-    work = Path(export.folder) / f".{export.kind}-{export.id}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = _attempt_folder(Path(export.folder), export.kind, job, progress)
     try:
         writer = JsonLines(work / f"{export.kind}.jsonl")
         counts = Counter()

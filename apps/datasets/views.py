@@ -7,12 +7,14 @@ from datetime import date
 from pathlib import Path
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from apps.accounts.roles import ADMIN, user_roles
 from apps.tasks.models import Task
 from apps.tasks.selectors import repositories_named, task_for_page, tasks_visible
 from apps.tasks.views.common import saved_view_task_ids, saved_views_for
@@ -223,30 +225,41 @@ def toxic_tests(request, pk: int):
 # --- releases ----------------------------------------------------------------------------------
 
 
-def _releases_visible(request):
-    """Release versions and exports whose tasks' repositories the person may all see (a release
-    being written: the one who asked for it, or who may see its scope's repository)."""
-    visible = {repository.name for repository in repositories_named(user=request.user)}
-    found = []
-    for release in Release.objects.select_related("job", "of", "repository").order_by("name", "-version", "-id"):
-        manifest = release.of.manifest if release.of_id else release.manifest
-        names = {row["name"] for row in manifest.get("sources", {}).get("repositories", [])} if manifest else (
-            {release.repository.name} if release.repository_id else set())
-        if names <= visible and (names or release.created_by_id == request.user.id):
-            found.append(release)
-    return found
+def _release_visible(release: Release, *, user, visible: "set[str] | None") -> bool:
+    """Whether the person may see a release (or an export): admins all; others one whose tasks'
+    repositories they may all see, or (while it has no manifest) one of a repository they see or
+    one they asked for."""
+    if visible is None:
+        return True
+    manifest = release.of.manifest if release.of_id else release.manifest
+    if manifest:
+        return {row["name"] for row in manifest.get("sources", {}).get("repositories", [])} <= visible
+    return (release.repository_id is not None and release.repository.name in visible) or \
+        release.created_by_id == user.id
+
+
+def _visible_names(user):
+    """The repositories' names the person may see; None for admins (everything)."""
+    return None if ADMIN in user_roles(user) else {one.name for one in repositories_named(user=user)}
+
+
+def _releases():
+    return Release.objects.select_related("job", "of", "repository", "same_as").defer(
+        "task_ids", "view_task_ids", "of__task_ids", "of__view_task_ids")
 
 
 def release_list(request):
-    releases = [release for release in _releases_visible(request) if release.kind == Release.Kind.INSTANCES]
+    visible = _visible_names(request.user)
+    releases = [release for release in _releases().filter(kind=Release.Kind.INSTANCES).order_by(
+        "name", "-version", "-id") if _release_visible(release, user=request.user, visible=visible)]
     return render(request, "datasets/release_list.html", {"releases": releases})
 
 
 def _release_or_404(request, pk: int) -> Release:
-    found = next((release for release in _releases_visible(request) if release.pk == pk), None)
-    if found is None:
+    release = _releases().filter(pk=pk).first()
+    if release is None or not _release_visible(release, user=request.user, visible=_visible_names(request.user)):
         raise Http404("No such release.")
-    return found
+    return release
 
 
 def release_detail(request, pk: int):
@@ -270,12 +283,16 @@ def _release_scope(request):
     """The dataset, repository or saved view a release is asked of (?scope=KIND&id=N), as a
     ReleaseScope; 404 when the person may not see it."""
     kind, pk = request.GET.get("scope") or request.POST.get("scope"), request.GET.get("id") or request.POST.get("id")
-    if not str(pk or "").isdigit():
+    if not re.fullmatch(r"[0-9]{1,18}", pk or ""):
         raise Http404("Name what to release.")
     if kind == Release.Scope.DATASET:
         dataset = get_object_or_404(Dataset, pk=pk)
+        tasks = selectors.dataset_tasks(dataset)
         if not selectors.dataset_tasks_visible(dataset, user=request.user).exists():
             raise Http404("No such dataset.")
+        if tasks.exclude(id__in=tasks_visible(user=request.user)).exists():
+            raise PermissionDenied("This dataset holds tasks of repositories you may not see: an admin can release "
+                                   "it.")
         return scope_of_dataset(dataset)
     if kind == Release.Scope.REPOSITORY:
         repository = next((one for one in repositories_named(user=request.user) if one.pk == int(pk)), None)

@@ -27,7 +27,7 @@ from apps.jobs.models import Job
 from apps.jobs.services import job_run
 from apps.repositories.models import Commit, Repository
 from apps.tasks import review
-from apps.tasks.models import ImportedInstance, IssueVersion, Task, Validation
+from apps.tasks.models import GeneratedTest, ImportedInstance, IssueVersion, SavedView, Task, Validation
 from tests.conftest import task_put_in_review
 from worker.engine.release.files import file_sha256, files_check
 from worker.engine.release.records import OWN_FIELDS, SWEBENCH_FIELDS
@@ -73,6 +73,7 @@ def test_a_release_holds_swebench_rows_the_same_rows_in_parquet_and_a_manifest(a
     assert Path(release.folder) == tmp_path / "releases" / "calc@1"
     [row] = rows_of(release)
     assert list(row) == [*SWEBENCH_FIELDS, *OWN_FIELDS]
+    assert release.manifest["uid"] == str(release.uid)
     commit = accepted.commit
     assert row["instance_id"] == accepted.instance_id and row["base_commit"] == commit.parent_sha
     assert row["repo"] == "local/project" and row["problem_statement"] == "add() returns the difference"
@@ -137,13 +138,7 @@ def test_a_withdrawn_version_is_kept_and_its_number_never_written_again(accepted
     assert first.withdrawn_reason == "the oracle of one task is wrong" and first.withdrawn_by == curator
     with pytest.raises(ReleaseRefused, match="withdrawn: export from a current version"):
         export_start(release=first, kind="judge")
-    # A third, after a version was given back by hand, still takes the next number.
-    Release.objects.filter(id=second.id).delete()
-    shutil.rmtree(second.folder)
-    IssueVersion.objects.create(task=accepted, number=2, author="person", text="changed")
-    Task.objects.filter(id=accepted.id).update(state="accepted")
-    assert str(released(scope=scope_of_repository(small_repository))) == "calc@2"
-    assert Release.objects.filter(name="calc", version=1).get().withdrawn_at is not None
+    assert [str(one) for one in Release.objects.filter(name="calc").exclude(version=None)] == ["calc@2", "calc@1"]
 
 
 def test_a_preview_release_holds_tasks_in_review_and_says_so(accepted, small_repository, tmp_path, settings,
@@ -153,8 +148,8 @@ def test_a_preview_release_holds_tasks_in_review_and_says_so(accepted, small_rep
         release_start(name="calc", scope=scope_of_repository(small_repository), states=("needs_review",))
     Task.objects.filter(id=accepted.id).update(state="needs_review")
     preview = released(scope=scope_of_repository(small_repository), states=("accepted", "needs_review"))
-    assert preview.preview and preview.manifest["preview"] and preview.manifest["states"] == ["accepted",
-                                                                                                "needs_review"]
+    assert preview.preview and preview.manifest["preview"] and preview.manifest["states"] == ["needs_review",
+                                                                                                "accepted"]
     assert preview.manifest["counts"]["states"] == {"needs_review": 1}
     page = curator_client.get(reverse("datasets:release", args=[preview.id])).content.decode()
     assert "Preview" in page and "needs_review" in page
@@ -283,3 +278,69 @@ def test_exports_hold_successful_trajectories_and_labelled_patches(accepted, sma
     assert rows[0]["trajectory"] == steps and rows[1]["trajectory"] is None
     assert judge.manifest["counts"] == {"right": 1, "wrong": 1} and judge.manifest["release"] == "calc@1"
     assert files_check(Path(judge.folder), judge.files) == []
+
+
+def test_the_oracle_released_leaves_out_dropped_tests_and_carries_the_generated_tests_it_rests_on(
+        accepted, small_repository, tmp_path, settings):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    Task.objects.filter(id=accepted.id).update(excluded_tests=[P2P])
+    # A validation of generated tests (the commit's own found nothing): its kept file joins the test patch.
+    generated = "test_commitgym_generated_1.py"
+    validation = Validation.objects.get(task=accepted)
+    Validation.objects.filter(id=validation.id).update(generated=True, fail_to_pass=[f"{generated}::test_add"])
+    GeneratedTest.objects.create(task=accepted, validation=validation, index=0, path=generated, state="kept",
+                                 content="def test_add():\n    assert True\n")
+    GeneratedTest.objects.create(task=accepted, validation=validation, index=1, path="test_commitgym_generated_2.py",
+                                 state="dropped", content="def test_no():\n    assert False\n")
+    [row] = rows_of(released(scope=scope_of_repository(small_repository)))
+    assert (row["FAIL_TO_PASS"], row["PASS_TO_PASS"]) == (json.dumps([f"{generated}::test_add"]), "[]")
+    assert f"+++ b/{generated}" in row["test_patch"] and "generated_2" not in row["test_patch"]
+    assert "tests/test_calc.py" in row["test_patch"]
+
+
+def test_a_saved_view_releases_what_it_matched_when_asked(accepted, small_repository, curator, tmp_path, settings):
+    from apps.datasets.releases import scope_of_view
+    from apps.tasks.views.common import saved_view_task_ids
+
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    view = SavedView.objects.create(user=curator, name="fresh fixes", query="q=Fix")
+    release = released("fresh", scope=scope_of_view(view, saved_view_task_ids(view=view, user=curator)))
+    assert release.task_ids == [accepted.id] and release.manifest["scope"] == {"kind": "view", "name": "fresh fixes"}
+    nothing = SavedView.objects.create(user=curator, name="nothing", query="q=no-such-text")
+    with pytest.raises(ReleaseRefused, match="no task of the saved view 'nothing' is accepted"):
+        release_start(name="none", scope=scope_of_view(nothing, saved_view_task_ids(view=nothing, user=curator)))
+
+
+def test_a_folder_in_the_way_stops_the_release_and_is_never_removed(accepted, small_repository, tmp_path, settings):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    foreign = tmp_path / "releases" / "calc@1"
+    foreign.mkdir(parents=True)
+    (foreign / "manifest.json").write_text('{"release": "calc", "version": 1, "uid": "someone-else"}')
+    release = release_start(name="calc", scope=scope_of_repository(small_repository))
+    job_run(job_id=release.job_id)
+    release.refresh_from_db()
+    assert release.state == Job.State.FAILED and release.job.error_code == "release_folder_taken"
+    assert "exists and is not this release's" in release.job.error_message
+    assert (foreign / "manifest.json").read_text().endswith('"someone-else"}')
+    assert [path.name for path in (tmp_path / "releases").iterdir()] == ["calc@1"]  # no attempt's folder left
+
+
+def test_releases_are_seen_only_by_those_who_see_their_repositories(accepted, small_repository, tmp_path, settings,
+                                                                     curator_client, annotator_client):
+    from django.contrib.auth.models import Group
+
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    release = released(scope=scope_of_repository(small_repository))
+    file_page = reverse("datasets:release_file", args=[release.pk, "instances.jsonl"])
+    assert curator_client.get(file_page).status_code == 200
+    for name in ("..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd", "passwd", ".commitgym"):
+        assert curator_client.get(f"/releases/{release.pk}/files/{name}").status_code == 404
+    small_repository.allowed_groups.add(Group.objects.get_or_create(name="team-a")[0])
+    for page in (reverse("datasets:release", args=[release.pk]), file_page):
+        assert annotator_client.get(page).status_code == 404
+    assert "calc@1" not in annotator_client.get(reverse("datasets:releases")).content.decode()
+    # Nor can a curator release a dataset holding tasks they may not see.
+    dataset = Dataset.objects.get(repository=small_repository)
+    new = reverse("datasets:release_new") + f"?scope=dataset&id={dataset.pk}"
+    assert annotator_client.get(new).status_code == 403
+    assert curator_client.get(reverse("datasets:release_new") + "?scope=dataset&id=²").status_code == 404

@@ -4,6 +4,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from worker.engine.git.headers import diff_git_paths
 from worker.engine.git.repo import git_run, require_sha
 from worker.engine.mine.filters import TestFileRules
 
@@ -21,7 +22,6 @@ NO_PATCHES = CommitPatches(source_patch="", test_patch="", test_files=[])
 # never 40 characters long.
 _COMMIT_LINE = re.compile(r"^([0-9a-f]{40})\n", re.MULTILINE)
 _FILE_HEADER = re.compile(r"^diff --git ", re.MULTILINE)
-_ESCAPES = {"a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r"}
 
 
 def commit_patches(mirror_dir: Path, sha: str, parent_sha: str, rules: TestFileRules, *,
@@ -57,36 +57,11 @@ def _split(diff: str, rules: TestFileRules) -> CommitPatches:
     tests, sources, test_files = [], [], []
     for number, head in enumerate(heads):
         part = diff[head:heads[number + 1] if number + 1 < len(heads) else len(diff)]
-        path = _header_path(part[len("diff --git "):part.find("\n")])
+        _, new = diff_git_paths(part[:part.find("\n")].encode())  # the same path: no renames here
+        path = new.decode("utf-8", "replace")
         if rules.kind(path) == "test":
             tests.append(part)
             test_files.append(path)
         else:
             sources.append(part)
     return CommitPatches(source_patch="".join(sources), test_patch="".join(tests), test_files=test_files)
-
-
-def _header_path(names: str) -> str:
-    """The path of a `diff --git a/PATH b/PATH` header (the two are the same without renames), each
-    side quoted C-style when the path holds a quote, a backslash or a control character."""
-    side = names[:(len(names) - 1) // 2]
-    if side.startswith('"'):
-        return _unquoted(side[1:-1])[2:]
-    return side[2:]
-
-
-def _unquoted(text: str) -> str:
-    out, position = [], 0
-    while position < len(text):
-        char = text[position]
-        if char != "\\":
-            out.append(char)
-            position += 1
-        elif text[position + 1:position + 2].isdigit():
-            out.append(chr(int(text[position + 1:position + 4], 8)))
-            position += 4
-        else:
-            following = text[position + 1:position + 2]
-            out.append(_ESCAPES.get(following, following))
-            position += 2
-    return "".join(out)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
+from worker.engine.git.headers import diff_git_paths, path_unquoted
 from worker.engine.git.repo import GIT_CONFIG, BlobReader, GitError, git_environment, pipe_enlarge, require_sha
 from worker.engine.mine.filters import CommitStats, TestFileRules
 from worker.engine.mine.python_change import ChangeBlock, is_semantic_python_change
@@ -112,62 +113,12 @@ def _chars(raw: bytes) -> int:
     return len(raw) if raw.isascii() else len(raw.decode("utf-8", "replace"))
 
 
-def _unquote(raw: bytes) -> bytes:
-    """Undo git's C-style quoting of a path ("a\\tb" or octal escapes)."""
-    if not (raw.startswith(b'"') and raw.endswith(b'"')):
-        return raw
-    out, i, body = bytearray(), 0, raw[1:-1]
-    escapes = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7,
-               ord("b"): 8, ord("f"): 12, ord("r"): 13, ord("v"): 11}
-    while i < len(body):
-        c = body[i]
-        if c == 92 and i + 1 < len(body):
-            nxt = body[i + 1]
-            if 48 <= nxt <= 55:
-                out.append(int(body[i + 1:i + 4], 8))
-                i += 4
-                continue
-            out.append(escapes.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return bytes(out)
-
-
-def _quoted_end(text: bytes) -> int:
-    """Where the C-quoted string that `text` starts with ends (after its closing quote)."""
-    i = 1
-    while i < len(text):
-        if text[i] == 92:  # a backslash escapes the next character
-            i += 2
-        elif text[i] == 34:
-            return i + 1
-        else:
-            i += 1
-    return len(text)
-
-
 def _header_path(rest: bytes, prefix: bytes) -> Optional[bytes]:
     rest = rest.rstrip(b"\n").rstrip(b"\t")
     if rest == b"/dev/null":
         return None
-    rest = _unquote(rest)
+    rest = path_unquoted(rest)
     return rest[len(prefix):] if rest.startswith(prefix) else rest
-
-
-def _diff_git_paths(line: bytes) -> tuple[bytes, bytes]:
-    """Paths from `diff --git a/X b/Y`; exact when X == Y, else fixed later by other headers."""
-    rest = line[len(b"diff --git "):].rstrip(b"\n")
-    if rest.startswith(b'"'):
-        end = _quoted_end(rest)
-        old, new = _unquote(rest[:end]), _unquote(rest[end + 1:])
-        return old[2:], new[2:]
-    half = (len(rest) - 5) // 2
-    if len(rest) % 2 == 1 and rest[2 + half:5 + half] == b" b/":
-        return rest[2:2 + half], rest[5 + half:]
-    old, _, new = rest.partition(b" b/")
-    return old[2:], new
 
 
 class _FileSection:
@@ -177,7 +128,7 @@ class _FileSection:
                  "new_blob", "hunks", "keep_chars")
 
     def __init__(self, line: bytes, keep_chars: int):
-        self.old, self.new = _diff_git_paths(line)
+        self.old, self.new = diff_git_paths(line)
         # One path on both sides is exact; then the "---"/"+++" lines say nothing the mode lines do not.
         self.paths_known = self.old == self.new
         self.binary = False
@@ -235,9 +186,9 @@ class _FileSection:
         elif line.startswith(b"deleted file mode"):
             self.new = None
         elif line.startswith(b"rename from "):
-            self.old = _unquote(line[12:])
+            self.old = path_unquoted(line[12:])
         elif line.startswith(b"rename to "):
-            self.new = _unquote(line[10:])
+            self.new = path_unquoted(line[10:])
         elif line.startswith((b"Binary files ", b"GIT binary patch")):
             self.binary = True
 
