@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone as django_timezone
 
+from apps.environments.models import Environment
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.jobs.services import JobFailed, job_start
 from apps.repositories.models import Repository
@@ -211,11 +212,11 @@ def _target_free(target: Path, release: Release) -> None:
 
 def _instances_write(work: Path, task_ids: list[int], progress) -> tuple[list[WrittenFile], "Summary"]:
     jsonl, parquet = JsonLines(work / INSTANCES_JSONL), ParquetRows(work / INSTANCES_PARQUET, SCHEMA)
-    summary = Summary()
+    summary, environments = Summary(), {}
     progress.report(0, len(task_ids))
     for start in range(0, len(task_ids), CHUNK):
         chunk = task_ids[start:start + CHUNK]
-        rows = [instance_row(task) for task in released_tasks(chunk, summary)]
+        rows = [instance_row(task) for task in released_tasks(chunk, summary, environments)]
         jsonl.write(rows)
         parquet.write(rows)
         progress.report(start + len(chunk), len(task_ids))
@@ -328,39 +329,48 @@ def _models_listed(tasks_by_model: dict) -> list[dict]:
 # --- the rows ----------------------------------------------------------------------------------
 
 
-def released_tasks(task_ids: list[int], summary: Optional[Summary] = None) -> list[ReleasedTask]:
+# What a release reads of a task's commit and repository: not their long texts and lists.
+_TASK_UNREAD = ("commit__message", "commit__source_files", "commit__test_files", "commit__other_files",
+                "repository__credential_token", "repository__credential_ssh_key")
+
+
+def released_tasks(task_ids: list[int], summary: Optional[Summary] = None,
+                   environments: Optional[dict] = None) -> list[ReleasedTask]:
     """The tasks as released, in the order of `task_ids`: a few queries and one git process per
-    repository, however many tasks."""
+    repository, however many tasks. `environments` keeps what was read of the environments (and
+    where each was set up) from one call to the next: thousands of tasks share a few."""
     summary = summary if summary is not None else Summary()
+    environments = environments if environments is not None else {}
     latest = (Validation.objects.filter(task=OuterRef("pk"), verdict="valid", job__state=Validation.State.SUCCEEDED)
               .order_by("generated", "-created_at", "-id").values("id")[:1])
     tasks = {task.id: task for task in Task.objects.filter(id__in=task_ids)
-             .select_related("repository", "commit", "imported_instance")
+             .select_related("repository", "commit", "imported_instance").defer(*_TASK_UNREAD)
              .annotate(oracle_id=Subquery(latest))}
     validations = {validation.id: validation for validation in Validation.objects.filter(
-        id__in=[task.oracle_id for task in tasks.values() if task.oracle_id]).select_related("environment")}
+        id__in=[task.oracle_id for task in tasks.values() if task.oracle_id]).only(
+        "id", "task_id", "generated", "fail_to_pass", "pass_to_pass", "environment_id")}
+    _environments_read({v.environment_id for v in validations.values() if v.environment_id}, environments)
     issues = _issues(task_ids, summary)
     patches = _patches([task for task in tasks.values() if not task.imported])
     generated = _generated_files([validation for validation in validations.values() if validation.generated],
                                  summary)
-    setup = _setup_commits({v.environment_id for v in validations.values() if v.environment_id})
     difficulty = _difficulties(task_ids)
     summary.datasets.update(Dataset.objects.filter(memberships__task_id__in=task_ids).values_list("id", flat=True))
     released = []
     for task_id in task_ids:
         task = tasks[task_id]
         validation = validations.get(task.oracle_id)
-        one = _released(task, validation, issues.get(task_id, ""), patches.get(task_id, NO_PATCHES),
-                        generated.get(task.oracle_id, {}), setup, difficulty.get(task_id, ""))
+        environment, setup = environments.get(validation.environment_id, (None, "")) if validation else (None, "")
+        one = _released(task, validation, environment, setup, issues.get(task_id, ""), patches.get(task_id, NO_PATCHES),
+                        generated.get(task.oracle_id, {}), difficulty.get(task_id, ""))
         summary.add(task, one)
         released.append(one)
     return released
 
 
-def _released(task: Task, validation: Optional[Validation], issue: str, patches, generated: dict, setup: dict,
-              difficulty: str) -> ReleasedTask:
+def _released(task: Task, validation: Optional[Validation], environment: Optional[Environment], setup: str,
+              issue: str, patches, generated: dict, difficulty: str) -> ReleasedTask:
     excluded = set(task.excluded_tests)
-    environment = validation.environment if validation else None
     if task.imported:
         instance = task.imported_instance
         fields = dict(patch=instance.patch, test_patch=instance.test_patch, hints_text=instance.hints_text,
@@ -371,7 +381,7 @@ def _released(task: Task, validation: Optional[Validation], issue: str, patches,
         fields = dict(patch=patches.source_patch, test_patch=patches.test_patch + files_added_patch(generated),
                       created_at=task.commit.committed_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                       version=environment.key[:12] if environment else "",
-                      environment_setup_commit=setup.get(environment.id, "") if environment else "",
+                      environment_setup_commit=setup,
                       fail_to_pass=validation.fail_to_pass if validation else [],
                       pass_to_pass=validation.pass_to_pass if validation else [])
     owner, name = task.repository.owner_and_name
@@ -434,15 +444,19 @@ def _generated_files(validations: list[Validation], summary: Summary) -> dict[in
     return found
 
 
-def _setup_commits(environment_ids: set[int]) -> dict[int, str]:
-    """{environment id: the base commit of the task whose validation built it}: SWE-bench's
-    environment_setup_commit."""
-    found = {}
-    for row in (Validation.objects.filter(environment_id__in=environment_ids, environment_reused=False)
+def _environments_read(environment_ids: set[int], environments: dict) -> None:
+    """{environment id: (the environment, the base commit of the task whose validation built it:
+    SWE-bench's environment_setup_commit)} for those not read yet."""
+    missing = environment_ids - set(environments)
+    if not missing:
+        return
+    setup = {}
+    for row in (Validation.objects.filter(environment_id__in=missing, environment_reused=False)
                 .order_by("created_at", "id").select_related("task__commit")
                 .only("environment_id", "task__source", "task__commit__sha", "task__commit__parent_sha")):
-        found.setdefault(row.environment_id, task_base_sha(row.task))
-    return found
+        setup.setdefault(row.environment_id, task_base_sha(row.task))
+    for environment in Environment.objects.filter(id__in=missing):
+        environments[environment.id] = (environment, setup.get(environment.id, ""))
 
 
 def _difficulties(task_ids: list[int]) -> dict[int, str]:
