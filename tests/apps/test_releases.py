@@ -29,7 +29,7 @@ from apps.repositories.models import Commit, Repository
 from apps.tasks import review
 from apps.tasks.models import GeneratedTest, ImportedInstance, IssueVersion, SavedView, Task, Validation
 from tests.conftest import task_put_in_review
-from worker.engine.release.files import file_sha256, files_check
+from worker.engine.release.writers import file_sha256, files_check
 from worker.engine.release.records import OWN_FIELDS, SWEBENCH_FIELDS
 
 pytestmark = pytest.mark.django_db

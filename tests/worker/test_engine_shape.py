@@ -20,7 +20,7 @@ def test_no_module_of_the_engine_imports_django():
     assert offenders == []
 
 
-STAGES = {"git", "mine", "sandbox", "env", "run", "validate", "llm", "curate", "label"}
+STAGES = {"git", "mine", "sandbox", "env", "run", "validate", "llm", "curate", "label", "release"}
 
 
 def test_the_engine_is_a_package_per_stage_and_no_module_name_is_used_twice():

@@ -6,7 +6,7 @@ import json
 import pyarrow.parquet
 import pytest
 
-from worker.engine.release.files import JsonLines, ParquetRows, file_sha256, files_check, manifest_write
+from worker.engine.release.writers import JsonLines, ParquetRows, file_sha256, files_check, manifest_write
 from worker.engine.release.records import SCHEMA, SWEBENCH_FIELDS, ReleasedTask, instance_row
 from worker.engine.release.training import trajectory_messages
 
