@@ -38,9 +38,9 @@ from apps.tasks.models import (
 from apps.tasks.selectors import task_base_sha
 from worker.engine.git.patches import NO_PATCHES, commits_patches
 from worker.engine.git.repo import GitError
-from worker.engine.release.writers import MANIFEST, JsonLines, ParquetRows, WrittenFile, manifest_write
 from worker.engine.release.records import SCHEMA, ReleasedTask, instance_row
 from worker.engine.release.training import judge_row, trajectory_row
+from worker.engine.release.writers import MANIFEST, JsonLines, ParquetRows, WrittenFile, manifest_write
 from worker.engine.verify.reproduction import files_added_patch
 
 from .models import Candidate, Dataset, Import, Release
