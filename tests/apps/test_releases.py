@@ -29,8 +29,8 @@ from apps.repositories.models import Commit, Repository
 from apps.tasks import review
 from apps.tasks.models import GeneratedTest, ImportedInstance, IssueVersion, SavedView, Task, Validation
 from tests.conftest import task_put_in_review
-from worker.engine.release.writers import file_sha256, files_check
 from worker.engine.release.records import OWN_FIELDS, SWEBENCH_FIELDS
+from worker.engine.release.writers import file_sha256, files_check
 
 pytestmark = pytest.mark.django_db
 
@@ -166,7 +166,8 @@ def test_since_keeps_tasks_whose_commit_is_newer_and_the_manifest_says_so(accept
     # An older commit is left out.
     Commit.objects.filter(id=accepted.commit_id).update(committed_at=timezone.now() - timedelta(days=400))
     with pytest.raises(ReleaseRefused, match="nothing to release"):
-        release_start(name="fresh", scope=scope_of_repository(small_repository), since=date.today() - timedelta(days=30))
+        release_start(name="fresh", scope=scope_of_repository(small_repository),
+                      since=date.today() - timedelta(days=30))
 
 
 def test_a_release_round_trips_through_import_instances(accepted, small_repository, tmp_path, settings):

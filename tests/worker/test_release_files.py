@@ -6,9 +6,9 @@ import json
 import pyarrow.parquet
 import pytest
 
-from worker.engine.release.writers import JsonLines, ParquetRows, file_sha256, files_check, manifest_write
 from worker.engine.release.records import SCHEMA, SWEBENCH_FIELDS, ReleasedTask, instance_row
 from worker.engine.release.training import trajectory_messages
+from worker.engine.release.writers import JsonLines, ParquetRows, file_sha256, files_check, manifest_write
 
 AWKWARD = "line\u2028separator\x85next\x0cfeed\x1c\u2029 é ✓ \U0001f600 \"quoted\" \\ end"
 
