@@ -60,11 +60,15 @@ REJECT_REASONS_CACHE_KEY = "tasks:reject_reasons"
 def active_reject_reasons() -> list[RejectReason]:
     """The reasons offered when rejecting. An empty table gets the default list (REJECT_REASONS).
     Kept for 30 s by each process; a change in the admin clears them in the process that made it."""
+    return [reason for reason in _reject_reasons() if reason.active]
+
+
+def _reject_reasons() -> list[RejectReason]:
     reasons = cache.get(REJECT_REASONS_CACHE_KEY)
     if reasons is None:
         reasons = _reject_reasons_read()
         cache.set(REJECT_REASONS_CACHE_KEY, reasons, 30)
-    return [reason for reason in reasons if reason.active]
+    return reasons
 
 
 def _reject_reasons_read() -> list[RejectReason]:
@@ -74,6 +78,11 @@ def _reject_reasons_read() -> list[RejectReason]:
             RejectReason.objects.get_or_create(code=code, defaults={"sentence": sentence, "order": order})
         reasons = list(RejectReason.objects.all())
     return reasons
+
+
+def reject_reason_sentences() -> dict[str, str]:
+    """Every reject reason's sentence by its code, offered now or not (old rejections keep theirs)."""
+    return {reason.code: reason.sentence for reason in _reject_reasons()}
 
 
 def reject_reason_offered(code: str) -> bool:

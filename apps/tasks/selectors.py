@@ -24,7 +24,6 @@ from .models import (
     IssueVersion,
     Review,
     Task,
-    TaskStateChange,
     TestRunRecord,
     Validation,
 )
@@ -256,10 +255,6 @@ def task_base_sha(task: Task) -> str:
 def task_imported_instance(*, task: Task) -> Optional[ImportedInstance]:
     """What the instance file gave an imported task; None for a mined one."""
     return ImportedInstance.objects.filter(task=task).first() if task.imported else None
-
-
-def task_state_changes(*, task: Task) -> QuerySet:
-    return TaskStateChange.objects.filter(task=task).select_related("actor").order_by("at", "id")
 
 
 def task_validations(*, task: Task) -> list[Validation]:

@@ -486,3 +486,27 @@ def test_odd_input_gets_an_answer_not_an_error(curator_client, in_review):
     response = curator_client.post(reverse("tasks:bulk_confirm"), {"action": "reject", "query": "", "expected": "x",
                                                                    "reject_reason": "trivial"})
     assert response.status_code == 200 and not BulkAction.objects.exists()
+
+
+def test_the_task_page_lists_each_review_and_the_history_is_in_words(curator_client, in_review, curator):
+    other = _curator("olga")
+    assert review.task_review_submit(task=in_review, user=other, form=_reject(note="only checks one value")) == \
+        "rejected"
+    review.task_reopen(task=in_review, user=curator)
+    assert review.task_review_submit(task=in_review, user=curator, form=review.ReviewForm(
+        decision="accept", underspecified=1, false_negative=0, difficulty="1-4 hours", note="clearer now")) == \
+        "accepted"
+    page = curator_client.get(reverse("tasks:detail", args=[in_review.instance_id])).content.decode()
+    reviews = page[page.index('id="reviews"'):page.index('id="history"')]
+    assert "olga" in reviews and "Rejected it (The tests would reject a correct fix that differs" in reviews
+    assert "issue underspecified 1/3, tests could reject a valid fix 0/3, 1-4 hours" in reviews
+    assert "clearer now" in reviews and "only checks one value" in reviews and "(no longer counts)" in reviews
+    assert reverse("tasks:review", args=[in_review.instance_id]) in reviews
+    history = page[page.index('id="history"'):]
+    assert "moved it from valid to needs review" in history and "moved it from rejected to needs review" in history
+    assert "reviewed: accepted it; issue underspecified 1/3, tests could reject a valid fix 0/3, 1-4 hours" in history
+    assert "1 review no longer counts" in history
+    # Nowhere a stored record as it is kept.
+    review_page = curator_client.get(reverse("tasks:review", args=[in_review.instance_id])).content.decode()
+    for text in (page, review_page):
+        assert "{&#x27;decision&#x27;" not in text and "'decision':" not in text

@@ -194,7 +194,7 @@ def test_task_page_shows_verdict_tests_and_outcomes(curator_client, task):
     # The earlier validation, and the state history.
     assert "Earlier validations" in text and "environment_failed" in text
     assert "2024-01-01" in text
-    assert "State history" in text
+    assert "History" in text and "commitgym made the task (mined)" in text
 
 
 def test_running_validation_polls_and_a_finished_one_refreshes(curator_client, task):

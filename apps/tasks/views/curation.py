@@ -33,7 +33,8 @@ from ..bulk import (
 from ..dashboard import dashboard_figures
 from ..diffs import patch_files
 from ..forms import ReviewScoresForm
-from ..models import BulkAction, CurationSettings, Review, SavedView, Task, TaskChange, Validation, current_issue
+from ..history import task_history
+from ..models import BulkAction, CurationSettings, Review, SavedView, Task, Validation, current_issue
 from ..review import active_reject_reasons
 from ..states import reviews_merged
 from .common import task_filter_form, visible_task
@@ -80,16 +81,6 @@ def _gold_patch_render(task: Task, context: str, split: bool) -> dict:
     return {"source": source, "tests": tests}
 
 
-def _history(task: Task) -> list[dict]:
-    """State changes and other changes, oldest first."""
-    rows = [{"at": c.at, "actor": c.actor, "what": f"{c.from_state or 'created'} → {c.to_state}",
-             "detail": c.reason, "kind": "state"} for c in selectors.task_state_changes(task=task)]
-    rows += [{"at": c.at, "actor": c.actor, "what": c.get_kind_display(), "detail": c.note, "kind": c.kind,
-              "before": c.before, "after": c.after}
-             for c in TaskChange.objects.filter(task=task).select_related("actor")]
-    return sorted(rows, key=lambda row: row["at"])
-
-
 def _oracle_validation(task: Task):
     """The validation whose tests the reviewer judges: the latest finished one, with its runs."""
     return (Validation.objects.filter(task=task, job__state=Validation.State.SUCCEEDED).order_by("-created_at", "-id")
@@ -118,7 +109,7 @@ def _review_context(request, task: Task, form=None, curation: CurationSettings |
         "reviews": reviews, "my_review": mine, "merged": reviews_merged(reviews),
         "curation": curation,
         "form": form or ReviewScoresForm(initial=_form_initial(mine)),
-        "history": _history(task),
+        "history": task_history(task),
         "can_review": user_can_review(request.user),
         "leak_threshold": settings.COMMITGYM_LEAK_THRESHOLD,
         "in_queue": in_queue,

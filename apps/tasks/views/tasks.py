@@ -20,6 +20,7 @@ from apps.web import diff_html, page_render, redirect_back, require_miner
 from .. import selectors, services
 from ..backtranslation import IssueEditConflict, issue_version_edit
 from ..generation import generation_source
+from ..history import task_history, task_reviews
 from ..models import Task, current_issue
 from ..states import VALID_OR_LATER, VALIDATABLE_STATES
 from .common import bulk_actions_recent, saved_views_for, task_filter_form, visible_task
@@ -109,7 +110,8 @@ def task_detail(request, instance_id: str):
         **_issue_context(request, task),
         **_generated_context(request, task),
         "repository": task.repository,
-        "state_changes": selectors.task_state_changes(task=task),
+        "history": task_history(task),
+        "reviews": task_reviews(task),
         "imported": selectors.task_imported_instance(task=task),
         "candidate_count": task.candidates.count(),
     }
