@@ -61,11 +61,12 @@ class ReviewScoresForm(forms.Form):
     """The rubric and a decision; the buttons of the review page post it."""
 
     decision = forms.ChoiceField(choices=Review.Decision.choices)
-    underspecified = forms.TypedChoiceField(choices=Review.SCORES, coerce=int, widget=forms.RadioSelect,
-                                            label="Is the issue well specified?")
-    false_negative = forms.TypedChoiceField(choices=Review.SCORES, coerce=int, widget=forms.RadioSelect,
-                                            label="Could the tests reject a valid solution?")
-    difficulty = forms.ChoiceField(choices=Review.DIFFICULTY_CHOICES, widget=forms.RadioSelect,
+    # Accepting needs the rubric; rejecting only a reason (the service says which is missing).
+    underspecified = forms.TypedChoiceField(choices=Review.SCORES, coerce=int, empty_value=None, required=False,
+                                            widget=forms.RadioSelect, label="Is the issue well specified?")
+    false_negative = forms.TypedChoiceField(choices=Review.SCORES, coerce=int, empty_value=None, required=False,
+                                            widget=forms.RadioSelect, label="Could the tests reject a valid solution?")
+    difficulty = forms.ChoiceField(choices=Review.DIFFICULTY_CHOICES, widget=forms.RadioSelect, required=False,
                                    label="How long would a developer take to fix it?")
     other_problems = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                      label="Other problems")

@@ -320,11 +320,14 @@ class Review(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reviews")
     decision = models.CharField(max_length=16, choices=Decision.choices)
+    # A rejection may leave the rubric out: only accepting needs it.
     underspecified = models.PositiveSmallIntegerField(
-        choices=SCORES, help_text="Is the issue well specified? 0 well specified … 3 almost impossible to solve.")
+        choices=SCORES, null=True, blank=True,
+        help_text="Is the issue well specified? 0 well specified … 3 almost impossible to solve.")
     false_negative = models.PositiveSmallIntegerField(
-        choices=SCORES, help_text="Could the tests reject a valid solution? 0 no … 3 almost certainly.")
-    difficulty = models.CharField(max_length=32, choices=DIFFICULTY_CHOICES)
+        choices=SCORES, null=True, blank=True, help_text="Could the tests reject a valid solution? 0 no … 3 almost "
+                                                         "certainly.")
+    difficulty = models.CharField(max_length=32, choices=DIFFICULTY_CHOICES, blank=True)
     other_problems = models.TextField(blank=True)
     reject_reason = models.CharField(max_length=64, blank=True)
     note = models.TextField(blank=True)

@@ -111,9 +111,9 @@ def task_reopen(*, task: Task, user) -> None:
 @dataclass(frozen=True)
 class ReviewForm:
     decision: str
-    underspecified: int
-    false_negative: int
-    difficulty: str
+    underspecified: Optional[int] = None  # the rubric: accepting needs it, rejecting only a reason
+    false_negative: Optional[int] = None
+    difficulty: str = ""
     other_problems: str = ""
     reject_reason: str = ""
     note: str = ""
@@ -127,6 +127,12 @@ def _review_check(task: Task, form: ReviewForm, curation: CurationSettings) -> N
         if form.reject_reason == "other" and not form.note.strip():
             raise ReviewRefused("Say in the note what the other problem is.")
         return
+    missing = [question for question, value in (("is the issue well specified", form.underspecified),
+                                                 ("could the tests reject a valid solution", form.false_negative),
+                                                 ("how long would a fix take", form.difficulty))
+               if value is None or value == ""]
+    if missing:
+        raise ReviewRefused(f"Accepting needs the whole rubric: answer {'; '.join(missing)}.")
     problems = thresholds(curation).problems(form.underspecified, form.false_negative)
     if problems:
         raise ReviewRefused(f"Your scores keep {task.instance_id} out: {'; '.join(problems)}. Reject it, "

@@ -510,3 +510,33 @@ def test_the_task_page_lists_each_review_and_the_history_is_in_words(curator_cli
     review_page = curator_client.get(reverse("tasks:review", args=[in_review.instance_id])).content.decode()
     for text in (page, review_page):
         assert "{&#x27;decision&#x27;" not in text and "'decision':" not in text
+
+
+def test_rejecting_needs_a_reason_only_and_accepting_the_whole_rubric(curator_client, in_review, curator):
+    page = reverse("tasks:review_submit", args=[in_review.instance_id])
+    # The review page asks no radio button to be filled before a rejection goes out.
+    rubric = curator_client.get(reverse("tasks:review", args=[in_review.instance_id])).content.decode()
+    assert 'type="radio"' in rubric and not re.search(r'type="radio"[^>]* required', rubric)
+    refused = curator_client.post(page, {"decision": "accept", "underspecified": "0", "difficulty": "<15 min fix"})
+    assert "Accepting needs the whole rubric: answer could the tests reject a valid solution." in \
+        refused.content.decode()
+    in_review.refresh_from_db()
+    assert in_review.state == "needs_review" and not Review.objects.exists()
+    rejected = curator_client.post(page, {"decision": "reject", "reject_reason": "tests_too_narrow"})
+    assert rejected.status_code == 302
+    in_review.refresh_from_db()
+    kept = Review.objects.get()
+    assert (in_review.state, kept.underspecified, kept.false_negative, kept.difficulty) == ("rejected", None, None, "")
+    assert in_review.underspecified is None and in_review.review_count == 1
+
+
+def test_the_task_list_says_what_its_numbers_are(curator_client, small_repository, in_review, curator):
+    review.task_review_submit(task=in_review, user=curator, form=review.ReviewForm(
+        decision="reject", reject_reason="tests_too_narrow"))
+    [never_validated] = commits_and_tasks_make(small_repository, 1)
+    page = curator_client.get(reverse("tasks:all")).content.decode()
+    assert 'id="task-list-legend"' in page and "each 0 (best) to 3 (worst)" in page
+    row = page[page.index(never_validated.instance_id):].split("</tr>")[0]
+    assert '<td class="num">—</td>' in row  # F2P of a task never validated
+    reviewed = page[page.index(in_review.instance_id):].split("</tr>")[0]
+    assert "<td>1 · –/–" in reviewed  # a rejection that scored nothing

@@ -40,3 +40,12 @@ def test_thresholds_say_why_scores_keep_a_task_out_at_the_boundary():
     assert THRESHOLDS.problems(1, 1) == []
     assert len(THRESHOLDS.problems(2, 1)) == 1 and "underspecified" in THRESHOLDS.problems(2, 1)[0]
     assert len(THRESHOLDS.problems(1, 2)) == 1 and "valid solutions" in THRESHOLDS.problems(1, 2)[0]
+
+
+def test_a_rejection_without_scores_merges_with_scored_reviews():
+    merged = scores_merge([Scores("reject", None, None, ""), Scores("accept", 1, 0, "1-4 hours")])
+    assert (merged.reviews, merged.underspecified, merged.false_negative, merged.difficulty) == (2, 1, 0, "1-4 hours")
+    assert merged.rejected and merged.disagree  # the decisions differ
+    alone = scores_merge([Scores("reject", None, None, "")])
+    assert (alone.underspecified, alone.false_negative, alone.disagree) == (None, None, False)
+    assert review_outcome(alone, required=1, thresholds=Thresholds()) == "rejected"

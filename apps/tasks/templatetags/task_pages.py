@@ -50,7 +50,8 @@ def task_list_row(row, show_repository: bool, leak_threshold: float):
         leak = f"{row.leak_score:.2f}" + (" " + _badge("leak", "leak") if row.leak_score > leak_threshold else "")
     reviews = "—"
     if row.review_count:
-        reviews = f"{row.review_count} · {row.underspecified}/{row.false_negative}"
+        scores = "/".join("–" if score is None else str(score) for score in (row.underspecified, row.false_negative))
+        reviews = f"{row.review_count} · {scores}"
         reviews += " " + _badge("disagree", "disagree") if row.disagree else ""
     if row.held_by:
         reviews += f' <span class="muted small">held by {escape(row.held_by)}</span>'
@@ -59,7 +60,8 @@ def task_list_row(row, show_repository: bool, leak_threshold: float):
     return mark_safe(
         f'<tr><td><a href="{escape(row.review_url)}"><code>{escape(row.instance_id)}</code></a></td>{repository}'
         f'<td class="subject">{escape(Truncator(row.subject).chars(70))}</td><td>{state}</td><td>{verdict}</td>'
-        f'<td class="num">{row.fail_to_pass_count}</td><td class="num">{flaky}</td><td class="num">{leak}</td>'
+        f'<td class="num">{row.fail_to_pass_count if row.verdict else "—"}</td><td class="num">{flaky}</td>'
+        f'<td class="num">{leak}</td>'
         f'<td>{reviews}</td><td class="nowrap">{date_format(localtime(row.updated_at), "Y-m-d H:i")}</td></tr>')
 
 

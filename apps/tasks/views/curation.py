@@ -172,7 +172,7 @@ def review_submit(request, instance_id: str):
     require_reviewer(request)
     form = ReviewScoresForm(request.POST)
     if not form.is_valid():
-        return _review_refused(request, task, form, "Score every question of the rubric before deciding.")
+        return _review_refused(request, task, form, "Some answers are not among the choices: pick them again.")
     data = form.cleaned_data
     try:
         outcome = review.task_review_submit(task=task, user=request.user, form=review.ReviewForm(**data))

@@ -17,8 +17,8 @@ SCORE_GAP_DISAGREES = 2
 @dataclass(frozen=True)
 class Scores:
     decision: str  # "accept" | "reject"
-    underspecified: int
-    false_negative: int
+    underspecified: Optional[int]  # None: a rejection that did not score it (only accepting needs the rubric)
+    false_negative: Optional[int]
     difficulty: str
 
 
@@ -52,15 +52,18 @@ class Merged:
 def scores_merge(reviews: list[Scores]) -> Merged:
     if not reviews:
         return Merged(0, None, None, "", False, False)
-    underspecified = [review.underspecified for review in reviews]
-    false_negative = [review.false_negative for review in reviews]
+    underspecified = [review.underspecified for review in reviews if review.underspecified is not None]
+    false_negative = [review.false_negative for review in reviews if review.false_negative is not None]
     difficulty = max((review.difficulty for review in reviews if review.difficulty in DIFFICULTIES),
                      key=DIFFICULTIES.index, default="")
-    disagree = (len({review.decision for review in reviews}) > 1
-                or max(underspecified) - min(underspecified) >= SCORE_GAP_DISAGREES
-                or max(false_negative) - min(false_negative) >= SCORE_GAP_DISAGREES)
-    return Merged(len(reviews), max(underspecified), max(false_negative), difficulty,
+    disagree = (len({review.decision for review in reviews}) > 1 or _spread(underspecified) >= SCORE_GAP_DISAGREES
+                or _spread(false_negative) >= SCORE_GAP_DISAGREES)
+    return Merged(len(reviews), max(underspecified, default=None), max(false_negative, default=None), difficulty,
                   any(review.decision == "reject" for review in reviews), disagree)
+
+
+def _spread(scores: list[int]) -> int:
+    return max(scores) - min(scores) if scores else 0
 
 
 def review_outcome(merged: Merged, *, required: int, thresholds: Thresholds) -> str:
