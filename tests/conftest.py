@@ -309,3 +309,12 @@ def wait_until(check, *, timeout: float = 120, what: str = "the condition"):
             return result
         time.sleep(0.2)
     raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+def ssh_private_key() -> str:
+    """A fresh Ed25519 private key in OpenSSH's format, as a person pastes one."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()).decode()

@@ -1,4 +1,5 @@
 from django import forms
+from django.conf import settings
 from django.contrib.auth.models import Group
 
 from apps.accounts.roles import ADMIN, user_roles
@@ -25,6 +26,17 @@ class WriteOnlyTextarea(forms.Textarea):
 
 def _comma_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def local_folders_allowed(user) -> str:
+    """What the form says of local folders, before anyone tries one."""
+    if user is not None and ADMIN in user_roles(user):
+        return "As an admin you may register any folder on this server."
+    roots = [str(root) for root in settings.COMMITGYM_LOCAL_ROOTS]
+    if not roots:
+        return ("Local folders: none may be registered here; an administrator allows folders with "
+                "COMMITGYM_LOCAL_ROOTS.")
+    return (f"Local folders: only under {', '.join(roots)} (COMMITGYM_LOCAL_ROOTS, set by an administrator).")
 
 
 class RepositoryRegisterChecks:
@@ -88,6 +100,7 @@ class RepositoryRegisterForm(RepositoryRegisterChecks, forms.Form):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
+        self.fields["location"].help_text += " " + local_folders_allowed(user)
 
 
 class RepositoryFiltersForm(forms.Form):

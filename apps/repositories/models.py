@@ -28,6 +28,8 @@ def _default_test_dir_names():
 
 
 class Repository(models.Model):
+    registration_warning = ""  # what registering could not check (set on the object registering returns)
+
     name = models.CharField(max_length=200, unique=True, help_text="owner/name, used in task ids.")
     url = models.CharField(max_length=1000, help_text="URL or local path, without credentials.")
     # Encrypted; never rendered. See apps.repositories.secrets.

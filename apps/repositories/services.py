@@ -31,6 +31,13 @@ from worker.engine.git.repo import (
     mirror_sync,
     url_split_credentials,
 )
+from worker.engine.git.location import (
+    LocationCheck,
+    local_repository_refusal,
+    remote_probe,
+    scheme_refusal,
+    ssh_key_refusal,
+)
 from worker.engine.mine.filters import drop_reason, size_drop_reason
 from worker.engine.mine.walk import MinedCommit, commits_walk, python_changes_checked
 
@@ -58,6 +65,7 @@ def location_normalize(location: str) -> str:
     return str(Path(location).expanduser().resolve())
 
 
+MAX_NAME_CHARS = 200  # Repository.name's column
 # owner/name, in the characters task ids use; no "__" in the owner, so `owner__name` reads back one way.
 REPOSITORY_NAME = re.compile(r"(?![^/]*__)[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
 
@@ -75,7 +83,8 @@ def _name_part(text: str) -> str:
 
 
 def repository_name_from_location(location: str) -> str:
-    """`https://host/owner/repo.git` -> `owner/repo`; a local path -> `local/<folder>`."""
+    """`https://host/owner/repo.git` -> `owner/repo`; a local path -> `local/<folder>`; each part cut
+    so that the name, with a "-N" to tell it from another, fits its column."""
     if _is_remote(location):
         path = urlsplit(location).path if "://" in location else location.split(":", 1)[1]
         parts = [p for p in path.strip("/").split("/") if p]
@@ -83,7 +92,7 @@ def repository_name_from_location(location: str) -> str:
         owner, name = parts if len(parts) == 2 else ["remote", parts[0]]
     else:
         owner, name = "local", re.sub(r"\.git$", "", Path(location).name)
-    return f"{_name_part(owner)}/{_name_part(name)}"
+    return f"{_name_part(owner)[:60].strip('-')}/{_name_part(name)[:MAX_NAME_CHARS - 70].strip('-') or 'repository'}"
 
 
 def _local_path(location: str, *, resolved: bool = True):
@@ -158,11 +167,16 @@ def repository_register(
     """Register a repository by URL or local path; a token in the URL is stored as a secret.
     `user` None is the command line, which may register any local folder."""
     url, credentials = url_split_credentials(location.strip())
+    if scheme_refusal(url):
+        raise RepositoryRefused(scheme_refusal(url))
     url = location_normalize(url)
-    if name.strip() and not REPOSITORY_NAME.fullmatch(name.strip()):
-        raise RepositoryRefused("A name is owner/name, in letters, digits, '.', '-' and '_' (no '__' in the owner).",
-                                field="name")
+    if name.strip() and not (REPOSITORY_NAME.fullmatch(name.strip()) and len(name.strip()) <= MAX_NAME_CHARS):
+        raise RepositoryRefused(f"A name is owner/name, at most {MAX_NAME_CHARS} characters, in letters, digits, '.', "
+                                "'-' and '_' (no '__' in the owner).", field="name")
     _location_check(url, user)
+    if ssh_key_refusal(ssh_key):
+        raise RepositoryRefused(ssh_key_refusal(ssh_key), field="ssh_key")
+    checked = _location_reachable(url, GitCredentials(credentials.username, credentials.token, ssh_key.strip()))
     base = name.strip() or repository_name_from_location(url)
     unique, n = base, 1
     while Repository.objects.filter(name=unique).exists():
@@ -178,7 +192,18 @@ def repository_register(
     )
     if allowed_groups:
         repository.allowed_groups.set(allowed_groups)
+    repository.registration_warning = checked.warning  # for the page or the command to say
     return repository
+
+
+def _location_reachable(url: str, credentials: GitCredentials) -> LocationCheck:
+    """A local folder must be a repository; a remote one is asked for its branches, briefly."""
+    path = _local_path(url)
+    checked = LocationCheck(refusal=local_repository_refusal(path)) if path is not None else \
+        remote_probe(url, credentials)
+    if checked.refusal:
+        raise RepositoryRefused(checked.refusal)
+    return checked
 
 
 def repository_delete(*, repository: Repository) -> None:

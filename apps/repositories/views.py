@@ -46,12 +46,14 @@ def _job_started_message(request, job: MiningJob, created: bool) -> None:
 @sensitive_post_parameters("location", "ssh_key")
 @require_http_methods(["GET", "POST"])
 def repository_list(request):
-    form = RepositoryRegisterForm()
+    form = RepositoryRegisterForm(user=request.user)
     if request.method == "POST":
         require_miner(request)
         form = RepositoryRegisterForm(request.POST, user=request.user)
         repository = form.register() if form.is_valid() else None
         if repository is not None:
+            if repository.registration_warning:
+                messages.warning(request, repository.registration_warning)
             job, created = services.mining_job_start(repository=repository, user=request.user)
             _job_started_message(request, job, created)
             return redirect("repositories:detail", pk=repository.pk)

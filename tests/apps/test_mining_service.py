@@ -11,7 +11,7 @@ from django.db import connection
 
 from apps.jobs.models import Job
 from apps.jobs.services import job_run
-from apps.repositories.models import Commit, MiningJob
+from apps.repositories.models import Commit, MiningJob, Repository
 from apps.repositories.services import (
     RepositoryBusy,
     commits_refilter,
@@ -238,15 +238,11 @@ def test_new_test_file_rules_remeasure_every_commit(small_repository):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("make_location, code", [
-    (lambda tmp: str(tmp / "missing"), "not_a_repository"),
-    (lambda tmp: str((tmp / "plain").mkdir() or tmp / "plain"), "not_a_repository"),
-    (lambda tmp: "http://127.0.0.1:9/nothing.git", "unreachable"),
-])
-def test_bad_locations_fail_with_a_reason(tmp_path, make_location, code):
-    repository = repository_register(location=make_location(tmp_path))
+def test_a_host_that_cannot_be_reached_is_registered_with_a_warning_and_its_job_says_why(tmp_path):
+    repository = repository_register(location="http://127.0.0.1:9/nothing.git")
+    assert "127.0.0.1 could not be asked whether the repository is there" in repository.registration_warning
     job = mine_now(repository)
-    assert job.state == MiningJob.State.FAILED and job.error_code == code and job.error_message
+    assert job.state == MiningJob.State.FAILED and job.error_code == "unreachable" and job.error_message
 
 
 @pytest.mark.django_db
@@ -288,8 +284,12 @@ def test_deleting_a_repository_removes_rows_and_mirror(small_repository):
 
 @pytest.mark.django_db
 def test_a_wrong_token_ends_the_job_as_auth_failed_and_the_token_stays_secret(refusing_git_server):
+    """A token revoked after registering (registering checks it: see test_registration_refuses_...)."""
+    from apps.repositories.secrets import secret_encrypt
+
     url, seen = refusing_git_server
-    repository = repository_register(location=url.replace("http://", "http://reader:s3cr3t-token@"))
+    repository = Repository.objects.create(name="team/private", url=url, credential_username="reader",
+                                           credential_token=secret_encrypt("s3cr3t-token"))
     job = mine_now(repository)
     assert job.state == MiningJob.State.FAILED and job.error_code == "auth_failed"
     assert any(header and header.startswith("Basic ") for header in seen)

@@ -16,13 +16,15 @@ from apps.repositories.models import Commit, MiningJob, Repository
 from apps.repositories.services import mining_job_start, repository_register
 from apps.repositories.templatetags.commitgym import redact
 from apps.tasks.models import Task
-from tests.conftest import mine_now, mining_job_make, user_with_role
+from tests.conftest import mine_now, mining_job_make, ssh_private_key, user_with_role
 from worker.engine.git.repo import GitCredentials
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.reasons import reason_sentence
 
 TOKEN = "s3cr3t-token"
 TOKEN_URL = f"https://user:{TOKEN}@127.0.0.1:9/x.git"
+SSH_KEY = ssh_private_key()
+KEY_BODY = SSH_KEY.splitlines()[1]  # a line of the key's own text
 QUERY_TOKEN_URL = f"https://127.0.0.1:9/x.git?access_token={TOKEN}"
 HTMX = {"HX-Request": "true"}
 
@@ -584,7 +586,7 @@ def test_admin_pages_work(staff_client, small_repository):
 def test_admin_registers_a_repository_keeping_the_token_secret(staff_client):
     reviewers = Group.objects.create(name="reviewers")
     response = staff_client.post(reverse("admin:repositories_repository_add"), {
-        "location": TOKEN_URL, "name": "", "ssh_key": "-----BEGIN KEY-----\nk3y\n", "allowed_groups": [reviewers.pk]})
+        "location": TOKEN_URL, "name": "", "ssh_key": SSH_KEY, "allowed_groups": [reviewers.pk]})
     assert response.status_code == 302, html(response)
     repository = Repository.objects.get()
     assert repository.url == "https://127.0.0.1:9/x.git" and repository.name == "remote/x"
@@ -592,12 +594,12 @@ def test_admin_registers_a_repository_keeping_the_token_secret(staff_client):
     assert list(repository.allowed_groups.all()) == [reviewers]
     assert repository.has_credentials and TOKEN not in repository.credential_token
     assert repository.git_credentials().token == TOKEN and repository.git_credentials().username == "user"
-    assert repository.git_credentials().ssh_key == "-----BEGIN KEY-----\nk3y"
-    assert "k3y" not in repository.credential_ssh_key
+    assert repository.git_credentials().ssh_key == SSH_KEY.strip()
+    assert KEY_BODY not in repository.credential_ssh_key
     assert repository.mining_jobs.filter(job__state=MiningJob.State.QUEUED).exists()
     for url in (reverse("admin:repositories_repository_change", args=[repository.pk]), response["Location"]):
         page = html(staff_client.get(url, follow=True))
-        assert TOKEN not in page and "k3y" not in page and repository.credential_token not in page
+        assert TOKEN not in page and KEY_BODY not in page and repository.credential_token not in page
 
     # A second registration of the same URL, with a name, gets the next free name from the service.
     Repository.objects.filter(pk=repository.pk).update(url="https://elsewhere/x.git")

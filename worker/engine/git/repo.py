@@ -145,7 +145,7 @@ def _failure_code(stderr: str) -> str:
         return "auth_failed"
     if any(s in text for s in (
         "does not appear to be a git repository", "not a git repository",
-        "does not exist", "repository not found", "returned error: 404",
+        "does not exist", "repository not found", "returned error: 404", "repository not exported",
     )):
         return "not_a_repository"
     if any(s in text for s in (

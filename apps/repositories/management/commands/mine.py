@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.repositories.models import MiningJob
 from apps.repositories.selectors import repository_mining_summary
-from apps.repositories.services import mining_job_start, repository_find, repository_register
+from apps.repositories.services import RepositoryRefused, mining_job_start, repository_find, repository_register
 
 
 class Command(BaseCommand):
@@ -18,7 +18,14 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the job")
 
     def handle(self, *args, location, name, as_json, timeout, **options):
-        repository = repository_find(location=location) or repository_register(location=location, name=name)
+        repository = repository_find(location=location)
+        if repository is None:
+            try:
+                repository = repository_register(location=location, name=name)
+            except RepositoryRefused as refused:
+                raise CommandError(str(refused)) from None
+            if repository.registration_warning:
+                self.stderr.write(repository.registration_warning)
         job, created = mining_job_start(repository=repository)
         if not created:
             self.stderr.write(f"Mining job {job.id} is already running for {repository.name}; waiting for it.")
