@@ -21,6 +21,13 @@ from apps.jobs.models import Job
 from apps.jobs.services import JobCancelled, JobFailed, JobRefused, job_cancel, job_start
 from apps.rows import commits_flushed_later, rows_insert
 from apps.tasks.states import tasks_create_for_commits, tasks_delete_unstarted
+from worker.engine.git.location import (
+    LocationCheck,
+    local_repository_refusal,
+    remote_probe,
+    scheme_refusal,
+    ssh_key_refusal,
+)
 from worker.engine.git.repo import (
     BlobReader,
     GitCredentials,
@@ -30,13 +37,6 @@ from worker.engine.git.repo import (
     default_branch_tip,
     mirror_sync,
     url_split_credentials,
-)
-from worker.engine.git.location import (
-    LocationCheck,
-    local_repository_refusal,
-    remote_probe,
-    scheme_refusal,
-    ssh_key_refusal,
 )
 from worker.engine.mine.filters import drop_reason, size_drop_reason
 from worker.engine.mine.walk import MinedCommit, commits_walk, python_changes_checked
