@@ -130,3 +130,13 @@ def test_the_form_says_which_folders_may_be_registered_and_shows_the_warning(cur
     refused = curator_client.post(reverse("repositories:list"), {"location": "ftp://h/x.git"})
     assert refused.status_code == 400 and "ftp:// is not a way git fetches" in refused.content.decode()
     assert Repository.objects.count() == 1
+
+
+def test_a_long_name_and_location_are_cut_on_the_lists_with_the_whole_in_a_tooltip(curator_client):
+    url = "http://127.0.0.1:9/" + "o" * 300 + "/" + "n" * 600 + ".git"
+    repository = repository_register(location=url)
+    page = curator_client.get(reverse("repositories:list")).content.decode()
+    assert f'title="{repository.name}"' in page and f">{repository.name}<" not in page
+    assert f'title="{url}"' in page and f">{url}<" not in page
+    tasks = curator_client.get(reverse("tasks:all")).content.decode()
+    assert repository.name not in tasks.replace(f'title="{repository.name}"', "")

@@ -55,7 +55,8 @@ def task_list_row(row, show_repository: bool, leak_threshold: float):
         reviews += " " + _badge("disagree", "disagree") if row.disagree else ""
     if row.held_by:
         reviews += f' <span class="muted small">held by {escape(row.held_by)}</span>'
-    repository = f"<td>{escape(row.repository_name)}</td>" if show_repository else ""
+    repository = (f'<td title="{escape(row.repository_name)}">{escape(Truncator(row.repository_name).chars(60))}</td>'
+                  if show_repository else "")
     flaky = _badge("flaky", row.flaky_count) if row.flaky_count else "0"
     return mark_safe(
         f'<tr><td><a href="{escape(row.review_url)}"><code>{escape(row.instance_id)}</code></a></td>{repository}'
@@ -67,8 +68,9 @@ def task_list_row(row, show_repository: bool, leak_threshold: float):
 
 @register.simple_tag
 def select_options(field):
-    """The <option>s of a choice field, the submitted one selected."""
+    """The <option>s of a choice field, the submitted one selected; a long label cut, whole in its
+    tooltip (a repository's name can be 200 characters)."""
     current = "" if field.value() is None else str(field.value())
-    return format_html_join("", '<option value="{}"{}>{}</option>', (
-        (value, mark_safe(" selected") if str(value) == current else "", label)
+    return format_html_join("", '<option value="{}" title="{}"{}>{}</option>', (
+        (value, label, mark_safe(" selected") if str(value) == current else "", Truncator(str(label)).chars(60))
         for value, label in field.field.choices))
