@@ -5,10 +5,11 @@ from typing import Optional
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from apps.llm.calls import model_call, role_settings
 from worker.engine.git.patches import commit_patches
-from worker.engine.llm.issue_writer import issue_prompt_variables, issue_text, leak_check
+from worker.engine.llm.issue_writer import degeneration, issue_prompt_variables, issue_text, leak_check
 from worker.engine.llm.prompts import prompt_load
 
 from .models import IssueVersion, Task, TaskChange, TestRunRecord, Validation, current_issue
@@ -33,9 +34,23 @@ def _failing_output(validation: Validation) -> str:
     return run.output if run else ""
 
 
+def text_problems(text: str, *, cut_off: bool) -> tuple[list[dict], dict]:
+    """(problems, measures) of a model's issue text: cut off at the token limit, or degenerate."""
+    found = degeneration(text)
+    problems = [{"code": "cut_off", "why": "The model stopped at its token limit: the text is cut off."}] \
+        if cut_off else []
+    if found.degenerate:
+        problems.append({"code": "degenerate", "why": f"The text repeats itself: {found.why}."})
+    return problems, asdict(found)
+
+
 def _version_add(*, task: Task, text: str, source_patch: str, fail_to_pass: list[str], **fields) -> IssueVersion:
     leak = leak_check(text, source_patch=source_patch, fail_to_pass=fail_to_pass)
     details = {key: value for key, value in asdict(leak).items() if key != "score"}
+    call = fields.get("model_call")
+    if fields.get("author") == IssueVersion.Author.MODEL:
+        fields["problems"], fields["measures"] = text_problems(text, cut_off=bool(call and call.finish_reason ==
+                                                                                  "length"))
     for _ in range(3):  # two writers at once: the loser takes the next number
         number = (IssueVersion.objects.filter(task=task).aggregate(n=Max("number"))["n"] or 0) + 1
         try:
@@ -83,6 +98,17 @@ def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, st
                            author=IssueVersion.Author.MODEL, model_call=call)
     _issue_changed(task, None, statement_changed=task_current_issue(task=task) == version)
     return "written", "", call.model
+
+
+def issue_admit(*, task: Task, user) -> IssueVersion:
+    """A curator lets the task's current issue into the review queue despite its problems."""
+    issue = task_current_issue(task=task)
+    if issue is None or not issue.problems:
+        raise ValueError("its issue has no problem that keeps it out of the review queue")
+    IssueVersion.objects.filter(id=issue.id, admitted_at__isnull=True).update(admitted_by=user,
+                                                                             admitted_at=timezone.now())
+    task_summary_refresh(task.id)
+    return IssueVersion.objects.get(id=issue.id)
 
 
 class IssueEditConflict(Exception):

@@ -44,6 +44,8 @@ class Task(models.Model):
     flaky_count = models.PositiveIntegerField(default=0)
     has_generated_tests = models.BooleanField(default=False)
     leak_score = models.FloatField(null=True, blank=True, help_text="The current issue's leak score.")
+    issue_held_back = models.BooleanField(default=False, help_text="Its current issue was cut off or is degenerate, "
+                                                                   "and no curator let it into the review queue.")
     review_count = models.PositiveSmallIntegerField(default=0)
     underspecified = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Merged (most severe).")
     false_negative = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Merged (most severe).")
@@ -207,6 +209,13 @@ class IssueVersion(models.Model):
     edited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     leak_score = models.FloatField(default=0, help_text="The share of the fix the text reveals (0-1).")
     leak = models.JSONField(default=dict, help_text="What of the fix was found in the text.")
+    problems = models.JSONField(default=list, blank=True, help_text="Why a model's text is kept out of the review "
+                                                                    "queue: [{code, why}] (cut_off, degenerate).")
+    measures = models.JSONField(default=dict, blank=True, help_text="How repetitive the text is (its degeneration "
+                                                                    "measures).")
+    admitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+", help_text="Who let it into the review queue despite its problems.")
+    admitted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -216,6 +225,11 @@ class IssueVersion(models.Model):
     @property
     def leak_flagged(self) -> bool:
         return self.leak_score > settings.COMMITGYM_LEAK_THRESHOLD
+
+    @property
+    def held_back(self) -> bool:
+        """Kept out of the review queue: the text has problems and no curator let it in."""
+        return bool(self.problems) and self.admitted_at is None
 
 
 def current_issue(versions: list[IssueVersion]) -> IssueVersion | None:

@@ -285,9 +285,10 @@ def _hold_expiry(curation: CurationSettings):
 
 
 def review_queue(*, user, tasks) -> QuerySet:
-    """Tasks waiting for review that the user has not reviewed and no one else holds, oldest first."""
+    """Tasks waiting for review that the user has not reviewed and no one else holds, oldest first;
+    not those whose issue is held back (cut off or degenerate) until a curator lets it in."""
     now = timezone.now()
-    return (tasks.filter(state=Task.State.NEEDS_REVIEW)
+    return (tasks.filter(state=Task.State.NEEDS_REVIEW, issue_held_back=False)
             .exclude(id__in=Review.objects.filter(reviewer=user, current=True).values("task_id"))
             .exclude(Q(hold__expires_at__gt=now) & ~Q(hold__user=user))
             .order_by("updated_at", "id"))

@@ -165,13 +165,14 @@ def _latest_done(task_id: int) -> Optional[Validation]:
 def task_summary_refresh(task_id: int) -> None:
     """Recompute the task's summary columns from its validations, issue and reviews."""
     latest = _latest_done(task_id)
-    issue = current_issue(list(IssueVersion.objects.filter(task_id=task_id).only("number", "author", "leak_score")))
+    issue = current_issue(list(IssueVersion.objects.filter(task_id=task_id).only(
+        "number", "author", "leak_score", "problems", "admitted_at")))
     merged = task_merged_scores(task_id)
     Task.objects.filter(id=task_id).update(
         verdict=latest.verdict if latest else "",
         fail_to_pass_count=len(latest.fail_to_pass) if latest else 0,
         flaky_count=len(latest.flaky) if latest else 0,
         has_generated_tests=GeneratedTest.objects.filter(task_id=task_id, state=GeneratedTest.State.KEPT).exists(),
-        leak_score=issue.leak_score if issue else None,
+        leak_score=issue.leak_score if issue else None, issue_held_back=bool(issue and issue.held_back),
         review_count=merged.reviews, underspecified=merged.underspecified, false_negative=merged.false_negative,
         disagree=merged.disagree)

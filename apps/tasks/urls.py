@@ -24,6 +24,7 @@ urlpatterns = [
     path("tasks/<str:instance_id>/validate/", tasks.task_validate, name="validate"),
     path("tasks/<str:instance_id>/issue/", tasks.task_issue_state, name="issue"),
     path("tasks/<str:instance_id>/issue/edit/", tasks.task_issue_edit, name="issue_edit"),
+    path("tasks/<str:instance_id>/issue/admit/", curation.issue_admit_view, name="issue_admit"),
     path("tasks/<str:instance_id>/backtranslate/", tasks.task_backtranslate, name="backtranslate"),
     path("tasks/<str:instance_id>/generate-tests/", tasks.task_generate_tests, name="generate_tests"),
 ]

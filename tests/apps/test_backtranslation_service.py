@@ -107,3 +107,46 @@ def test_the_cache_key_follows_every_input(valid_task):
         "commit_message": "a", "source_patch": "b", "failing_output": "d"}, max_tokens=8)
     assert (cached, cached_again, cached_other) == (False, True, False)
     assert again == first and other != first
+
+
+LOOPING = "add() gives the wrong sum.\n\n" + "The result of add should be the sum of its two arguments. " * 20
+
+
+def test_a_degenerate_or_cut_off_issue_waits_outside_the_queue_until_a_curator_lets_it_in(valid_task, curator,
+                                                                                        curator_client):
+    from django.urls import reverse
+
+    from apps.tasks.review import review_queue
+
+    call = _record_answer(valid_task, LOOPING)
+    ModelCall.objects.filter(id=call.id).update(finish_reason="length")
+    assert task_backtranslate(task=valid_task)[0] == "written"
+    version = task_current_issue(task=valid_task)
+    assert [problem["code"] for problem in version.problems] == ["cut_off", "degenerate"]
+    assert "one sentence appears 20 times" in version.problems[1]["why"] and version.measures["repeats"] == 20
+    valid_task.refresh_from_db()
+    assert valid_task.state == "needs_review" and valid_task.issue_held_back
+    assert not review_queue(user=curator, tasks=Task.objects.all()).exists()
+    page = curator_client.get(reverse("tasks:review", args=[valid_task.instance_id])).content.decode()
+    assert "Kept out of the review queue" in page and "stopped at its token limit" in page
+    curator_client.post(reverse("tasks:issue_admit", args=[valid_task.instance_id]))
+    valid_task.refresh_from_db()
+    assert not valid_task.issue_held_back and list(review_queue(user=curator, tasks=Task.objects.all())) == [valid_task]
+    version.refresh_from_db()
+    assert version.admitted_by == curator
+    assert "Let into the review queue by carla despite" in curator_client.get(
+        reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+
+
+def test_an_issue_is_shown_as_markdown_with_raw_html_and_unsafe_links_inert(valid_task, curator_client):
+    from django.urls import reverse
+
+    _record_answer(valid_task, "add() **subtracts** <script>alert(1)</script> [see](javascript:alert(2))\n\n"
+                               "```python\nprint(add(2, 3))\n```\n")
+    task_backtranslate(task=valid_task)
+    assert task_current_issue(task=valid_task).problems == []
+    page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
+    rendered = page[page.index('<div class="issue-markdown">'):]
+    rendered = rendered[:rendered.index("</div>")]
+    assert "<strong>subtracts</strong>" in rendered and '<code class="language-python">print(add(2, 3))' in rendered
+    assert "<script>" not in rendered and "&lt;script&gt;" in rendered and 'href="javascript' not in rendered

@@ -6,6 +6,7 @@ from django.utils.html import escape, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
+from markdown_it import MarkdownIt
 
 from apps.environments.selectors import environment_reuse
 from apps.tasks import selectors
@@ -74,3 +75,13 @@ def select_options(field):
     return format_html_join("", '<option value="{}" title="{}"{}>{}</option>', (
         (value, label, mark_safe(" selected") if str(value) == current else "", Truncator(str(label)).chars(60))
         for value, label in field.field.choices))
+
+
+# Markdown as an issue reader sees it on a forge: CommonMark, raw HTML left as text, links only to
+# safe schemes (markdown-it's own check), code fences as code.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+
+
+@register.filter
+def issue_markdown(text: str) -> str:
+    return mark_safe(f'<div class="issue-markdown">{_MARKDOWN.render(text or "")}</div>')

@@ -21,6 +21,7 @@ from worker.engine.git.patches import commit_patches
 from worker.engine.git.repo import GitError
 
 from .. import review, selectors
+from ..backtranslation import issue_admit
 from ..bulk import (
     FROM_STATES,
     UNDO_FROM,
@@ -256,7 +257,8 @@ def queue_next(request):
         waiting = _queue_tasks(request).filter(state=Task.State.NEEDS_REVIEW)
         context = {"waiting": waiting.count(),
                    "held": waiting.filter(hold__isnull=False).exclude(hold__user=request.user).count(),
-                   "reviewed": waiting.filter(reviews__reviewer=request.user, reviews__current=True).count()}
+                   "reviewed": waiting.filter(reviews__reviewer=request.user, reviews__current=True).count(),
+                   "held_back": waiting.filter(issue_held_back=True).count()}
         return page_render(request, "tasks/queue_empty.html", context)
     return redirect(reverse("tasks:review", args=[task.instance_id]) + "?queue=1")
 
@@ -359,3 +361,17 @@ def bulk_undo(request, pk: int):
 
 def dashboard(request):
     return page_render(request, "tasks/dashboard.html", dashboard_figures(user=request.user))
+
+
+@require_POST
+def issue_admit_view(request, instance_id: str):
+    """Let a task whose issue was cut off or is degenerate into the review queue."""
+    require_reviewer(request)
+    task = visible_task(request, instance_id)
+    try:
+        issue = issue_admit(task=task, user=request.user)
+    except ValueError as refused:
+        messages.error(request, f"Nothing to let in: {refused}.")
+    else:
+        messages.success(request, f"Version {issue.number} of the issue is in the review queue now, as it is.")
+    return redirect("tasks:review", instance_id=task.instance_id)
