@@ -123,8 +123,10 @@ WHITENOISE_USE_FINDERS = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"credentials_redacted": {"()": "worker.logs.CredentialsRedacted"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "filters": ["credentials_redacted"]}},
+    "filters": {"credentials_redacted": {"()": "worker.logs.CredentialsRedacted"},
+                "filesystem_broker_hostname": {"()": "worker.logs.FilesystemBrokerHostname"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler",
+                            "filters": ["credentials_redacted", "filesystem_broker_hostname"]}},
     "root": {"handlers": ["stderr"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 

@@ -26,3 +26,11 @@ def handlers_redact(logger: logging.Logger) -> None:
     for handler in logger.handlers:
         if not any(isinstance(existing, CredentialsRedacted) for existing in handler.filters):
             handler.addFilter(CredentialsRedacted())
+
+
+class FilesystemBrokerHostname(logging.Filter):
+    """Kombu warns "No hostname was supplied" for every connection to the filesystem broker (the
+    embedded default), which has no host: a warning a user can do nothing about."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "kombu.connection" and record.getMessage().startswith("No hostname was supplied"))

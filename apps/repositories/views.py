@@ -118,6 +118,10 @@ def repository_filters(request, pk: int):
     return redirect("repositories:detail", pk=repository.pk)
 
 
+def _counted(count: int, thing: str) -> str:
+    return f"{count:,} {thing}{'' if count == 1 else 's'}"
+
+
 @require_http_methods(["GET", "POST"])
 def repository_delete(request, pk: int):
     repository = _visible_repository(request, pk)
@@ -126,9 +130,9 @@ def repository_delete(request, pk: int):
     if request.method == "POST":
         name = repository.name
         services.repository_delete(repository=repository)
-        messages.success(
-            request, f"Deleted {name}: {summary['commits']} commits, {summary['tasks']} tasks, "
-                     f"{summary['jobs']} jobs and its mirror.")
+        messages.success(request, f"Deleted {name}: {_counted(summary['commits'], 'commit')}, "
+                                  f"{_counted(summary['tasks'], 'task')}, {_counted(summary['jobs'], 'mining job')}"
+                                  + (" and its mirror." if summary["mirror_bytes"] is not None else "; it had no mirror."))
         return redirect("repositories:list")
     return render(request, "repositories/repository_delete.html", {"repository": repository, "summary": summary})
 

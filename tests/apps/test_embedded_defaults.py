@@ -44,6 +44,7 @@ def test_mine_on_a_fresh_embedded_install_starts_a_worker_for_as_long_as_it_wait
     line = json.loads(done.stdout)
     assert (line["commits_seen"], line["new_commits"]) == (len(commits), len(commits))
     assert "starting one on 'mining'" in done.stderr
+    assert "No hostname was supplied" not in done.stderr  # kombu's, about the filesystem broker: not the user's
     # The worker it started ends with it.
     left = subprocess.run(["pgrep", "-f", "worker -Q mining --concurrency 1 --without-gossip --without-mingle"],
                           capture_output=True, text=True)

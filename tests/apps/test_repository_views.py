@@ -427,6 +427,13 @@ def test_filters_form_rejects_bad_numbers(curator_client, small_repository):
 
 
 @pytest.mark.django_db
+def test_deleting_a_repository_never_fetched_says_it_had_no_mirror(curator_client):
+    repository = Repository.objects.create(name="acme/never", url="http://127.0.0.1:9/never.git")
+    response = curator_client.post(reverse("repositories:delete", args=[repository.pk]), follow=True)
+    assert "Deleted acme/never: 0 commits, 0 tasks, 0 mining jobs; it had no mirror." in html(response)
+
+
+@pytest.mark.django_db
 def test_delete_confirms_with_counts_then_removes_rows_and_mirror(curator_client, small_repository):
     pk, mirror = small_repository.pk, small_repository.mirror_dir
     assert mirror.is_dir()
@@ -437,7 +444,7 @@ def test_delete_confirms_with_counts_then_removes_rows_and_mirror(curator_client
 
     response = curator_client.post(reverse("repositories:delete", args=[pk]), follow=True)
     assert response.redirect_chain[-1][0] == reverse("repositories:list")
-    assert "Deleted" in html(response)
+    assert f"Deleted {small_repository.name}: 4 commits, 2 tasks, 1 mining job and its mirror." in html(response)
     assert not Repository.objects.filter(pk=pk).exists()
     assert not Commit.objects.exists() and not Task.objects.exists() and not MiningJob.objects.exists()
     assert not mirror.exists()

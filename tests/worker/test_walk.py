@@ -77,11 +77,20 @@ def test_non_utf8_messages_diffs_and_odd_paths_are_mined(git_repo):
         'pkg/quote"d.py': "z = 1\n",
     })
     (commit,) = [c for c in commits_walk(git_repo.path, git_repo.git("rev-parse", "HEAD")) if c.message.startswith("caf")]
-    # git re-encodes a latin-1 message to UTF-8 when it can; anything else becomes U+FFFD.
-    assert commit.message in {"caf\xe9 fix \xff", "caf\ufffd fix \ufffd"}
+    # Bytes that are not UTF-8 and that no encoding header declared are read as Latin-1.
+    assert commit.message == "caf\xe9 fix \xff"
     assert sorted(commit.stats.source_files) == ['pkg/quote"d.py', "pkg/with space.py", "pkg/\xfcber.py"]
     assert commit.stats.other_files == ["data.txt"]
     assert commit.stats.lines_added == 4 and commit.stats.lines_deleted == 1
+
+
+def test_a_message_is_decoded_by_its_encoding_header_then_as_latin_1(git_repo):
+    git_repo.commit("init", {"a.py": "x = 1\n"})
+    message = git_repo.path.parent / "message.txt"
+    message.write_bytes("\u03ba\u03b1\u03c6\u03ad menu\n".encode("iso-8859-7"))
+    git_repo.git("-c", "i18n.commitEncoding=ISO-8859-7", "commit", "-q", "--allow-empty", "-F", str(message))
+    messages = {commit.message for commit in commits_walk(git_repo.path, git_repo.git("rev-parse", "HEAD"))}
+    assert "\u03ba\u03b1\u03c6\u03ad menu" in messages  # Greek, by its header: not Latin-1 letters
 
 
 def test_renames_and_binary_files(git_repo):

@@ -109,6 +109,17 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").replace("\x00", "")
 
 
+def _written_text(raw: bytes) -> str:
+    """A commit's message or author as people wrote it. git has already re-encoded what an encoding
+    header declared; bytes that are still not UTF-8 are read as Latin-1, which real histories
+    without that header hold (and which never fails), not as U+FFFD."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return text.replace("\x00", "")
+
+
 def _chars(raw: bytes) -> int:
     return len(raw) if raw.isascii() else len(raw.decode("utf-8", "replace"))
 
@@ -231,8 +242,8 @@ def _parse_header(raw: bytes) -> MinedCommit:
     parent_list = parents.split()
     return MinedCommit(
         sha=sha.decode(), parent_sha=parent_list[0].decode() if parent_list else "",
-        author_name=_text(name), author_email=_text(email), authored_at=authored.decode(),
-        committed_at=committed.decode(), message=_text(message).strip("\n"),
+        author_name=_written_text(name), author_email=_written_text(email), authored_at=authored.decode(),
+        committed_at=committed.decode(), message=_written_text(message).strip("\n"),
     )
 
 
