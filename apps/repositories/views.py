@@ -130,9 +130,10 @@ def repository_delete(request, pk: int):
     if request.method == "POST":
         name = repository.name
         services.repository_delete(repository=repository)
+        mirror = " and its mirror." if summary["mirror_bytes"] is not None else "; it had no mirror."
         messages.success(request, f"Deleted {name}: {_counted(summary['commits'], 'commit')}, "
                                   f"{_counted(summary['tasks'], 'task')}, {_counted(summary['jobs'], 'mining job')}"
-                                  + (" and its mirror." if summary["mirror_bytes"] is not None else "; it had no mirror."))
+                                  + mirror)
         return redirect("repositories:list")
     return render(request, "repositories/repository_delete.html", {"repository": repository, "summary": summary})
 
