@@ -13,6 +13,7 @@ from worker.engine.mine.filters import (
     CommitStats,
     MiningFilters,
     TestFileRules,
+    drop_measured,
 )
 from worker.engine.reasons import MINING_DROP_REASONS, reason_sentence
 
@@ -132,6 +133,11 @@ class Commit(models.Model):
     )
     tests_changed = models.BooleanField(default=False)
     drop_reason = models.CharField(max_length=32, blank=True, help_text="Empty: kept.")
+    kept_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+", help_text="Who kept it although a filter dropped it.")
+    kept_note = models.TextField(blank=True, help_text="Why it was kept by hand.")
+    kept_reason = models.CharField(max_length=32, blank=True, help_text="The filter that had dropped it.")
+    kept_at = models.DateTimeField(null=True, blank=True)
     mined_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -172,4 +178,9 @@ class Commit(models.Model):
 
     @property
     def drop_sentence(self) -> str:
-        return reason_sentence(self.drop_reason) if self.drop_reason else ""
+        """Why it was dropped, with the measured value against the repository's threshold where a
+        size filter dropped it ("3,394 characters of non-test diff; the filter allows 2,000")."""
+        if not self.drop_reason:
+            return ""
+        measured = drop_measured(self.drop_reason, self.stats, self.repository.mining_filters())
+        return reason_sentence(self.drop_reason) + (f" ({measured})" if measured else "")

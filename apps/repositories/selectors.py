@@ -37,8 +37,9 @@ def repository_funnel(*, repository: Repository) -> list[FunnelStep]:
     """Commits left after each filter, in the order the filters run."""
     counts = repository_drop_counts(repository=repository)
     remaining = sum(counts.values())
-    steps = [FunnelStep("Commits mined", remaining, 0, "")]
+    steps = [FunnelStep("Commits in the history", remaining, 0, "")]
     labels = {
+        "merge_commit": "Not a merge",
         "file_too_large": f"No file over {settings.COMMITGYM_MAX_BLOB_BYTES / (1 << 20):g} MiB",
         "binary_file": "Text files only",
         "too_many_files": f"≤ {repository.max_files} non-test files",
@@ -82,7 +83,7 @@ def commits_filtered(
     if text:
         commits = commits.filter(
             Q(message__icontains=text) | Q(sha__startswith=text.lower()) | Q(author_name__icontains=text))
-    return commits.prefetch_related("tasks")
+    return commits.select_related("repository").prefetch_related("tasks")
 
 
 

@@ -14,6 +14,7 @@ from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
 from apps.jobs.leases import LeaseLost
@@ -39,6 +40,7 @@ from worker.engine.git.repo import (
     url_split_credentials,
 )
 from worker.engine.mine.filters import drop_reason, size_drop_reason
+from worker.engine.reasons import IMPORT_REASONS
 from worker.engine.mine.walk import MinedCommit, commits_walk, python_changes_checked
 
 from .models import Commit, MiningJob, Repository
@@ -47,6 +49,7 @@ from .secrets import secret_encrypt
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 500
+MERGE_COMMIT = "merge_commit"  # a reason of its own: no filter measures a merge
 TASKS_AT_ONCE = 5000  # well under the parameters one statement may carry (SQLite: 32,766)
 
 
@@ -265,7 +268,8 @@ def commits_refilter(*, repository: Repository) -> dict[str, int]:
     changed, newly_kept, newly_dropped = [], [], []
     blobs = None
     try:
-        for commit in Commit.objects.filter(repository=repository).iterator(chunk_size=2000):
+        for commit in Commit.objects.filter(repository=repository, kept_by__isnull=True, kept_at__isnull=True) \
+                .exclude(drop_reason=MERGE_COMMIT).iterator(chunk_size=2000):
             stats = commit.stats
             checked = stats.python_change is None and stats.source_file_count and not size_drop_reason(stats, filters)
             if checked:
@@ -287,6 +291,29 @@ def commits_refilter(*, repository: Repository) -> dict[str, int]:
         _tasks_for_kept_commits(repository)
         tasks_delete_unstarted(commit_ids=[c.id for c in newly_dropped])
     return {"kept": len(newly_kept), "dropped": len(newly_dropped)}
+
+
+class CommitNotKept(ValueError):
+    """A commit that cannot be kept by hand; the message says why."""
+
+
+def commit_keep(*, commit: Commit, user, note: str) -> Commit:
+    """Keep a commit a filter dropped, with who and why: it gets a task, and filters applied again
+    keep it."""
+    note = (note or "").strip()
+    if commit.kept:
+        raise CommitNotKept("it is kept already")
+    if commit.drop_reason == MERGE_COMMIT:
+        raise CommitNotKept("a merge has no diff of its own: keep the commits it merges")
+    if commit.drop_reason in IMPORT_REASONS:
+        raise CommitNotKept("it was named by an import, not mined")
+    if not note:
+        raise CommitNotKept("say why it is kept")
+    with transaction.atomic():
+        Commit.objects.filter(id=commit.id).update(kept_by=user, kept_note=note[:5000], kept_at=timezone.now(),
+                                                   kept_reason=commit.drop_reason, drop_reason="")
+        _tasks_for_kept_commits(commit.repository)
+    return Commit.objects.get(id=commit.id)
 
 
 def _commit_row(repository: Repository, mined: MinedCommit, reason: str) -> dict:
@@ -322,12 +349,18 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
     their tasks from `_tasks_for_kept_commits` once the walk ends. A caller that
     knows none of the batch can be stored yet says `maybe_stored=False`."""
     filters = repository.mining_filters()
-    rows = [_commit_row(repository, mined, drop_reason(mined.stats, filters) or "") for mined in batch]
+    rows = [_commit_row(repository, mined, MERGE_COMMIT if mined.merge else drop_reason(mined.stats, filters) or "")
+            for mined in batch]
     with transaction.atomic():
         known = dict(Commit.objects.filter(repository=repository, sha__in=[row["sha"] for row in rows])
                      .values_list("sha", "id")) if maybe_stored else {}
         rows_insert(Commit, [row for row in rows if row["sha"] not in known])
         if known:
+            by_hand = set(Commit.objects.filter(id__in=known.values(), kept_at__isnull=False)
+                          .values_list("id", flat=True))
+            for row in rows:  # a person kept it: measured again, still kept
+                if known.get(row["sha"]) in by_hand:
+                    row["drop_reason"] = ""
             remeasured = [Commit(id=known[row["sha"]], **row) for row in rows if row["sha"] in known]
             Commit.objects.bulk_update(remeasured, _MEASURED_FIELDS, batch_size=500)
             tasks_delete_unstarted(commit_ids=[row.pk for row in remeasured if row.drop_reason])

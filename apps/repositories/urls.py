@@ -15,4 +15,5 @@ urlpatterns = [
     path("<int:pk>/jobs/<int:job_id>/retry/", views.mining_job_retry, name="job_retry"),
     path("<int:pk>/commits/", views.commit_list, name="commits"),
     path("<int:pk>/commits/<str:sha>/", views.commit_detail, name="commit"),
+    path("<int:pk>/commits/<str:sha>/keep/", views.commit_keep_view, name="commit_keep"),
 ]

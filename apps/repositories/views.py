@@ -245,6 +245,24 @@ def _commit_diff(repository, commit: Commit) -> dict:
 
 def commit_detail(request, pk: int, sha: str):
     repository = _visible_repository(request, pk)
-    commit = get_object_or_404(Commit.objects.prefetch_related("tasks"), repository=repository, sha=sha)
-    context = {"repository": repository, "commit": commit, "diff": _commit_diff(repository, commit)}
+    commit = get_object_or_404(Commit.objects.prefetch_related("tasks").select_related("kept_by"),
+                               repository=repository, sha=sha)
+    context = {"repository": repository, "commit": commit, "diff": _commit_diff(repository, commit),
+               "can_mine": user_can_mine(request.user)}
     return render(request, "repositories/commit_detail.html", context)
+
+
+@require_POST
+def commit_keep_view(request, pk: int, sha: str):
+    """Keep a commit a filter dropped, with why (curators)."""
+    repository = _visible_repository(request, pk)
+    require_miner(request)
+    commit = get_object_or_404(Commit, repository=repository, sha=sha)
+    try:
+        commit = services.commit_keep(commit=commit, user=request.user, note=request.POST.get("note", ""))
+    except services.CommitNotKept as refused:
+        messages.error(request, f"Not kept: {refused}.")
+    else:
+        messages.success(request, f"Kept by hand; {commit.task.instance_id if commit.task else 'its task'} waits to "
+                                  "be validated, and filters applied again keep it.")
+    return redirect("repositories:commit", pk=repository.pk, sha=commit.sha)

@@ -525,3 +525,27 @@ def test_a_token_in_the_query_string_is_split_off_and_never_shown_or_logged():
         handler.setStream(previous)
     assert "q5ecret-tok" not in written.getvalue() and "private_token=***" in written.getvalue()
     assert "https://***@h/x.git" in written.getvalue()
+
+
+@pytest.mark.django_db
+def test_merges_are_in_the_funnel_as_a_reason_of_their_own(git_repo):
+    from apps.repositories.selectors import repository_mining_summary
+
+    git_repo.commit("Initial library", {"lib/calc.py": "def add(a, b):\n    return a - b\n"})
+    git_repo.git("checkout", "-q", "-b", "topic")
+    git_repo.commit("Fix add returning the difference", {"lib/calc.py": "def add(a, b):\n    return a + b\n"})
+    git_repo.git("checkout", "-q", "-")
+    git_repo.commit("Document add", {"README.md": "# calc\n"})
+    git_repo.git("-c", "user.name=M", "-c", "user.email=m@example.com", "merge", "-q", "--no-ff", "topic",
+                 "-m", "Merge branch topic")
+    repository = repository_register(location=str(git_repo.path))
+    job = mine_now(repository)
+    assert job.state == MiningJob.State.SUCCEEDED and job.progress_total == 4
+    merge = Commit.objects.get(repository=repository, message="Merge branch topic")
+    assert merge.drop_reason == "merge_commit" and not merge.tasks.exists()
+    summary = repository_mining_summary(repository=repository)
+    assert summary["commits_seen"] == int(git_repo.git("rev-list", "--count", "HEAD")) == 4
+    assert summary["dropped"]["merge_commit"] == 1 and summary["kept"] + sum(summary["dropped"].values()) == 4
+    # Filters applied again leave a merge as it is.
+    commits_refilter(repository=repository)
+    assert Commit.objects.get(id=merge.id).drop_reason == "merge_commit"

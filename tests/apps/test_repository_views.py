@@ -357,7 +357,8 @@ def test_repository_page_shows_the_funnel(curator_client, small_repository):
     funnel = page[page.index('class="funnel"'):page.index("</table>", page.index('class="funnel"'))]
     rows = re.findall(r'<th scope="row">(.*?)</th>.*?<td class="num">(\d+)</td>', funnel, re.S)
     assert rows == [
-        ("Commits mined", "4"), ("No file over 5 MiB", "4"), ("Text files only", "3"), ("≤ 5 non-test files", "3"),
+        ("Commits in the history", "4"), ("Not a merge", "4"), ("No file over 5 MiB", "4"), ("Text files only", "3"),
+        ("≤ 5 non-test files", "3"),
         ("≤ 100 edited lines", "3"), ("≤ 2,000 patch characters", "3"), ("Python change beyond comments", "2"),
     ]
     commits_url = reverse("repositories:commits", args=[small_repository.pk])
@@ -676,8 +677,39 @@ def test_job_cell_explains_lost_workers_and_unreadable_credentials(curator_clien
 def test_list_layout_wraps_paths_at_slashes_and_has_a_favicon(curator_client, small_repository, settings):
     page = html(curator_client.get(reverse("repositories:list")))
     assert '<link rel="icon" href="data:,">' in page
-    assert '<td class="url">' in page
+    assert '<td class="url" title="' in page
     css = (settings.BASE_DIR / "static" / "css" / "app.css").read_text()
     url_rule = re.search(r"^\.url \{[^}]*\}", css, re.M).group(0)
     assert "overflow-wrap: anywhere" in url_rule and "break-all" not in url_rule
     assert re.search(r'<span class="[^"]*\bnowrap\b[^"]*">\d+ new</span>', page)
+
+
+@pytest.mark.django_db
+def test_a_size_drop_says_its_measured_value_against_the_threshold(curator_client, small_repository):
+    commit = Commit.objects.filter(repository=small_repository).first()
+    Commit.objects.filter(id=commit.id).update(drop_reason="patch_too_long", patch_chars=3394)
+    page = html(curator_client.get(reverse("repositories:commits", args=[small_repository.pk])))
+    assert "(3,394 characters of non-test diff; the filter allows 2,000)" in page
+    assert "Non-test files" in page and "Non-test patch chars" in page
+    detail = html(curator_client.get(reverse("repositories:commit", args=[small_repository.pk, commit.sha])))
+    assert "3,394 characters of non-test diff; the filter allows 2,000" in detail
+
+
+@pytest.mark.django_db
+def test_a_curator_keeps_a_dropped_commit_by_hand_and_a_refilter_keeps_it(curator_client, curator,
+                                                                           small_repository):
+    from apps.repositories.services import commits_refilter
+
+    docs = Commit.objects.get(repository=small_repository, message="Document add")
+    assert docs.drop_reason and not docs.tasks.exists()
+    page = reverse("repositories:commit", args=[small_repository.pk, docs.sha])
+    keep = reverse("repositories:commit_keep", args=[small_repository.pk, docs.sha])
+    assert "Keep this commit" in html(curator_client.get(page))
+    assert "Not kept: say why it is kept." in html(curator_client.post(keep, {"note": "  "}, follow=True))
+    response = html(curator_client.post(keep, {"note": "the README states the contract"}, follow=True))
+    docs.refresh_from_db()
+    assert (docs.drop_reason, docs.kept_by, docs.kept_reason) == ("", curator, "no_python_change")
+    assert docs.tasks.count() == 1 and "Kept by hand by carla" in response
+    assert commits_refilter(repository=small_repository)["dropped"] == 0
+    docs.refresh_from_db()
+    assert docs.kept and docs.tasks.count() == 1

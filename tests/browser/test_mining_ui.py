@@ -73,7 +73,7 @@ def test_curator_mines_the_sample_repository_in_a_browser(
     expect(job).to_contain_text(f"{len(sample)} new")
 
     # The finished job tells the page to reload its funnel, without a page load.
-    expect(_funnel_row(page, "Commits mined").locator("td.num").first).to_have_text(str(len(sample)))
+    expect(_funnel_row(page, "Commits in the history").locator("td.num").first).to_have_text(str(len(sample)))
     expect(_funnel_row(page, "Python change beyond comments").locator("td.num").first).to_have_text(
         str(kept_total))
     expect(_funnel_row(page, "patch characters").locator("td.num").nth(1)).to_have_text(

@@ -6,6 +6,7 @@ show the sentence beside them.
 
 # Why the mining filters dropped a commit, in the order the filters run.
 MINING_DROP_REASONS = {
+    "merge_commit": "A merge commit: its changes are its parents' commits, each mined on its own.",
     "file_too_large": "The commit changes a file larger than mining reads (COMMITGYM_MAX_BLOB_BYTES).",
     "binary_file": "The commit changes a binary file.",
     "too_many_files": "The commit changes more non-test files than the filter allows.",

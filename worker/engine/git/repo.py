@@ -230,7 +230,7 @@ def commit_exists(mirror_dir: Path, sha: str) -> bool:
 
 def commit_count(mirror_dir: Path, tip: str, exclude: list[str]) -> int:
     revisions = [require_sha(tip), *[f"^{require_sha(sha)}" for sha in exclude]]
-    out = git_run(["rev-list", "--count", "--no-merges", *revisions], cwd=mirror_dir)
+    out = git_run(["rev-list", "--count", *revisions], cwd=mirror_dir)
     return int(out.strip() or 0)
 
 

@@ -87,6 +87,17 @@ def size_drop_reason(stats: CommitStats, filters: MiningFilters) -> Optional[str
     return None
 
 
+def drop_measured(reason: str, stats: CommitStats, filters: MiningFilters) -> str:
+    """A size filter's measured value against its threshold, in words ("" for the other reasons)."""
+    if reason == "too_many_files":
+        return f"{stats.non_test_file_count:,} non-test files; the filter allows {filters.max_files:,}"
+    if reason == "too_many_lines":
+        return f"{stats.lines_edited:,} edited non-test lines; the filter allows {filters.max_lines:,}"
+    if reason == "patch_too_long":
+        return f"{stats.patch_chars:,} characters of non-test diff; the filter allows {filters.max_patch_chars:,}"
+    return ""
+
+
 def drop_reason(stats: CommitStats, filters: MiningFilters) -> Optional[str]:
     """The first filter that fails; None keeps the commit.
 

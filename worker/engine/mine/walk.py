@@ -52,6 +52,7 @@ class MinedCommit:
     stats: CommitStats = field(default_factory=CommitStats)
     python_changes: list["PythonFileChange"] = field(default_factory=list)
     binary_blobs: list[str] = field(default_factory=list)  # of files git diffed as binary (the first few)
+    merge: bool = False  # more than one parent: no diff of its own, dropped as merge_commit
 
 
 @dataclass
@@ -243,7 +244,7 @@ def _parse_header(raw: bytes) -> MinedCommit:
     return MinedCommit(
         sha=sha.decode(), parent_sha=parent_list[0].decode() if parent_list else "",
         author_name=_written_text(name), author_email=_written_text(email), authored_at=authored.decode(),
-        committed_at=committed.decode(), message=_written_text(message).strip("\n"),
+        committed_at=committed.decode(), message=_written_text(message).strip("\n"), merge=len(parent_list) > 1,
     )
 
 
@@ -251,14 +252,15 @@ def commits_walk(
     mirror_dir: Path, tip: str, *, exclude: tuple[str, ...] = (), rules: TestFileRules = TestFileRules(),
     max_count: Optional[int] = None, hunks_up_to: int = MAX_KEPT_CHARS, max_blob_bytes: int = MAX_BLOB_BYTES,
 ) -> Iterator[MinedCommit]:
-    """Yield the non-merge commits reachable from `tip` and not from `exclude`, newest first.
+    """Yield the commits reachable from `tip` and not from `exclude`, newest first; merges come
+    with no diff (git shows none for them), marked `merge`.
 
     Python hunks (for `python_changes_checked`) are kept for commits whose diff (its
     non-test part) is at most `hunks_up_to` characters: a caller whose filters
     drop longer commits need not hold them. git diffs a file over `max_blob_bytes` as
     binary without reading it whole; such a commit has `stats.has_large_file`."""
     limit = [f"--max-count={max_count}"] if max_count else []
-    args = ["git", *GIT_CONFIG, "-c", f"core.bigFileThreshold={max_blob_bytes}", "log", "--no-merges", *limit,
+    args = ["git", *GIT_CONFIG, "-c", f"core.bigFileThreshold={max_blob_bytes}", "log", *limit,
             "--patch", "-U3", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
             f"--format={LOG_FORMAT}", require_sha(tip), *[f"^{require_sha(sha)}" for sha in exclude], "--"]
     parser = LogParser(rules, min(hunks_up_to, MAX_KEPT_CHARS))
