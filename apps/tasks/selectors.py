@@ -311,8 +311,27 @@ def _run_label(run: TestRunRecord) -> str:
     return f"{run.side} patch" if run.scope == "graded" else f"{run.scope} {run.side}"
 
 
+_PASSING = {"PASSED", "XFAIL"}
+_FAILING = {"FAILED", "ERROR"}
+
+
+def _passes(status: str) -> bool:
+    return status in _PASSING
+
+
+def _outcomes_by_side(runs, side: str) -> dict[str, list[str]]:
+    """{test: its outcome in each run of the side that ran it}."""
+    found: dict[str, list[str]] = {}
+    for run in runs:
+        if run.side == side:
+            for test, status in run.outcomes.items():
+                found.setdefault(test, []).append(status)
+    return found
+
+
 def validation_test_matrix(*, validation: Validation) -> TestMatrix:
-    """The oracle's tests (F2P, flaky, breaks, P2P, then the selected runs' other tests) × the runs."""
+    """Every test of every run × the runs, in groups: F2P, flaky, broken by the fix, failing on both
+    sides, P2P, then every other test a run reported."""
     runs = sorted(validation.runs.all(),
                   key=lambda r: (_SCOPE_ORDER.get(r.scope, 9), _SIDE_ORDER.get(r.side, 9), r.index, r.id))
     columns = [RunColumn(run, _run_label(run)) for run in runs]
@@ -329,11 +348,18 @@ def validation_test_matrix(*, validation: Validation) -> TestMatrix:
             rows.append(TestRow(test, group, test in flaky, [run.outcomes.get(test, "") for run in runs]))
         groups[group] = rows
 
+    before, after = _outcomes_by_side(runs, "before"), _outcomes_by_side(runs, "after")
     add("fail_to_pass", validation.fail_to_pass)
     add("flaky", validation.flaky)
-    add("breaks", validation.breaks)
+    # What the fix broke: the validation's list, and any test that passed before and fails after.
+    add("breaks", [*validation.breaks, *sorted(test for test in after if all(map(_passes, before.get(test, [""])))
+                                               and not all(map(_passes, after[test])))])
+    # Failing on both sides: a test the fix does not repair, which is in no list of the oracle.
+    add("fails_both", sorted(test for test in set(before) & set(after)
+                             if not any(map(_passes, before[test])) and not any(map(_passes, after[test]))
+                             and any(status in _FAILING for status in before[test] + after[test])))
     add("pass_to_pass", validation.pass_to_pass)
-    add("other", sorted({test for run in runs if run.scope == "selected" for test in run.outcomes}))
+    add("other", sorted({test for run in runs for test in run.outcomes}))
     return TestMatrix(columns, groups)
 
 

@@ -379,3 +379,26 @@ def test_admin_pages_open(db, task):
                 reverse("admin:environments_environment_changelist"),
                 reverse("admin:environments_environment_change", args=[environment.pk])]:
         assert client.get(url).status_code == 200, url
+
+
+def test_every_test_of_every_run_is_in_the_matrix_with_its_own_group(curator_client, task):
+    """The case a curator met: an invalid task whose one failing test failed on both sides showed
+    only in the raw output."""
+    from apps.tasks.selectors import validation_test_matrix
+
+    validation = validation_make(task, verdict="invalid", reason="no_fail_to_pass", fail_to_pass=[],
+                                 pass_to_pass=["t.py::test_ok"])
+    for side, outcomes in (("before", {"t.py::test_both": "FAILED", "t.py::test_ok": "PASSED",
+                                       "t.py::test_broke": "PASSED"}),
+                           ("after", {"t.py::test_both": "ERROR", "t.py::test_ok": "PASSED",
+                                      "t.py::test_broke": "FAILED"})):
+        TestRunRecord.objects.create(validation=validation, side=side, scope="selected", status="ok",
+                                     outcomes=outcomes)
+    TestRunRecord.objects.create(validation=validation, side="after", scope="suite", status="ok",
+                                 outcomes={"u.py::test_far": "PASSED", "t.py::test_ok": "PASSED"})
+    matrix = validation_test_matrix(validation=validation)
+    assert {group: [row.test for row in rows] for group, rows in matrix.groups.items() if rows} == {
+        "breaks": ["t.py::test_broke"], "fails_both": ["t.py::test_both"], "pass_to_pass": ["t.py::test_ok"],
+        "other": ["u.py::test_far"]}
+    page = curator_client.get(reverse("tasks:detail", args=[task.instance_id])).content.decode()
+    assert "Failing on both sides" in page and "t.py::test_both" in page and "u.py::test_far" in page
