@@ -6,9 +6,11 @@ if it is still in a state the action applies to, so running it twice changes not
 """
 
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
+from apps.jobs.models import Job
 from apps.jobs.services import job_start
 
 from .models import BulkAction, Review, Task, TaskChange, TaskStateChange
@@ -178,3 +180,14 @@ def _changed_since(task_ids: list[int], since) -> set[int]:
     return {*TaskStateChange.objects.filter(task_id__in=task_ids, at__gt=since).values_list("task_id", flat=True),
             *TaskChange.objects.filter(task_id__in=task_ids, at__gt=since).values_list("task_id", flat=True),
             *Review.objects.filter(task_id__in=task_ids, created_at__gt=since).values_list("task_id", flat=True)}
+
+
+def bulk_started_jobs(bulk: BulkAction) -> dict[str, int]:
+    """The jobs a bulk validate started, counted by state ({} for other actions): the action's own
+    job ends as soon as they are queued, they run long after."""
+    if bulk.action != BulkAction.Action.VALIDATE or not bulk.changed:
+        return {}
+    counts = dict(Job.objects.filter(kind="validation", subject_type="tasks.task",
+                                     subject_id__in=[row[0] for row in bulk.changed], created_at__gte=bulk.created_at)
+                  .values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    return {state: counts.get(state, 0) for state in Job.State.values} | {"total": sum(counts.values())}

@@ -540,3 +540,30 @@ def test_the_task_list_says_what_its_numbers_are(curator_client, small_repositor
     assert '<td class="num">—</td>' in row  # F2P of a task never validated
     reviewed = page[page.index(in_review.instance_id):].split("</tr>")[0]
     assert "<td>1 · –/–" in reviewed  # a rejection that scored nothing
+
+
+def test_a_bulk_validate_shows_its_validations_until_they_end(curator_client, small_repository, curator,
+                                                             monkeypatch):
+    from apps.jobs.models import Job
+
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id: None)
+    tasks = commits_and_tasks_make(small_repository, 3)
+    query = f"repository={small_repository.pk}&state=mined"
+    expected = Task.objects.filter(repository=small_repository, state="mined").count()
+    curator_client.post(reverse("tasks:bulk_confirm"), {"action": "validate", "query": query,
+                                                       "expected": str(expected)})
+    bulk = BulkAction.objects.get()
+    job_run(job_id=bulk.job_id)
+    bulk.refresh_from_db()
+    assert bulk.job.state == "succeeded" and len(bulk.changed) == expected
+    page = curator_client.get(reverse("tasks:bulk", args=[bulk.pk])).content.decode()
+    # The action's own job is done, but nothing is validated yet: it says so, and keeps polling.
+    assert 'id="bulk-state">validating' in page and 'hx-trigger="every 2s"' in page
+    assert f"{expected} queued · 0 running · 0 finished · 0 failed of {expected}" in page
+    started = Job.objects.filter(kind="validation", subject_id__in=[t.id for t in tasks])
+    Job.objects.filter(id=started.first().id).update(state="failed")
+    Job.objects.filter(id__in=started.values("id")[1:]).update(state="succeeded")
+    Job.objects.filter(kind="validation", state="queued").update(state="succeeded")
+    page = curator_client.get(reverse("tasks:bulk", args=[bulk.pk])).content.decode()
+    assert f"0 queued · 0 running · {expected - 1} finished · 1 failed of {expected}" in page
+    assert 'id="bulk-state">succeeded' in page and "every 2s" not in page

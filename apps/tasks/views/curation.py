@@ -23,6 +23,7 @@ from worker.engine.git.repo import GitError
 from .. import review, selectors
 from ..backtranslation import issue_admit
 from ..bulk import (
+    bulk_started_jobs,
     FROM_STATES,
     UNDO_FROM,
     UNDOABLE,
@@ -336,7 +337,9 @@ def bulk_detail(request, pk: int):
     bulk = get_object_or_404(BulkAction.objects.select_related("user", "job", "undo_job"), pk=pk)
     if not bulk_action_mine(bulk=bulk, user=request.user):
         raise Http404("No such bulk action.")
-    context = {"bulk": bulk, "active": bulk.is_active,
+    started = bulk_started_jobs(bulk)
+    still = started.get("queued", 0) + started.get("running", 0)
+    context = {"bulk": bulk, "active": bulk.is_active or bool(still), "started": started, "still": still,
                "undoable": bulk.action in UNDOABLE and bulk.state in UNDO_FROM,
                "can_review": user_can_review(request.user)}
     return page_render(request, "tasks/bulk_detail.html", context, partial="status")
