@@ -3,6 +3,8 @@ repository, that an SSH key parses, and (briefly) that the host has the reposito
 credentials, against a `git daemon` and an HTTP server on the loopback. A refused location leaves
 nothing behind; a host that cannot be asked is let through with a warning."""
 
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -30,9 +32,10 @@ def git_daemon(tmp_path, git_repo):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    # A session of its own: `git daemon` runs git-daemon as a child, which must end with it.
     daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={tmp_path}",
                                "--listen=127.0.0.1", f"--port={port}", str(tmp_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -40,11 +43,11 @@ def git_daemon(tmp_path, git_repo):
             break
         except OSError:
             if time.monotonic() > deadline:
-                daemon.kill()
+                os.killpg(daemon.pid, signal.SIGKILL)
                 pytest.fail("git daemon did not start")
             time.sleep(0.05)
     yield f"git://127.0.0.1:{port}"
-    daemon.kill()
+    os.killpg(daemon.pid, signal.SIGKILL)
     daemon.wait()
 
 
