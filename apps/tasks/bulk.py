@@ -12,7 +12,9 @@ from django.utils import timezone
 from apps.accounts.roles import ADMIN, user_roles
 from apps.jobs.models import Job
 from apps.jobs.services import job_start
+from apps.llm.services import language_job_start
 
+from .generation import generation_source
 from .models import BulkAction, Review, Task, TaskChange, TaskStateChange
 from .review import ReviewRefused, reject_reason_offered, reviewer_required
 from .selectors import tasks_filtered
@@ -24,7 +26,15 @@ FROM_STATES = {
     BulkAction.Action.REJECT: REJECTABLE_STATES,
     BulkAction.Action.REOPEN: REVIEWED_STATES,
     BulkAction.Action.VALIDATE: VALIDATABLE_STATES,
+    BulkAction.Action.WRITE_ISSUES: (Task.State.VALID,),
+    BulkAction.Action.GENERATE_TESTS: (Task.State.INVALID,),
 }
+PAST = {BulkAction.Action.REJECT: "rejected", BulkAction.Action.REOPEN: "reopened",
+        BulkAction.Action.VALIDATE: "validated", BulkAction.Action.WRITE_ISSUES: "given an issue",
+        BulkAction.Action.GENERATE_TESTS: "given generated tests"}
+# Actions that start a job per task (the bulk job ends once they are queued): the kind they start.
+STARTS_JOBS = {BulkAction.Action.VALIDATE: "validation", BulkAction.Action.WRITE_ISSUES: "backtranslate",
+               BulkAction.Action.GENERATE_TESTS: "generate_tests"}
 TO_STATE = {BulkAction.Action.REJECT: Task.State.REJECTED, BulkAction.Action.REOPEN: Task.State.NEEDS_REVIEW}
 UNDOABLE = tuple(TO_STATE)
 # An action may be undone once its job ended, or after an undo of it failed.
@@ -34,6 +44,10 @@ UNDO_FROM = ("succeeded", "failed", "cancelled", "undo_failed")
 def bulk_action_targets(*, user, action: str, filters: dict):
     """The ids of the tasks the action would touch: those the query matches, in a state it applies to."""
     tasks = tasks_filtered(user=user, **filters).filter(state__in=FROM_STATES[action])
+    if action == BulkAction.Action.WRITE_ISSUES:
+        tasks = tasks.filter(issue_versions__isnull=True)
+    elif action == BulkAction.Action.GENERATE_TESTS:
+        tasks = tasks.filter(reason="no_fail_to_pass", has_generated_tests=False)
     return list(tasks.order_by("id").values_list("id", flat=True))
 
 
@@ -45,10 +59,10 @@ def bulk_action_start(*, user, action: str, filters: dict, query: str, expected:
         raise ReviewRefused("Pick a reason for rejecting the tasks.")
     ids = bulk_action_targets(user=user, action=action, filters=filters)
     if len(ids) != expected:
-        raise ReviewRefused(f"The query now matches {len(ids):,} tasks it can {action}, not {expected:,}: "
-                            f"check the list and confirm again.")
+        raise ReviewRefused(f"The query now matches {len(ids):,} tasks it can {BulkAction.Action(action).label.lower()}, "
+                            f"not {expected:,}: check the list and confirm again.")
     if not ids:
-        raise ReviewRefused(f"No task of this query can be {'reopened' if action == 'reopen' else action + 'ed'}.")
+        raise ReviewRefused(f"No task of this query can be {PAST[action]}.")
     with transaction.atomic():
         bulk = BulkAction.objects.create(user=user, action=action, query=query, task_ids=ids, task_count=len(ids),
                                          reject_reason=reject_reason if action == BulkAction.Action.REJECT else "",
@@ -110,6 +124,8 @@ def _forward(bulk: BulkAction, progress) -> None:
         chunk = [task_id for task_id in bulk.task_ids[start:start + CHUNK] if task_id not in done]
         if bulk.action == BulkAction.Action.VALIDATE:
             _validate_chunk(bulk, chunk)
+        elif bulk.action in STARTS_JOBS:
+            _language_chunk(bulk, chunk)
         else:
             _move_chunk(bulk, chunk)
         progress.report(min(start + CHUNK, len(bulk.task_ids)))
@@ -120,6 +136,17 @@ def _validate_chunk(bulk: BulkAction, chunk: list[int]) -> None:
         if task_validation_start(task=task, actor=bulk.user) is not None:
             with transaction.atomic():
                 _changed_add(bulk, [[task.id, task.state, task.reason, []]])
+
+
+def _language_chunk(bulk: BulkAction, chunk: list[int]) -> None:
+    """Start the issue writer or the test writer on each task it applies to still."""
+    kind = STARTS_JOBS[bulk.action]
+    for task in Task.objects.filter(id__in=chunk, state__in=FROM_STATES[bulk.action]).select_related("commit"):
+        if bulk.action == BulkAction.Action.GENERATE_TESTS and generation_source(task) is None:
+            continue
+        language_job_start(task=task, kind=kind, user=bulk.user)
+        with transaction.atomic():
+            _changed_add(bulk, [[task.id, task.state, task.reason, []]])
 
 
 def _move_chunk(bulk: BulkAction, chunk: list[int]) -> None:
@@ -183,11 +210,38 @@ def _changed_since(task_ids: list[int], since) -> set[int]:
 
 
 def bulk_started_jobs(bulk: BulkAction) -> dict[str, int]:
-    """The jobs a bulk validate started, counted by state ({} for other actions): the action's own
-    job ends as soon as they are queued, they run long after."""
-    if bulk.action != BulkAction.Action.VALIDATE or not bulk.changed:
+    """The jobs a bulk action started (validations, issue or test writers), counted by state ({} for
+    actions that start none): the action's own job ends as soon as they are queued, they run long
+    after."""
+    if bulk.action not in STARTS_JOBS or not bulk.changed:
         return {}
-    counts = dict(Job.objects.filter(kind="validation", subject_type="tasks.task",
+    counts = dict(Job.objects.filter(kind=STARTS_JOBS[bulk.action], subject_type="tasks.task",
                                      subject_id__in=[row[0] for row in bulk.changed], created_at__gte=bulk.created_at)
                   .values_list("state").annotate(n=Count("id")).values_list("state", "n"))
     return {state: counts.get(state, 0) for state in Job.State.values} | {"total": sum(counts.values())}
+
+
+# What a repository's page offers to do to its tasks at once.
+REPOSITORY_ACTIONS = [
+    (BulkAction.Action.VALIDATE, "Validate waiting tasks", "tasks mined and not validated yet", {"state": "mined"}),
+    (BulkAction.Action.WRITE_ISSUES, "Write issues for valid tasks", "valid tasks without an issue", {}),
+    (BulkAction.Action.GENERATE_TESTS, "Generate tests where none were found",
+     "invalid tasks whose validation found no Fail-to-Pass test", {}),
+]
+
+
+def repository_actions(*, user, repository) -> list[dict]:
+    """Each repository action with the tasks it would touch now, and its latest run by this person."""
+    recent = {bulk.action: bulk for bulk in BulkAction.objects.filter(user=user, query=f"repository={repository.pk}")
+              .select_related("job").order_by("created_at", "id")}
+    return [{"action": action, "label": label, "what": what, "count": len(bulk_action_targets(
+        user=user, action=action, filters={"repository": repository.pk, **extra})), "latest": recent.get(action)}
+            for action, label, what, extra in REPOSITORY_ACTIONS]
+
+
+def repository_action_start(*, user, repository, action: str, expected: int) -> BulkAction:
+    extra = next((extra for known, _, _, extra in REPOSITORY_ACTIONS if known == action), None)
+    if extra is None:
+        raise ReviewRefused(f"{action!r} is not an action on a repository's tasks")
+    return bulk_action_start(user=user, action=action, filters={"repository": repository.pk, **extra},
+                             query=f"repository={repository.pk}", expected=expected)

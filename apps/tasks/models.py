@@ -409,6 +409,8 @@ class BulkAction(models.Model):
         REJECT = "reject"
         REOPEN = "reopen"
         VALIDATE = "validate"
+        WRITE_ISSUES = "write_issues", "write issues"
+        GENERATE_TESTS = "generate_tests", "generate tests"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     action = models.CharField(max_length=16, choices=Action.choices)

@@ -558,7 +558,7 @@ def test_a_bulk_validate_shows_its_validations_until_they_end(curator_client, sm
     assert bulk.job.state == "succeeded" and len(bulk.changed) == expected
     page = curator_client.get(reverse("tasks:bulk", args=[bulk.pk])).content.decode()
     # The action's own job is done, but nothing is validated yet: it says so, and keeps polling.
-    assert 'id="bulk-state">validating' in page and 'hx-trigger="every 2s"' in page
+    assert 'id="bulk-state">running its jobs' in page and 'hx-trigger="every 2s"' in page
     assert f"{expected} queued · 0 running · 0 finished · 0 failed of {expected}" in page
     started = Job.objects.filter(kind="validation", subject_id__in=[t.id for t in tasks])
     Job.objects.filter(id=started.first().id).update(state="failed")
@@ -567,3 +567,34 @@ def test_a_bulk_validate_shows_its_validations_until_they_end(curator_client, sm
     page = curator_client.get(reverse("tasks:bulk", args=[bulk.pk])).content.decode()
     assert f"0 queued · 0 running · {expected - 1} finished · 1 failed of {expected}" in page
     assert 'id="bulk-state">succeeded' in page and "every 2s" not in page
+
+
+def test_the_repository_page_offers_its_tasks_actions_with_counts_and_follows_their_jobs(
+        curator_client, small_repository, in_review, monkeypatch):
+    from apps.jobs.models import Job
+    from apps.llm.models import LanguageJob
+
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id: None)
+    waiting = commits_and_tasks_make(small_repository, 2)
+    valid = commits_and_tasks_make(small_repository, 1, start=10)[0]
+    Task.objects.filter(id=valid.id).update(state="valid")
+    page = curator_client.get(reverse("repositories:detail", args=[small_repository.pk])).content.decode()
+    mined = Task.objects.filter(repository=small_repository, state="mined").count()
+    assert mined >= len(waiting)
+    assert f"Validate waiting tasks ({mined})" in page and "Write issues for valid tasks (1)" in page
+    assert 'id="act-generate_tests" disabled' in page  # nothing to generate tests for
+    act = reverse("repositories:act", args=[small_repository.pk])
+    # A count that changed since the page was shown is refused, saying so.
+    refused = curator_client.post(act, {"action": "write_issues", "expected": "5"}, follow=True).content.decode()
+    assert "Nothing started: The query now matches 1 tasks it can write issues, not 5" in refused
+    response = curator_client.post(act, {"action": "write_issues", "expected": "1"})
+    bulk = BulkAction.objects.get(action="write_issues")
+    assert response["Location"] == reverse("tasks:bulk", args=[bulk.pk])
+    job_run(job_id=bulk.job_id)
+    assert LanguageJob.objects.get(task=valid).kind == "backtranslate"
+    detail = curator_client.get(reverse("tasks:bulk", args=[bulk.pk])).content.decode()
+    assert "1 queued · 0 running · 0 finished · 0 failed of 1" in detail and "?kind=backtranslate" in detail
+    Job.objects.filter(kind="backtranslate").update(state="succeeded")
+    page = curator_client.get(reverse("repositories:detail", args=[small_repository.pk])).content.decode()
+    assert "Write issues for valid tasks (1)" in page  # its issue is not written here: the job was faked
+    assert reverse("tasks:bulk", args=[bulk.pk]) in page and "1 started" in page

@@ -23,20 +23,29 @@ from worker.engine.git.repo import GitError
 from .. import review, selectors
 from ..backtranslation import issue_admit
 from ..bulk import (
-    bulk_started_jobs,
     FROM_STATES,
+    STARTS_JOBS,
     UNDO_FROM,
     UNDOABLE,
     bulk_action_mine,
     bulk_action_start,
     bulk_action_targets,
     bulk_action_undo,
+    bulk_started_jobs,
 )
 from ..dashboard import dashboard_figures
 from ..diffs import patch_files
 from ..forms import ReviewScoresForm
 from ..history import task_history
-from ..models import BulkAction, CurationSettings, Review, SavedView, Task, Validation, current_issue
+from ..models import (
+    BulkAction,
+    CurationSettings,
+    Review,
+    SavedView,
+    Task,
+    Validation,
+    current_issue,
+)
 from ..review import active_reject_reasons
 from ..states import reviews_merged
 from .common import task_filter_form, visible_task
@@ -340,6 +349,7 @@ def bulk_detail(request, pk: int):
     started = bulk_started_jobs(bulk)
     still = started.get("queued", 0) + started.get("running", 0)
     context = {"bulk": bulk, "active": bulk.is_active or bool(still), "started": started, "still": still,
+               "job_kind": STARTS_JOBS.get(bulk.action, ""),
                "undoable": bulk.action in UNDOABLE and bulk.state in UNDO_FROM,
                "can_review": user_can_review(request.user)}
     return page_render(request, "tasks/bulk_detail.html", context, partial="status")
