@@ -59,8 +59,9 @@ def bulk_action_start(*, user, action: str, filters: dict, query: str, expected:
         raise ReviewRefused("Pick a reason for rejecting the tasks.")
     ids = bulk_action_targets(user=user, action=action, filters=filters)
     if len(ids) != expected:
-        raise ReviewRefused(f"The query now matches {len(ids):,} tasks it can {BulkAction.Action(action).label.lower()}, "
-                            f"not {expected:,}: check the list and confirm again.")
+        verb = BulkAction.Action(action).label.lower()
+        raise ReviewRefused(f"The query now matches {len(ids):,} tasks it can {verb}, not {expected:,}: check the list "
+                            "and confirm again.")
     if not ids:
         raise ReviewRefused(f"No task of this query can be {PAST[action]}.")
     with transaction.atomic():
