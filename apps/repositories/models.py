@@ -94,6 +94,7 @@ class MiningJob(JobLife, models.Model):
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="mining_jobs")
     refilter_only = models.BooleanField(
         default=False, help_text="Re-apply changed filters to stored commits without walking history.")
+    filters = models.JSONField(default=dict, blank=True, help_text="The filters it applied, as they were asked.")
     new_commits = models.PositiveIntegerField(default=0)
     seconds = models.FloatField(null=True, blank=True, help_text="From the first git call to the last stored row.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -7,6 +7,7 @@ import time
 from datetime import datetime
 from itertools import islice
 from pathlib import Path
+from typing import Optional
 from urllib.parse import urlsplit
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -19,7 +20,13 @@ from django.utils import timezone
 from apps.accounts.roles import ADMIN, user_roles
 from apps.jobs.leases import LeaseLost
 from apps.jobs.models import Job
-from apps.jobs.services import JobCancelled, JobFailed, JobRefused, job_cancel, job_start
+from apps.jobs.services import (
+    JobCancelled,
+    JobFailed,
+    JobRefused,
+    job_cancel,
+    job_start,
+)
 from apps.rows import commits_flushed_later, rows_insert
 from apps.tasks.states import tasks_create_for_commits, tasks_delete_unstarted
 from worker.engine.git.location import (
@@ -40,8 +47,8 @@ from worker.engine.git.repo import (
     url_split_credentials,
 )
 from worker.engine.mine.filters import drop_reason, size_drop_reason
-from worker.engine.reasons import IMPORT_REASONS
 from worker.engine.mine.walk import MinedCommit, commits_walk, python_changes_checked
+from worker.engine.reasons import IMPORT_REASONS
 
 from .models import Commit, MiningJob, Repository
 from .secrets import secret_encrypt
@@ -233,13 +240,16 @@ def repository_filters_update(
     measured again, so they start a full mining run."""
     rules_changed = (list(test_file_globs), list(test_dir_names)) != (
         list(repository.test_file_globs), list(repository.test_dir_names))
+    asked = {"max_files": max_files, "max_lines": max_lines, "max_patch_chars": max_patch_chars,
+             "test_file_globs": list(test_file_globs), "test_dir_names": list(test_dir_names)}
     with transaction.atomic():
-        job, created = mining_job_start(repository=repository, user=user, refilter_only=not rules_changed)
+        job, created = mining_job_start(repository=repository, user=user, refilter_only=not rules_changed,
+                                        filters=asked)
         if not created:
             raise RepositoryBusy("A mining job is running for this repository; change the filters when it ends.")
         repository.max_files, repository.max_lines, repository.max_patch_chars = max_files, max_lines, max_patch_chars
         repository.test_file_globs, repository.test_dir_names = list(test_file_globs), list(test_dir_names)
-        fields = ["max_files", "max_lines", "max_patch_chars", "test_file_globs", "test_dir_names"]
+        fields = list(FILTER_FIELDS)
         if rules_changed:
             repository.mined_head = ""
             fields.append("mined_head")
@@ -378,13 +388,25 @@ def _tasks_for_kept_commits(repository: Repository) -> None:
 # --- mining jobs ------------------------------------------------------------------
 
 
-def mining_job_start(*, repository: Repository, user=None, refilter_only: bool = False) -> tuple[MiningJob, bool]:
-    """Queue a mining job; if one is already queued or running, return that one."""
+FILTER_FIELDS = ("max_files", "max_lines", "max_patch_chars", "test_file_globs", "test_dir_names")
+
+
+def mining_job_start(*, repository: Repository, user=None, refilter_only: bool = False,
+                     filters: Optional[dict] = None) -> tuple[MiningJob, bool]:
+    """Queue a mining job; if one is already queued or running, return that one. The job records
+    the filters it applies (`filters`, else the repository's); a re-filter says so in what the jobs
+    page shows of its subject."""
     with transaction.atomic():
         job, created = job_start(kind="mining", subject=repository, user=user)
         if not created:
             return MiningJob.objects.select_related("job").get(job=job), False
-        return MiningJob.objects.create(job=job, repository=repository, refilter_only=refilter_only), True
+        filters = filters or {field: getattr(repository, field) for field in FILTER_FIELDS}
+        if refilter_only:
+            label = (f"{repository.name}: re-filter (≤ {filters['max_files']} files, ≤ {filters['max_lines']} lines, "
+                     f"≤ {filters['max_patch_chars']:,} patch characters)")
+            Job.objects.filter(id=job.id).update(subject_label=label[:255])
+        return MiningJob.objects.create(job=job, repository=repository, refilter_only=refilter_only,
+                                        filters=filters), True
 
 
 def mining_job_cancel(*, job: MiningJob) -> None:

@@ -377,6 +377,10 @@ def test_filters_form_reapplies_to_stored_commits(curator_client, small_reposito
     }, follow=True)
     job = small_repository.mining_jobs.get(refilter_only=True)
     assert f"job {job.pk} re-applies them" in html(response)
+    # The job records what it applies, and the jobs page tells it from a mining run.
+    assert (job.filters["max_files"], job.filters["max_patch_chars"]) == (0, 2000)
+    jobs_page = html(curator_client.get(reverse("jobs:list")))
+    assert f"{small_repository.name}: re-filter (≤ 0 files, ≤ 100 lines, ≤ 2,000 patch characters)" in jobs_page
     job_run(job_id=job.job_id)
     assert not Commit.objects.filter(repository=small_repository, drop_reason="").exists()
     assert not Task.objects.filter(repository=small_repository).exists()
