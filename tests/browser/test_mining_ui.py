@@ -78,7 +78,7 @@ def test_curator_mines_the_sample_repository_in_a_browser(
         str(kept_total))
     expect(_funnel_row(page, "patch characters").locator("td.num").nth(1)).to_have_text(
         f"−{reasons['patch_too_long']}")
-    expect(page.locator("#funnel .bar")).to_have_count(7)  # mined, then each of the six filters
+    expect(page.locator("#funnel .bar")).to_have_count(8)  # the history, then merges and each of the six filters
     page_screenshot(page, screenshot_dir / "repository-detail.png")
 
     # Only the job cell and the funnel update in place; a page load shows what the job learnt.

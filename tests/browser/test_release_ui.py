@@ -8,7 +8,9 @@ from playwright.sync_api import expect
 
 from apps.datasets.imports import instances_import
 from apps.datasets.models import Dataset, Release
+from apps.jobs.models import Job
 from apps.jobs.services import job_run
+from tests.conftest import wait_until
 from tests.worker.test_swebench_files import instance, jsonl
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +40,12 @@ def test_a_curator_releases_a_dataset_and_withdraws_the_version(live_server, new
     page.get_by_role("button", name="Release").click()
     expect(page.locator("#release-progress")).to_contain_text("Being written")
     release = Release.objects.get(name="octo-preview")
+    # Run here; a worker of the suite that took the message first runs it there: wait for its end.
     job_run(job_id=release.job_id)
+    wait_until(lambda: Job.objects.filter(id=release.job_id).exclude(state__in=Job.ACTIVE_STATES).exists(),
+               what="the release's end")
+    ended = Job.objects.get(id=release.job_id)
+    assert ended.state == "succeeded", (ended.error_code, ended.error_message)
     page.reload()
     expect(page.get_by_role("heading", level=1)).to_contain_text("octo-preview@1")
     expect(page.get_by_role("heading", level=1)).to_contain_text("Preview")
