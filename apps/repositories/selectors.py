@@ -90,12 +90,16 @@ def commits_filtered(
 # --- reads for the web pages --------------------------------------------------------
 
 
-def repositories_listed(*, user) -> QuerySet:
-    """Visible repositories, each with `commit_count`, `kept_count`, `latest_jobs` (a list of
-    at most one job) and its allowed groups, in a fixed number of queries."""
+def repositories_listed(*, user, text: str = "") -> QuerySet:
+    """Visible repositories (whose name or location holds `text`), each with `commit_count`,
+    `kept_count`, `latest_jobs` (a list of at most one job) and its allowed groups, in a fixed
+    number of queries."""
     latest_job = MiningJob.objects.select_related("job").order_by("-created_at", "-id")[:1]
+    visible = repositories_visible(user=user)
+    if text.strip():
+        visible = visible.filter(Q(name__icontains=text.strip()) | Q(url__icontains=text.strip()))
     return (
-        Repository.objects.filter(pk__in=repositories_visible(user=user).values("pk"))
+        Repository.objects.filter(pk__in=visible.values("pk"))
         .annotate(commit_count=Count("commits"), kept_count=Count("commits", filter=Q(commits__drop_reason="")))
         .prefetch_related(Prefetch("mining_jobs", queryset=latest_job, to_attr="latest_jobs"), "allowed_groups")
         .order_by("name")

@@ -59,8 +59,10 @@ def repository_list(request):
             job, created = services.mining_job_start(repository=repository, user=request.user)
             _job_started_message(request, job, created)
             return redirect("repositories:detail", pk=repository.pk)
+    search = request.GET.get("q", "")[:200]
     context = {
-        "repositories": selectors.repositories_listed(user=request.user),
+        "repositories": selectors.repositories_listed(user=request.user, text=search),
+        "search": search,
         "register_form": form,
         "can_mine": user_can_mine(request.user),
     }

@@ -717,3 +717,14 @@ def test_a_curator_keeps_a_dropped_commit_by_hand_and_a_refilter_keeps_it(curato
     assert commits_refilter(repository=small_repository)["dropped"] == 0
     docs.refresh_from_db()
     assert docs.kept and docs.tasks.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_repository_list_searches_names_and_locations(curator_client):
+    Repository.objects.create(name="acme/widgets", url="https://git.example.com/acme/widgets.git")
+    Repository.objects.create(name="other/tools", url="/srv/git/tools")
+    page = html(curator_client.get(reverse("repositories:list") + "?q=WIDG"))
+    assert "acme/widgets" in page and "other/tools" not in page
+    assert "other/tools" in html(curator_client.get(reverse("repositories:list") + "?q=/srv/git"))
+    none = html(curator_client.get(reverse("repositories:list") + "?q=nothing-like-it"))
+    assert "No repository's name or location holds “nothing-like-it”." in none
