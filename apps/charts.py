@@ -1,5 +1,5 @@
 """The product's one chart helper: a line chart drawn as SVG on the server (no build step, no script),
-y from 0 to 1, each series a line with its points, an optional band around it, and an optional
+y from 0 to 1 (or to a count's top), each series a line with its points, an optional band around it, and an optional
 diagonal (for a reliability diagram). Pages show the numbers in a table beside every chart."""
 
 from dataclasses import dataclass, field
@@ -21,21 +21,24 @@ class Series:
 
 
 def line_chart(series: Sequence[Series], *, x_label: str, y_label: str, x_range: tuple[float, float],
-               title: str, diagonal: bool = False) -> SafeString:
+               title: str, diagonal: bool = False, y_high: float = 1.0) -> SafeString:
+    """The chart; y runs from 0 to `y_high` (1 for shares and rates, a count's top otherwise)."""
     x_low, x_high = x_range
     span = (x_high - x_low) or 1
+    y_high = y_high or 1.0
 
     def x_at(x: float) -> float:
         return LEFT + (x - x_low) / span * (WIDTH - LEFT - RIGHT)
 
     def y_at(y: float) -> float:
-        return TOP + (1 - max(0.0, min(1.0, y))) * (HEIGHT - TOP - BOTTOM)
+        return TOP + (1 - max(0.0, min(1.0, y / y_high))) * (HEIGHT - TOP - BOTTOM)
 
     parts = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}" '
              f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>']
-    for tick in (0, 0.25, 0.5, 0.75, 1):
+    for share in (0, 0.25, 0.5, 0.75, 1):
+        tick = share * y_high
         parts.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y_at(tick):.1f}" y2="{y_at(tick):.1f}"/>'
-                     f'<text class="tick" x="{LEFT - 6}" y="{y_at(tick) + 4:.1f}" text-anchor="end">{tick:g}</text>')
+                     f'<text class="tick" x="{LEFT - 6}" y="{y_at(tick) + 4:.1f}" text-anchor="end">{tick:.3g}</text>')
     for x in _x_ticks(x_low, x_high):
         parts.append(f'<text class="tick" x="{x_at(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{x:g}</text>')
     parts.append(f'<text class="label" x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 6}" text-anchor="middle">'

@@ -6,8 +6,10 @@ from collections import Counter
 from datetime import timedelta
 
 from django.db.models import Count, Q
+from django.db.models.functions import TruncWeek
 from django.utils import timezone
 
+from apps.charts import Series, line_chart
 from apps.datasets.measures import verifier_overlaps
 from apps.datasets.selectors import datasets_listed
 from apps.repositories.models import Commit
@@ -39,6 +41,41 @@ def _funnels(repositories) -> list[dict]:
     return funnels
 
 
+WEEKS = 12  # the review charts' span
+
+
+def review_weeks(tasks, *, weeks: int = WEEKS) -> list[dict]:
+    """Per week (oldest first, the last `weeks` ending this one): reviews written and the share of
+    them that accepted."""
+    now = timezone.now()
+    start = (now - timedelta(days=now.weekday(), weeks=weeks - 1)).replace(hour=0, minute=0, second=0,
+                                                                           microsecond=0)
+    counted = {row["week"].date(): row for row in Review.objects.filter(task__in=tasks, created_at__gte=start)
+               .annotate(week=TruncWeek("created_at")).values("week")
+               .annotate(reviews=Count("id"), accepts=Count("id", filter=Q(decision="accept")))}
+    rows = []
+    for number in range(weeks):
+        week = (start + timedelta(weeks=number)).date()
+        row = counted.get(week, {})
+        reviews, accepts = row.get("reviews", 0), row.get("accepts", 0)
+        rows.append({"week": week, "reviews": reviews, "accepts": accepts,
+                     "acceptance": accepts / reviews if reviews else None})
+    return rows
+
+
+def review_charts(weeks: list[dict]) -> dict:
+    """Throughput and acceptance rate over the weeks, drawn by the product's chart helper."""
+    x_range = (1, len(weeks))
+    top = max((row["reviews"] for row in weeks), default=0)
+    throughput = line_chart([Series("reviews", [(n, row["reviews"]) for n, row in enumerate(weeks, 1)])],
+                            x_label=f"week (1 = {weeks[0]['week']:%Y-%m-%d})", y_label="reviews", x_range=x_range,
+                            title="Reviews per week", y_high=max(top, 1))
+    acceptance = line_chart([Series("accepted", [(n, row["acceptance"]) for n, row in enumerate(weeks, 1)])],
+                            x_label=f"week (1 = {weeks[0]['week']:%Y-%m-%d})", y_label="share accepted",
+                            x_range=x_range, title="Share of reviews that accepted, per week")
+    return {"throughput": throughput, "acceptance": acceptance}
+
+
 def dashboard_figures(*, user) -> dict:
     repositories = list(repositories_visible(user=user).order_by("name"))
     tasks = Task.objects.filter(repository__in=repositories)
@@ -56,7 +93,9 @@ def dashboard_figures(*, user) -> dict:
     reviewers = [{**row, "agreed": per_reviewer[row["reviewer"]][0], "pairs": per_reviewer[row["reviewer"]][1]}
                  for row in throughput]
     datasets = [row.dataset for row in datasets_listed(user=user)]
+    weeks = review_weeks(tasks)
     return {"funnels": _funnels(repositories), "reasons": reasons.most_common(),
+            "weeks": weeks, "review_charts": review_charts(weeks),
             "verifier_overlaps": verifier_overlaps(datasets),
             "reviewers": reviewers, "agreed": agreement.agreed, "pairs": agreement.pairs,
             "disagreements": tasks.filter(disagree=True).count()}

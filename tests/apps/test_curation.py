@@ -598,3 +598,22 @@ def test_the_repository_page_offers_its_tasks_actions_with_counts_and_follows_th
     page = curator_client.get(reverse("repositories:detail", args=[small_repository.pk])).content.decode()
     assert "Write issues for valid tasks (1)" in page  # its issue is not written here: the job was faked
     assert reverse("tasks:bulk", args=[bulk.pk]) in page and "1 started" in page
+
+
+def test_the_dashboard_charts_reviews_and_acceptance_per_week_with_the_numbers_beside(curator_client, in_review,
+                                                                                      curator):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    review.task_review_submit(task=in_review, user=curator, form=ACCEPT)
+    other = commits_and_tasks_make(in_review.repository, 1, start=30)[0]
+    Review.objects.create(task=other, reviewer=curator, decision="reject", reject_reason="tests_too_narrow")
+    Review.objects.filter(task=other).update(created_at=timezone.now() - timedelta(weeks=2))
+    page = curator_client.get(reverse("tasks:dashboard")).content.decode()
+    weeks = page[page.index('id="review-weeks"'):]
+    assert weeks.count('<svg class="chart"') == 2 and "Reviews per week" in weeks
+    rows = re.findall(r'<tr><td class="nowrap">([0-9-]+)</td><td class="num">(\d+)</td><td class="num">(\d+)</td>'
+                      r'<td class="num">([^<]+)</td></tr>', weeks)
+    assert len(rows) == 12 and rows[-1][1:] == ("1", "1", "1.00") and rows[-3][1:] == ("1", "0", "0.00")
+    assert rows[0][1:] == ("0", "0", "—")
