@@ -1,9 +1,13 @@
 """The jobs page: every background job, newest first, filterable; cancel and retry where the kind
 allows; which workers are alive. It polls while anything runs."""
 
+from datetime import datetime
+
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine
@@ -17,9 +21,9 @@ from .services import JobRefused, job_cancel, job_retry
 JOBS_PER_PAGE = 50
 
 
-def _rows(page) -> list[dict]:
+def _rows(jobs) -> list[dict]:
     rows = []
-    for job in page.object_list:
+    for job in jobs:
         try:
             kind = job_kind(job.kind)
         except LookupError:
@@ -36,7 +40,7 @@ def job_list(request):
     filters = {name: request.GET.get(name, "").strip()[:200] for name in ("kind", "state", "subject")}
     jobs = selectors.jobs_filtered(user=request.user, **filters)
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
-    rows = _rows(page)
+    rows = _rows(page.object_list)
     context = {"page": page, "rows": rows, "filters": filters, "kinds": job_kinds(), "states": Job.State.choices,
                "polling": any(row["job"].is_active for row in rows), "can_act": user_can_mine(request.user),
                "query": request.GET.urlencode()}
@@ -74,3 +78,26 @@ def job_retry_view(request, pk: int):
     except JobRefused as refused:
         messages.error(request, str(refused))
     return redirect_back(request, redirect("jobs:list"))
+
+
+LONG_JOB_SECONDS = 20  # a job this long, ended while the person went on: say so
+TOAST_SINCE = "jobs_toast_since"
+
+
+def job_toasts(request):
+    """Polled by every page (htmx): the long jobs this person started that ended since the last
+    poll, each as a note with a link to what it made. The first poll of a session only starts the
+    clock."""
+    if not request.user.is_authenticated:
+        return HttpResponse(status=204)
+    now = timezone.now()
+    since = request.session.get(TOAST_SINCE)
+    request.session[TOAST_SINCE] = now.isoformat()
+    if not since:
+        return HttpResponse(status=204)
+    ended = list(Job.objects.filter(requested_by=request.user, finished_at__gt=datetime.fromisoformat(since),
+                                    finished_at__lte=now, seconds__gte=LONG_JOB_SECONDS)
+                 .order_by("finished_at", "id")[:5])
+    if not ended:
+        return HttpResponse(status=204)
+    return render(request, "jobs/toasts.html", {"rows": _rows(ended)})

@@ -412,3 +412,24 @@ def test_existing_mining_jobs_move_into_the_jobs_table(transactional_db, curator
         "mining", repository.id, curator)
     assert (rows[broken.id].state, rows[broken.id].error_code, rows[broken.id].error_message) == (
         "failed", "auth_failed", "denied")
+
+
+@pytest.mark.django_db
+def test_a_long_job_a_person_started_says_so_on_whatever_page_they_are(curator_client, curator, small_repository):
+    toasts = reverse("jobs:toasts")
+    assert 'hx-get="' + toasts in curator_client.get(reverse("repositories:list")).content.decode()
+    assert curator_client.get(toasts).status_code == 204  # the first poll starts the clock
+    now = timezone.now()
+    long = Job.objects.create(kind="mining", subject_type="repositories.repository", subject_id=small_repository.pk,
+                              subject_label=small_repository.name, requested_by=curator, state="succeeded",
+                              finished_at=now, seconds=95)
+    Job.objects.create(kind="mining", subject_type="repositories.repository", subject_id=small_repository.pk,
+                       subject_label="quick one", requested_by=curator, state="succeeded", finished_at=now, seconds=2)
+    Job.objects.create(kind="mining", subject_type="repositories.repository", subject_id=small_repository.pk,
+                       subject_label="someone else's", state="failed", finished_at=now, seconds=300)
+    Job.objects.filter(id=long.id).update(finished_at=timezone.now())
+    shown = curator_client.get(toasts).content.decode()
+    assert f"Mining of <strong title=\"{small_repository.name}\">" in shown and "succeeded after 95 s" in shown
+    assert reverse("repositories:detail", args=[small_repository.pk]) in shown
+    assert "quick one" not in shown and "someone else" not in shown
+    assert curator_client.get(toasts).status_code == 204  # said once
