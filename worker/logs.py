@@ -24,8 +24,9 @@ class CredentialsRedacted(logging.Filter):
 
 def handlers_redact(logger: logging.Logger) -> None:
     for handler in logger.handlers:
-        if not any(isinstance(existing, CredentialsRedacted) for existing in handler.filters):
-            handler.addFilter(CredentialsRedacted())
+        for kind in (CredentialsRedacted, FilesystemBrokerHostname):
+            if not any(isinstance(existing, kind) for existing in handler.filters):
+                handler.addFilter(kind())
 
 
 class FilesystemBrokerHostname(logging.Filter):

@@ -462,7 +462,7 @@ def _environments_read(environment_ids: set[int], environments: dict) -> None:
 def _difficulties(task_ids: list[int]) -> dict[int, str]:
     """The difficulty most of a task's current reviews gave (the harder one on a tie)."""
     votes = defaultdict(Counter)
-    for task_id, difficulty in Review.objects.filter(task_id__in=task_ids, current=True) \
+    for task_id, difficulty in Review.objects.filter(task_id__in=task_ids, current=True).exclude(difficulty="") \
             .values_list("task_id", "difficulty"):
         votes[task_id][difficulty] += 1
     order = [value for value, _ in Review.DIFFICULTY_CHOICES]

@@ -81,6 +81,7 @@ def job_retry_view(request, pk: int):
 
 
 LONG_JOB_SECONDS = 20  # a job this long, ended while the person went on: say so
+TOASTS_AT_ONCE = 3
 TOAST_SINCE = "jobs_toast_since"
 
 
@@ -97,7 +98,11 @@ def job_toasts(request):
         return HttpResponse(status=204)
     ended = list(Job.objects.filter(requested_by=request.user, finished_at__gt=datetime.fromisoformat(since),
                                     finished_at__lte=now, seconds__gte=LONG_JOB_SECONDS)
-                 .order_by("finished_at", "id")[:5])
+                 .order_by("finished_at", "id")[:TOASTS_AT_ONCE + 1])
     if not ended:
         return HttpResponse(status=204)
+    if len(ended) > TOASTS_AT_ONCE:  # many at once (a bulk action's): one note for them all
+        failed = Job.objects.filter(requested_by=request.user, finished_at__gt=datetime.fromisoformat(since),
+                                    finished_at__lte=now, state__in=(Job.State.FAILED, Job.State.CANCELLED)).count()
+        return render(request, "jobs/toasts.html", {"many": True, "failed": failed})
     return render(request, "jobs/toasts.html", {"rows": _rows(ended)})

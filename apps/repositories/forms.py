@@ -1,8 +1,11 @@
+import re
+
 from django import forms
 from django.conf import settings
 from django.contrib.auth.models import Group
 
 from apps.accounts.roles import ADMIN, user_roles
+from worker.engine.git.location import scheme_refusal
 from worker.engine.git.repo import url_split_credentials
 
 from . import services
@@ -14,7 +17,12 @@ class LocationInput(forms.TextInput):
 
     def format_value(self, value):
         value = super().format_value(value)
-        return url_split_credentials(value)[0] if value else value
+        if not value:
+            return value
+        try:
+            return url_split_credentials(value)[0]
+        except ValueError:  # not a URL at all: still never show what could be user-info
+            return re.sub(r"://[^/@]*@", "://", value)
 
 
 class WriteOnlyTextarea(forms.Textarea):
@@ -57,6 +65,8 @@ class RepositoryRegisterChecks:
         location = self.cleaned_data["location"].strip()
         if not location:
             raise forms.ValidationError("Enter a URL or a local path.")
+        if scheme_refusal(location):  # before anything reads the location as a URL
+            raise forms.ValidationError(scheme_refusal(location))
         if services.repository_find(location=location) is not None:
             raise forms.ValidationError("This repository is already registered.")
         return location

@@ -170,15 +170,14 @@ def repository_find(*, location: str):
     )
 
 
-@transaction.atomic
 def repository_register(
     *, location: str, name: str = "", ssh_key: str = "", user=None, allowed_groups=()
 ) -> Repository:
     """Register a repository by URL or local path; a token in the URL is stored as a secret.
     `user` None is the command line, which may register any local folder."""
+    if scheme_refusal(location.strip()):
+        raise RepositoryRefused(scheme_refusal(location.strip()))
     url, credentials = url_split_credentials(location.strip())
-    if scheme_refusal(url):
-        raise RepositoryRefused(scheme_refusal(url))
     url = location_normalize(url)
     if name.strip() and not (REPOSITORY_NAME.fullmatch(name.strip()) and len(name.strip()) <= MAX_NAME_CHARS):
         raise RepositoryRefused(f"A name is owner/name, at most {MAX_NAME_CHARS} characters, in letters, digits, '.', "
@@ -188,6 +187,14 @@ def repository_register(
         raise RepositoryRefused(ssh_key_refusal(ssh_key), field="ssh_key")
     checked = _location_reachable(url, GitCredentials(credentials.username, credentials.token, ssh_key.strip()))
     base = name.strip() or repository_name_from_location(url)
+    # The checks above ran outside any transaction: a slow host holds no lock of the database.
+    with transaction.atomic():
+        repository = _repository_create(base, url, credentials, ssh_key, user, allowed_groups)
+    repository.registration_warning = checked.warning  # for the page or the command to say
+    return repository
+
+
+def _repository_create(base: str, url: str, credentials, ssh_key: str, user, allowed_groups) -> Repository:
     unique, n = base, 1
     while Repository.objects.filter(name=unique).exists():
         n += 1
@@ -202,7 +209,6 @@ def repository_register(
     )
     if allowed_groups:
         repository.allowed_groups.set(allowed_groups)
-    repository.registration_warning = checked.warning  # for the page or the command to say
     return repository
 
 
@@ -319,6 +325,8 @@ def commit_keep(*, commit: Commit, user, note: str) -> Commit:
         raise CommitNotKept("it was named by an import, not mined")
     if not note:
         raise CommitNotKept("say why it is kept")
+    if MiningJob.objects.filter(repository=commit.repository_id, job__state__in=Job.ACTIVE_STATES).exists():
+        raise CommitNotKept("a mining job is running on the repository: keep it once the job ends")
     with transaction.atomic():
         Commit.objects.filter(id=commit.id).update(kept_by=user, kept_note=note[:5000], kept_at=timezone.now(),
                                                    kept_reason=commit.drop_reason, drop_reason="")

@@ -353,7 +353,7 @@ def validation_test_matrix(*, validation: Validation) -> TestMatrix:
     add("flaky", validation.flaky)
     # What the fix broke: the validation's list, and any test that passed before and fails after.
     add("breaks", [*validation.breaks, *sorted(test for test in after if all(map(_passes, before.get(test, [""])))
-                                               and not all(map(_passes, after[test])))])
+                                               and any(status in _FAILING for status in after[test]))])
     # Failing on both sides: a test the fix does not repair, which is in no list of the oracle.
     add("fails_both", sorted(test for test in set(before) & set(after)
                              if not any(map(_passes, before[test])) and not any(map(_passes, after[test]))

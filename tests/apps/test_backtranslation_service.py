@@ -141,8 +141,8 @@ def test_a_degenerate_or_cut_off_issue_waits_outside_the_queue_until_a_curator_l
 def test_an_issue_is_shown_as_markdown_with_raw_html_and_unsafe_links_inert(valid_task, curator_client):
     from django.urls import reverse
 
-    _record_answer(valid_task, "add() **subtracts** <script>alert(1)</script> [see](javascript:alert(2))\n\n"
-                               "```python\nprint(add(2, 3))\n```\n")
+    _record_answer(valid_task, "add() **subtracts** <script>alert(1)</script> [see](javascript:alert(2)) "
+                               "![pixel](http://tracker.example/p.png)\n\n```python\nprint(add(2, 3))\n```\n")
     task_backtranslate(task=valid_task)
     assert task_current_issue(task=valid_task).problems == []
     page = curator_client.get(reverse("tasks:detail", args=[valid_task.instance_id])).content.decode()
@@ -150,3 +150,4 @@ def test_an_issue_is_shown_as_markdown_with_raw_html_and_unsafe_links_inert(vali
     rendered = rendered[:rendered.index("</div>")]
     assert "<strong>subtracts</strong>" in rendered and '<code class="language-python">print(add(2, 3))' in rendered
     assert "<script>" not in rendered and "&lt;script&gt;" in rendered and 'href="javascript' not in rendered
+    assert "<img" not in rendered and "tracker.example" in rendered  # shown as text, never fetched

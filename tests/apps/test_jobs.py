@@ -433,3 +433,14 @@ def test_a_long_job_a_person_started_says_so_on_whatever_page_they_are(curator_c
     assert reverse("repositories:detail", args=[small_repository.pk]) in shown
     assert "quick one" not in shown and "someone else" not in shown
     assert curator_client.get(toasts).status_code == 204  # said once
+
+
+@pytest.mark.django_db
+def test_many_jobs_ending_at_once_make_one_note(curator_client, curator, small_repository):
+    toasts = reverse("jobs:toasts")
+    curator_client.get(toasts)
+    Job.objects.bulk_create([Job(kind="validation", subject_type="tasks.task", subject_id=n, subject_label=f"t{n}",
+                                 requested_by=curator, state="failed" if n < 2 else "succeeded",
+                                 finished_at=timezone.now(), seconds=60) for n in range(6)])
+    shown = curator_client.get(toasts).content.decode()
+    assert shown.count('class="toast') == 1 and "Several jobs you started ended, 2 of them failed" in shown

@@ -55,6 +55,8 @@ def git_daemon(tmp_path, git_repo):
     ("ftp://files.example.com/x.git", "ftp:// is not a way git fetches repositories here"),
     ("gopher://x/y", "gopher:// is not a way git fetches"),
     ("x" * 1001, "A location is at most 1,000 characters; this one has 1,001."),
+    ("http://[::1/x", "This is not a URL git can read"),
+    ("http://host:port/x.git", "This is not a URL git can read"),
 ])
 def test_a_location_git_cannot_fetch_is_refused_at_once(location, why):
     with pytest.raises(RepositoryRefused, match=why):
@@ -75,7 +77,10 @@ def test_a_folder_must_be_a_git_repository_at_its_top(tmp_path, git_repo):
         with pytest.raises(RepositoryRefused, match=why):
             repository_register(location=location)
     assert nothing_left()
-    # A bare clone is a repository too.
+    # A folder whose name holds a space, and a bare clone, are repositories too.
+    spaced = tmp_path / "sp ace"
+    subprocess.run(["git", "clone", "-q", str(git_repo.path), str(spaced)], check=True)
+    assert repository_register(location=str(spaced)).url == str(spaced)
     subprocess.run(["git", "clone", "-q", "--bare", str(git_repo.path), str(tmp_path / "bare.git")], check=True)
     assert repository_register(location=str(tmp_path / "bare.git")).registration_warning == ""
 
@@ -132,6 +137,8 @@ def test_the_form_says_which_folders_may_be_registered_and_shows_the_warning(cur
     assert "could not be asked whether the repository is there" in response.content.decode()
     refused = curator_client.post(reverse("repositories:list"), {"location": "ftp://h/x.git"})
     assert refused.status_code == 400 and "ftp:// is not a way git fetches" in refused.content.decode()
+    broken = curator_client.post(reverse("repositories:list"), {"location": "http://[::1/x"})
+    assert broken.status_code == 400 and "This is not a URL git can read" in broken.content.decode()
     assert Repository.objects.count() == 1
 
 

@@ -717,6 +717,20 @@ def test_a_curator_keeps_a_dropped_commit_by_hand_and_a_refilter_keeps_it(curato
     assert commits_refilter(repository=small_repository)["dropped"] == 0
     docs.refresh_from_db()
     assert docs.kept and docs.tasks.count() == 1
+    # New test-file rules measure every commit again, in a mining run: still kept.
+    from apps.repositories.services import repository_filters_update
+
+    job = repository_filters_update(repository=small_repository, max_files=5, max_lines=100, max_patch_chars=2000,
+                                    test_file_globs=["test_*.py", "check_*.py"], test_dir_names=["tests"])
+    assert not job.refilter_only
+    job_run(job_id=job.job_id)
+    docs.refresh_from_db()
+    assert docs.kept and docs.kept_at and docs.tasks.count() == 1
+    # While a mining job runs, keeping waits.
+    other = Commit.objects.filter(repository=small_repository).exclude(drop_reason="").first()
+    mining_job_start(repository=small_repository)
+    assert "a mining job is running" in html(curator_client.post(
+        reverse("repositories:commit_keep", args=[small_repository.pk, other.sha]), {"note": "why"}, follow=True))
 
 
 @pytest.mark.django_db

@@ -148,6 +148,9 @@ def test_a_text_that_gives_the_fixs_literals_leaks():
     fair = "Retries come too fast: after 3 attempts it has waited only 1.5 s (at version 20.0 too)."
     assert leak_check(fair, source_patch=DELAY_PATCH, fail_to_pass=[]).score == 0.0
     assert leak_check("wait 12.0 s, or 302 s", source_patch=DELAY_PATCH, fail_to_pass=[]).literals == []
+    # A one-digit literal proves nothing: "3" is in "Python 3.11".
+    retries = DELAY_PATCH.replace("-    delay = 0.5\n+    delay = 2.0", "-    retries = 2\n+    retries = 3")
+    assert leak_check("On Python 3.11 it retries too little.", source_patch=retries, fail_to_pass=[]).literals == []
 
 
 def test_a_looping_answer_is_degenerate_and_a_plain_issue_is_not():

@@ -79,7 +79,8 @@ def select_options(field):
 
 # Markdown as an issue reader sees it on a forge: CommonMark, raw HTML left as text, links only to
 # safe schemes (markdown-it's own check), code fences as code.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+# Images are not fetched: a model's or an import's text must not make curators' browsers call out.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).disable("image")
 
 
 @register.filter

@@ -27,7 +27,11 @@ def scheme_refusal(location: str) -> str:
         return f"A location is at most {MAX_LOCATION_CHARS:,} characters; this one has {len(location):,}."
     if "://" not in location:
         return ""
-    scheme = urlsplit(location).scheme.lower()
+    try:
+        scheme = urlsplit(location).scheme.lower()
+        urlsplit(location).port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as error:
+        return f"This is not a URL git can read: {error}."
     if scheme not in SCHEMES:
         return (f"{scheme or 'This'}:// is not a way git fetches repositories here: use https://, ssh://, git://, "
                 "user@host:path, or a folder's path.")
@@ -42,12 +46,14 @@ def local_repository_refusal(path: Path) -> str:
     if not path.is_dir():
         return f"{path} is a file, not a repository's folder."
     try:
-        found = git_run(["rev-parse", "--absolute-git-dir", "--is-bare-repository"], cwd=path, timeout=30).split()
-    except GitError:
+        bare = git_run(["rev-parse", "--is-bare-repository"], cwd=path, timeout=30).strip() == "true"
+        # One path a line: a folder's name may hold spaces. A worktree's .git may be a file.
+        top = git_run(["rev-parse", "--absolute-git-dir" if bare else "--show-toplevel"], cwd=path,
+                      timeout=30).splitlines()[0]
+    except (GitError, IndexError):
         return f"{path} is not a git repository."
-    git_dir, bare = Path(found[0]), found[1] == "true"
-    if not (bare and git_dir == path.resolve() or git_dir == path.resolve() / ".git"):
-        return f"{path} is inside a git repository, not its top folder: register {git_dir.parent}."
+    if Path(top) != path.resolve():
+        return f"{path} is inside a git repository, not its top folder: register {top}."
     return ""
 
 
@@ -72,15 +78,16 @@ def ssh_key_refusal(key: str) -> str:
 
 def remote_probe(location: str, credentials: GitCredentials, *, timeout: float = PROBE_SECONDS) -> LocationCheck:
     """Ask the host for the repository's branches. Refused: the host says there is no such
-    repository, or refuses the credentials. Anything else (no answer in time, a host that cannot be
-    resolved or reached) is a warning."""
+    repository, or refuses the credentials given. Anything else (no answer in time, a host that
+    cannot be resolved or reached, an SSH host refusing this server's own keys when none was given:
+    the workers' may differ) is a warning."""
     try:
         git_run(["ls-remote", "--heads", "--", location], credentials=credentials, timeout=timeout)
     except GitError as error:
         host = urlsplit(location).hostname if "://" in location else re.sub(r"^[^@]*@", "", location).split(":")[0]
         if error.code == "not_a_repository":
             return LocationCheck(refusal=f"{host} has no repository at this location ({error}).")
-        if error.code == "auth_failed":
+        if error.code == "auth_failed" and credentials.secrets():
             return LocationCheck(refusal=f"{host} refused the credentials ({error}).")
         return LocationCheck(warning=f"{host} could not be asked whether the repository is there ({error}); it is "
                                      "registered anyway, and mining will say if the workers cannot fetch it.")
