@@ -49,7 +49,7 @@ def test_files_are_split_and_measured(git_repo):
     assert stats.patch_chars == _git_show_chars(git_repo, sha, ["pkg/core.py", "README.md"])
 
 
-def test_root_commit_has_no_parent_and_merges_are_skipped(git_repo):
+def test_root_commit_has_no_parent_and_merges_are_marked(git_repo):
     root = git_repo.commit("root", {"a.py": "x = 1\n"})
     git_repo.git("checkout", "-q", "-b", "side")
     git_repo.commit("side work", {"b.py": "y = 1\n"})
@@ -57,8 +57,10 @@ def test_root_commit_has_no_parent_and_merges_are_skipped(git_repo):
     git_repo.commit("main work", {"a.py": "x = 2\n"})
     git_repo.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
     commits = _walk(git_repo)
-    assert set(commits) == {"root", "side work", "main work"}
+    assert set(commits) == {"root", "side work", "main work", "merge side"}
     assert commits["root"].sha == root and commits["root"].parent_sha == ""
+    assert [m for m, c in commits.items() if c.merge] == ["merge side"]
+    assert commits["merge side"].stats.patch_chars == 0
 
 
 def test_only_commits_after_the_excluded_tip_are_walked(git_repo):
