@@ -113,3 +113,16 @@ def page_screenshot(page, path) -> None:
     page.screenshot(path=str(path), full_page=True)
     size = path.stat().st_size
     assert size > MIN_SCREENSHOT_BYTES, f"{path} is only {size} bytes: the page looks empty"
+
+
+def log_in(page, base_url: str, username: str, password: str) -> None:
+    """Log in from the front page (every page asks for a login first); the repositories follow."""
+    from playwright.sync_api import expect
+
+    page.goto(base_url + "/")
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    page.get_by_label("User name").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Repositories", exact=True)).to_be_visible()
+    expect(page.locator(".who")).to_contain_text(username)

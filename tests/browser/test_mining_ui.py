@@ -8,33 +8,16 @@ import re
 from collections import Counter
 
 import pytest
-from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
 from apps.repositories.models import Repository
-from tests.browser.conftest import page_screenshot
+from tests.browser.conftest import log_in, page_screenshot
+from tests.conftest import user_with_role
 from worker.demo.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
 
 JOB_TIMEOUT_MS = 60_000
-
-
-def _user(username: str, password: str, role: str) -> User:
-    user = User.objects.create_user(username=username, password=password)
-    # Transactional tests flush the database afterwards, so the roles' groups may be gone.
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
-
-
-def _log_in(page, base_url: str, username: str, password: str) -> None:
-    page.goto(base_url + "/")
-    expect(page.get_by_role("heading", name="Log in")).to_be_visible()  # every page asks for a login
-    page.get_by_label("User name").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Repositories", exact=True)).to_be_visible()
-    expect(page.locator(".who")).to_contain_text(username)
 
 
 def _funnel_row(page, label: str):
@@ -49,13 +32,13 @@ def test_curator_mines_the_sample_repository_in_a_browser(
     kept_total = reasons[None]
     assert len(sample) == 37 and reasons["patch_too_long"] > 0
     kept = next(commit for commit in sample if commit.expected_drop_reason is None and commit.fail_to_pass)
-    _user("carla", "carla-password-1", "curator")
-    _user("anton", "anton-password-1", "annotator")
+    user_with_role("carla", "curator")
+    user_with_role("anton", "annotator")
     base = live_server.url
 
     # --- the curator logs in and registers the repository -----------------------------------
     page = new_page()
-    _log_in(page, base, "carla", "carla-password-1")
+    log_in(page, base, "carla", "pw-carla")
     expect(page.locator("#register")).to_be_visible()
     page.get_by_label("Location").fill(str(tmp_path / "textkit"))
     page.get_by_role("button", name="Register and mine").click()
@@ -129,7 +112,7 @@ def test_curator_mines_the_sample_repository_in_a_browser(
 
     # --- an annotator reads, but may not register ---------------------------------------------
     annotator = new_page()
-    _log_in(annotator, base, "anton", "anton-password-1")
+    log_in(annotator, base, "anton", "pw-anton")
     expect(annotator.locator("table.table tbody tr").filter(has_text="local/textkit")).to_be_visible()
     expect(annotator.locator("#register")).to_have_count(0)
     expect(annotator.get_by_role("button", name="Register and mine")).to_have_count(0)
