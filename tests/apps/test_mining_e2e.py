@@ -9,7 +9,8 @@ import time
 import pytest
 from django.conf import settings
 
-from apps.repositories.models import Commit, MiningJob
+from apps.jobs.models import Job
+from apps.repositories.models import Commit, MiningJob, Repository
 from apps.repositories.services import mining_job_start, repository_register
 from apps.tasks.models import Task
 from tests.conftest import commands_database_url
@@ -69,9 +70,11 @@ def test_mine_command_fails_with_a_clear_reason(celery_worker, tmp_path):
     env = {**os.environ, "DATABASE_URL": commands_database_url()}
     done = subprocess.run([sys.executable, "manage.py", "mine", str(not_a_repo), "--json"],
                           env=env, capture_output=True, text=True, timeout=120, cwd=settings.BASE_DIR)
+    # Refused at registration, before any job: nothing is left to delete by hand.
     assert done.returncode != 0
     assert done.stdout == ""
-    assert "not_a_repository" in done.stderr
+    assert f"{not_a_repo} is not a git repository." in done.stderr
+    assert not Repository.objects.exists() and not Job.objects.exists()
 
 
 def _mine(path, env) -> dict:
