@@ -14,6 +14,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, Iterator, Literal, Optional, Protocol, Sequence, Union
 
@@ -207,17 +208,24 @@ def run_as_user() -> Iterator[Optional[int]]:
 
 def _user_processes(uid: int) -> list[int]:
     """Live processes whose real user is `uid` (read from status: a process that is not
-    dumpable, bubblewrap's for one, has a /proc folder owned by root)."""
+    dumpable, bubblewrap's for one, has a /proc folder owned by root). Plain system calls, as
+    every run reads every process's status twice."""
     pids, wanted = [], f"Uid:\t{uid}\t".encode()
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status", "rb") as status:
-                    text = status.read()
-                if wanted in text and b"State:\tZ" not in text:  # a zombie is dead already
-                    pids.append(int(entry))
-            except (FileNotFoundError, ProcessLookupError):
-                pass
+        if not entry.isdigit():
+            continue
+        try:
+            fd = os.open(f"/proc/{entry}/status", os.O_RDONLY)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        try:
+            text = os.read(fd, 8192)
+        except ProcessLookupError:
+            continue
+        finally:
+            os.close(fd)
+        if wanted in text and b"State:\tZ" not in text:  # a zombie is dead already
+            pids.append(int(entry))
     return pids
 
 
@@ -264,12 +272,14 @@ def folder_usage(folder: Path) -> tuple[int, int]:
     return total, entries
 
 
-def deleted_open_bytes(uid: Optional[int], device: int) -> int:
-    """The disk held by files on `device` the user's processes deleted but keep open (a walk misses them)."""
+def deleted_open_bytes(uid: Optional[int], device: int, processes: Optional[Callable[[], list[int]]] = None) -> int:
+    """The disk held by files on `device` the user's processes deleted but keep open (a walk misses
+    them). `processes` lists the run's processes where something cheaper than a look at every
+    process's status knows them (its cgroup)."""
     if uid is None:
         return 0
     total, seen = 0, set()
-    for pid in _user_processes(uid):
+    for pid in (processes or partial(_user_processes, uid))():
         try:
             descriptors = os.listdir(f"/proc/{pid}/fd")
         except OSError:
@@ -293,8 +303,10 @@ class RunWatch:
     takes at most a fifth of the time; between two looks a run can overshoot by what it writes
     meanwhile, and no single file can pass `file_bytes`."""
 
-    def __init__(self, workdir: Path, output_fd: Optional[int], limits: Limits, uid: Optional[int]):
+    def __init__(self, workdir: Path, output_fd: Optional[int], limits: Limits, uid: Optional[int],
+                 processes: Optional[Callable[[], list[int]]] = None):
         self.workdir, self.output_fd, self.limits, self.uid = workdir, output_fd, limits, uid
+        self.processes = processes  # the run's processes, where its cgroup lists them
         self.start_bytes, self.start_entries = folder_usage(workdir)
         self.device = os.stat(workdir).st_dev
         self.interval, self.next_look = 0.5, time.monotonic() + 0.5
@@ -314,7 +326,7 @@ class RunWatch:
             used, entries = folder_usage(self.workdir)
         except OSError:
             return "disk_limit"  # a working copy that cannot be measured is not let grow
-        grown = used - self.start_bytes + deleted_open_bytes(self.uid, self.device)
+        grown = used - self.start_bytes + deleted_open_bytes(self.uid, self.device, self.processes)
         self.interval = max(0.5, 5 * (time.monotonic() - started))
         self.next_look = time.monotonic() + self.interval
         gained = entries - self.start_entries

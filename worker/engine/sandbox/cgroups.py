@@ -36,6 +36,10 @@ class RunCgroup:
         script = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
         return ["/bin/sh", "-c", script, "commitgym-cgroup", *self.procs_files, "--"]
 
+    def processes(self) -> list[int]:
+        """The run's live processes: every one it starts is in its cgroup, and none can leave it."""
+        return [int(pid) for pid in _read(self.folders[0] / "cgroup.procs").split()]
+
     def out_of_memory(self) -> bool:
         """Whether the kernel killed a process of the run for the memory limit."""
         memory = self.folders[0]

@@ -84,7 +84,8 @@ class LocalSandbox:
             command = [*(cgroup.join_prefix() if cgroup and self.isolated else []), *self._limits_prefix(limits, uid),
                        *self._isolation_prefix(workdir, inside, cwd or inside, limits, extra),
                        *(proxy.wrap(argv, INSIDE if self.isolated else str(proxy.folder)) if proxy else argv)]
-            watch = RunWatch(workdir, output.fileno(), limits, uid)
+            watch = RunWatch(workdir, output.fileno(), limits, uid,
+                             cgroup.processes if cgroup and self.isolated else None)
             started = time.monotonic()
             process = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
