@@ -107,44 +107,6 @@ def test_capped_folders_a_dead_worker_left_mounted_are_swept(open_folder):
     image.unlink()
 
 
-def test_capped_folders_are_copies_of_a_kept_empty_file_system_that_no_run_changes(open_folder, monkeypatch):
-    import hashlib
-
-    from worker.engine.sandbox import disk
-
-    monkeypatch.setattr(disk.tempfile, "gettempdir", lambda: str(open_folder))
-    source = open_folder / "source"
-    source.mkdir()
-    (source / "module.py").write_text("x = 1\n")
-    limits = Limits(disk_bytes=48 << 20, disk_files=2000)
-    seen = []
-    for name in ("first", "second"):
-        folder = open_folder / name
-        with disk.capped_folder(folder, holds=source, limits=limits) as mounted:
-            assert mounted and os.path.ismount(folder) and os.listdir(folder) == []
-            (folder / "written").write_bytes(b"x" * (1 << 20))
-            image = folder.with_name(name + disk._IMAGE_SUFFIX)
-            assert image.stat().st_blocks * 512 < image.stat().st_size // 4  # holes stayed holes
-        (template,) = (open_folder / "commitgym-disk-templates").glob("*.img")
-        seen.append(hashlib.sha256(template.read_bytes()).hexdigest())
-        assert not os.path.ismount(folder) and not image.exists()
-    assert seen[0] == seen[1]  # the second run copied the first's template, which neither run wrote to
-    size = template.stat().st_size
-    assert (48 << 20) * 1.05 < size < ((48 << 20) * 1.05 + 2000 * 256 + (9 << 20)) * (1 + 1 / 32)
-
-
-def test_a_file_system_that_cannot_show_its_holes_gets_its_image_made_anew(open_folder, monkeypatch):
-    from worker.engine.sandbox import disk
-
-    monkeypatch.setattr(disk.tempfile, "gettempdir", lambda: str(open_folder))
-    monkeypatch.setattr(disk, "_MAX_DATA_RUN", 0)  # every run of data looks as long as the whole file
-    source = open_folder / "source"
-    source.mkdir()
-    with disk.capped_folder(open_folder / "run", holds=source,
-                            limits=Limits(disk_bytes=16 << 20, disk_files=1000)) as mounted:
-        assert mounted and os.listdir(open_folder / "run") == []
-
-
 def test_a_cgroup_a_run_left_with_tighter_limits_does_not_refuse_the_next_run(workdir):
     from worker.engine.sandbox import cgroups
 
