@@ -208,8 +208,8 @@ def run_as_user() -> Iterator[Optional[int]]:
 
 def _user_processes(uid: int) -> list[int]:
     """Live processes whose real user is `uid` (read from status: a process that is not
-    dumpable, bubblewrap's for one, has a /proc folder owned by root). Plain system calls, as
-    every run reads every process's status twice."""
+    dumpable, bubblewrap's for one, has a /proc folder owned by root). Plain system calls: every
+    run ends with this look at every process."""
     pids, wanted = [], f"Uid:\t{uid}\t".encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

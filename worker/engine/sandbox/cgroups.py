@@ -38,7 +38,7 @@ class RunCgroup:
 
     def processes(self) -> list[int]:
         """The run's live processes: every one it starts is in its cgroup, and none can leave it."""
-        return [int(pid) for pid in _read(self.folders[0] / "cgroup.procs").split()]
+        return _procs(self.folders[0])
 
     def out_of_memory(self) -> bool:
         """Whether the kernel killed a process of the run for the memory limit."""
@@ -56,8 +56,7 @@ class RunCgroup:
                 except OSError:
                     pass
             for _ in range(50):
-                pids = [int(pid) for pid in _read(folder / "cgroup.procs").split()]
-                for pid in pids:
+                for pid in _procs(folder):
                     try:
                         os.kill(pid, 9)
                     except ProcessLookupError:
@@ -69,6 +68,10 @@ class RunCgroup:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+def _procs(folder: Path) -> list[int]:
+    return [int(pid) for pid in _read(folder / "cgroup.procs").split()]
 
 
 def _read(path: Path) -> str:
