@@ -107,6 +107,19 @@ def test_capped_folders_a_dead_worker_left_mounted_are_swept(open_folder):
     image.unlink()
 
 
+def test_a_capped_folder_whose_lost_found_stays_is_not_left_mounted(open_folder, monkeypatch):
+    from worker.engine.sandbox import disk
+
+    folder, source = open_folder / "run", open_folder / "source"
+    source.mkdir()
+    real_rmdir = Path.rmdir
+    monkeypatch.setattr(Path, "rmdir", lambda path: (_ for _ in ()).throw(OSError("busy"))
+                        if path.name == "lost+found" else real_rmdir(path))
+    with disk.capped_folder(folder, holds=source, limits=Limits(disk_bytes=16 << 20, disk_files=1000)) as mounted:
+        assert not mounted and not os.path.ismount(folder)
+    assert not list(open_folder.glob("*" + disk._IMAGE_SUFFIX))
+
+
 def test_a_cgroup_a_run_left_with_tighter_limits_does_not_refuse_the_next_run(workdir):
     from worker.engine.sandbox import cgroups
 
