@@ -22,7 +22,7 @@ def task_current_issue(*, task: Task) -> Optional[IssueVersion]:
     return current_issue(list(IssueVersion.objects.filter(task=task)))
 
 
-def _valid_validation(task: Task) -> Optional[Validation]:
+def valid_validation(task: Task) -> Optional[Validation]:
     """The latest validation that found the task valid: its F2P tests are what an issue must not name."""
     return (Validation.objects.filter(task=task, job__state=Validation.State.SUCCEEDED, verdict="valid")
             .order_by("-created_at", "-id").first())
@@ -82,7 +82,7 @@ def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, st
     model = role_settings("issue_writer").model_name
     if task.state not in VALID_OR_LATER:
         return "skipped", f"the task is {task.state}: issues are written for valid tasks", model
-    validation = _valid_validation(task)
+    validation = valid_validation(task)
     if validation is None:
         return "skipped", "the task has no valid validation to describe", model
     source_patch = _source_patch(task)
@@ -131,7 +131,7 @@ def issue_version_edit(*, task: Task, text: str, user, based_on: int) -> IssueVe
         latest = IssueVersion.objects.filter(task=task).order_by("-number").first()
         if latest is not None and latest.number != based_on:
             raise IssueEditConflict(latest)
-        validation = _valid_validation(task)
+        validation = valid_validation(task)
         version = _version_add(task=task, text=text, source_patch=_source_patch(task),
                                fail_to_pass=validation.fail_to_pass if validation else [],
                                author=IssueVersion.Author.PERSON, edited_by=user)

@@ -16,8 +16,8 @@ from playwright.sync_api import expect
 
 from apps.jobs.models import Job
 from apps.repositories.models import Repository
-from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt
-from apps.tasks.models import Review, Task, Validation
+from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt, valid_validation
+from apps.tasks.models import Review, Task
 from tests.browser.conftest import log_in, page_screenshot
 from tests.conftest import record_model_answer, user_with_role
 from worker.demo.sample_repo import sample_repo_write
@@ -53,9 +53,7 @@ def _issues_recorded(repository) -> Task:
     valid = list(Task.objects.filter(repository=repository, state="valid").order_by("commit__committed_at", "id"))
     assert len(valid) >= 3, [(t.instance_id, t.state, t.reason) for t in Task.objects.filter(repository=repository)]
     for index, task in enumerate(valid):
-        validation = (Validation.objects.filter(task=task, verdict="valid", job__state="succeeded")
-                      .order_by("-created_at", "-id").first())
-        prompt, variables = issue_prompt(task, validation)
+        prompt, variables = issue_prompt(task, valid_validation(task))  # what the issue writer will read
         record_model_answer(role="issue_writer", prompt=prompt, variables=variables, task=task,
                             max_tokens=ISSUE_WRITER_TOKENS, answer=LOOPING_SENTENCE * 20 if index == 0 else PLAIN_ISSUE)
     return valid[0]
