@@ -230,7 +230,7 @@ def _user_processes(uid: int) -> list[int]:
 
 
 def _kill_user(uid: int) -> None:
-    for _ in range(50):
+    for _ in retries():
         pids = _user_processes(uid)
         if not pids:
             return
@@ -239,7 +239,19 @@ def _kill_user(uid: int) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        time.sleep(0.02)
+
+
+def retries(seconds: float = 1.0, first_wait: float = 0.0005, longest_wait: float = 0.02) -> Iterator[None]:
+    """Attempts for about `seconds`, each after a wait twice the last (from `first_wait` up to
+    `longest_wait`): what the kernel finishes within a millisecond, a dead run's cgroup emptying
+    say, is not kept waiting a whole long wait, and what takes longer is not spun on."""
+    deadline, wait = time.monotonic() + seconds, first_wait
+    while True:
+        yield
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(wait)
+        wait = min(2 * wait, longest_wait)
 
 
 def hand_over(workdir: Path, uid: Optional[int]) -> None:

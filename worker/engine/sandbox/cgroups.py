@@ -9,13 +9,12 @@ The docker backend needs none of this: the engine gives every container its own 
 """
 
 import os
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from worker.engine.sandbox.base import SandboxUnavailable
+from worker.engine.sandbox.base import SandboxUnavailable, retries
 
 ROOT = Path("/sys/fs/cgroup")
 
@@ -55,7 +54,7 @@ class RunCgroup:
                     (folder / "cgroup.kill").write_text("1")
                 except OSError:
                     pass
-            for _ in range(50):
+            for _ in retries():
                 for pid in _procs(folder):
                     try:
                         os.kill(pid, 9)
@@ -67,7 +66,7 @@ class RunCgroup:
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.02)
+                    pass  # not empty yet
 
 
 def _procs(folder: Path) -> list[int]:
