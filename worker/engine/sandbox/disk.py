@@ -4,7 +4,7 @@ The watch in base.py stops a run that outgrows its working copy, but only at its
 the worker is root and can loop-mount, a run's fresh working copy gets an ext4 file system of
 its own, sized to what the copy holds plus the run's `disk_bytes` and `disk_files` (a little
 more, so the watch still names the limit): a write past it fails with ENOSPC however fast it
-comes. Making, mounting and removing an 8 GiB image costs about 20 ms here (sparse, lazily
+comes. Making, mounting and removing an 8 GiB image costs about 13 ms here (sparse, lazily
 initialised); elsewhere the watch alone holds.
 """
 
@@ -48,8 +48,9 @@ def _mounted(folder: Path, image: Path, holds: Path, limits: Limits) -> bool:
     try:
         with open(image, "wb") as sparse:
             sparse.truncate(size)
-        made = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-N", str(inodes), "-E",
-                               "lazy_itable_init=1,lazy_journal_init=1", str(image)], capture_output=True)
+        # No journal and no blocks kept for growing it (it never grows): half of mkfs's time goes on those.
+        made = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode", "-N", str(inodes),
+                               "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", str(image)], capture_output=True)
         if made.returncode != 0:
             return False
         mount = subprocess.run(["mount", "-o", "loop,nosuid,nodev", str(image), str(folder)], capture_output=True)
