@@ -120,6 +120,45 @@ def test_a_capped_folder_whose_lost_found_stays_is_not_left_mounted(open_folder,
     assert not list(open_folder.glob("*" + disk._IMAGE_SUFFIX))
 
 
+def test_a_capped_folder_is_measured_by_its_file_system_held_open_files_included(open_folder):
+    from worker.engine.sandbox import disk
+    from worker.engine.sandbox.base import RunWatch
+
+    folder, source = open_folder / "run", open_folder / "source"
+    source.mkdir()
+    limits = Limits(disk_bytes=16 << 20, disk_files=1000)
+    assert not disk.capped_folder_is(source) and not disk.capped_folder_is(Path("/proc"))  # no image beside it
+    with disk.capped_folder(folder, holds=source, limits=limits) as mounted:
+        assert mounted and disk.capped_folder_is(folder)
+        watch = RunWatch(folder, None, limits, uid=None, own_file_system=True)
+        assert watch.breach(now=True) is None
+        with open(folder / "hidden", "wb") as held:  # no run's user to look for: only the file system knows
+            os.unlink(folder / "hidden")
+            held.write(b"x" * (20 << 20))
+            held.flush()
+            assert watch.breach(now=True) == "disk_limit"
+            assert RunWatch(folder, None, limits, uid=None).breach(now=True) is None  # a walk misses it
+        assert watch.breach(now=True) is None
+    image = folder.with_name(folder.name + disk._IMAGE_SUFFIX)
+    assert not image.exists() and not disk.capped_folder_is(folder)
+
+
+def test_a_run_in_a_capped_folder_that_hides_its_growth_is_stopped(open_folder):
+    from worker.engine.sandbox import disk
+
+    folder, source = open_folder / "run", open_folder / "source"
+    source.mkdir()
+    limits = Limits(wall_seconds=60, cpu_seconds=60, memory_bytes=1 << 30, processes=64, file_bytes=16 << 20,
+                    disk_bytes=32 << 20, disk_files=1000)
+    code = ("import os, time\nheld = []\nfor i in range(64):\n"  # 1 MB each 0.1 s: a look lands before the end
+            "    f = open('hidden-%d' % i, 'wb'); os.unlink('hidden-%d' % i)\n"
+            "    f.write(b'x' * (1 << 20)); f.flush(); held.append(f); time.sleep(0.1)\nprint('wrote it all')\n")
+    with disk.capped_folder(folder, holds=source, limits=limits) as mounted:
+        assert mounted
+        result = LocalSandbox().run([PYTHON, "-c", code], workdir=folder, limits=limits)
+    assert result.status == "disk_limit" and b"wrote it all" not in result.output, (result.status, result.output)
+
+
 def test_a_cgroup_a_run_left_with_tighter_limits_does_not_refuse_the_next_run(workdir):
     from worker.engine.sandbox import cgroups
 

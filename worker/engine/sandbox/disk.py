@@ -40,6 +40,14 @@ def capped_folder(folder: Path, *, holds: Path, limits: Limits) -> Iterator[bool
         image.unlink(missing_ok=True)
 
 
+def capped_folder_is(folder: Path) -> bool:
+    """Whether `folder` is a capped folder, mounted: the file system below it holds nothing else. No
+    code in a sandbox can make one look so (it can neither mount on the worker's side nor write beside
+    its own folder)."""
+    folder = Path(folder)
+    return os.path.ismount(folder) and folder.with_name(folder.name + _IMAGE_SUFFIX).is_file()
+
+
 def _mounted(folder: Path, image: Path, holds: Path, limits: Limits) -> bool:
     used, entries = folder_usage(holds)
     inodes = int((entries + limits.disk_files) * _SLACK) + 1024
@@ -49,8 +57,9 @@ def _mounted(folder: Path, image: Path, holds: Path, limits: Limits) -> bool:
         with open(image, "wb") as sparse:
             sparse.truncate(size)
         # No journal and no blocks kept for growing it (it never grows): half of mkfs's time goes on those.
-        made = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode", "-N", str(inodes),
-                               "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", str(image)], capture_output=True)
+        made = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode",
+                               "-N", str(inodes), "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
+                               str(image)], capture_output=True)
         if made.returncode != 0:
             return False
         mount = subprocess.run(["mount", "-o", "loop,nosuid,nodev", str(image), str(folder)], capture_output=True)

@@ -39,6 +39,7 @@ from worker.engine.sandbox.base import (
     sandbox_file_open,
     status_from_exit,
 )
+from worker.engine.sandbox.disk import capped_folder_is
 from worker.engine.sandbox.index_proxy import DEFAULT_INDEX_HOSTS, index_reach
 
 DEFAULT_IMAGE = "commitgym-base:bookworm"
@@ -122,7 +123,7 @@ class DockerSandbox:
                         workdir, inside, cwd or inside, output_dir, limits, user,
                         self._environment(inside, {**(proxy.environment() if proxy else {}), **(env or {})}),
                         [proxy.mount] if proxy else []))
-                watch = RunWatch(workdir, output_fd, limits, uid)
+                watch = RunWatch(workdir, output_fd, limits, uid, own_file_system=capped_folder_is(workdir))
                 started = time.monotonic()
                 container.start()
                 exit_code, stopped = run_watched(partial(_exit_within, container), partial(_kill, container), watch,

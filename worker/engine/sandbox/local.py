@@ -37,6 +37,7 @@ from worker.engine.sandbox.base import (
     status_from_exit,
 )
 from worker.engine.sandbox.cgroups import run_cgroup
+from worker.engine.sandbox.disk import capped_folder_is
 from worker.engine.sandbox.index_proxy import DEFAULT_INDEX_HOSTS, INSIDE, index_reach
 
 
@@ -85,7 +86,8 @@ class LocalSandbox:
                        *self._isolation_prefix(workdir, inside, cwd or inside, limits, extra),
                        *(proxy.wrap(argv, INSIDE if self.isolated else str(proxy.folder)) if proxy else argv)]
             watch = RunWatch(workdir, output.fileno(), limits, uid,
-                             cgroup.processes if cgroup and self.isolated else None)
+                             cgroup.processes if cgroup and self.isolated else None,
+                             own_file_system=capped_folder_is(workdir))
             started = time.monotonic()
             process = subprocess.Popen(
                 command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
