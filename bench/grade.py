@@ -125,12 +125,14 @@ def grading() -> None:
         stdout=subprocess.DEVNULL, stderr=open(WORKDIR / "worker.log", "wb"), start_new_session=True)
     try:
         time.sleep(8)  # the worker and its pool up before the clock starts
-        started = time.perf_counter()
+        started = time.time()
         grades = [candidate_grade_start(candidate=c, backend="local") for c in Candidate.objects.filter(task=task)]
         ids = [grade.id for grade in grades]
+        # Looked at seldom, so the look takes no time from the two cores the worker grades on: the wall
+        # ends when the worker says the last job ended, not when the look sees it.
         while Grade.objects.filter(id__in=ids, job__state__in=Job.ACTIVE_STATES).exists():
-            time.sleep(0.05)
-        wall = time.perf_counter() - started
+            time.sleep(0.5)
+        wall = max(grade.job.finished_at for grade in Grade.objects.filter(id__in=ids)).timestamp() - started
     finally:
         worker.terminate()
         worker.wait(timeout=60)
