@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 
 from worker.engine.env.recipes import ENV, WORKSPACE
 from worker.engine.env.runtimes import default_images, docker_runtimes
+from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import outcomes_from_events, pytest_run, report_check
 from worker.engine.sandbox.base import Limits
 from worker.engine.sandbox.local import LocalSandbox
@@ -308,6 +310,76 @@ def test_the_repository_must_be_inside_the_working_folder(venv, workdir, shared_
 
 
 # the plugin's source, and outcomes_from_report with plain data
+
+
+FIXED_TEST = ("def test_value():\n    import fixed\n    open('ran', 'w').close()\n"
+              "    with open('fixed.py', 'a') as source:  # the run's user owns what the worker's steps wrote\n"
+              "        source.write('# touched by the test')\n    assert fixed.VALUE == 2\n")
+VALUE_TO_2 = ("diff --git a/fixed.py b/fixed.py\n--- a/fixed.py\n+++ b/fixed.py\n@@ -1 +1 @@\n-VALUE = 1\n"
+              "+VALUE = 2\n")
+
+
+def first_run(sandboxed: Sandboxed, workdir: Path, repo: Path, first: PatchFirst):
+    python = f"{ENV}/bin/python" if sandboxed.mount_at else str(sandboxed.environment / "bin" / "python")
+    return pytest_run(sandbox=sandboxed.sandbox(), workdir=workdir, repo_dir=repo, python=python,
+                      selection=["test_fixed.py"], per_test_timeout=10.0, limits=LIMITS, mount_at=sandboxed.mount_at,
+                      first=first)
+
+
+def test_a_patch_applied_first_is_looked_at_before_the_tests_start_and_its_time_is_not_theirs(
+        sandboxed_python3, workdir):
+    repo = make_repo(workdir, {"fixed.py": "VALUE = 1\n", "test_fixed.py": FIXED_TEST})
+    seen = []
+
+    def look(copy: Path) -> None:
+        seen.append(((copy / "fixed.py").read_text(), (copy / "ran").exists()))
+        (copy / "fixed.py").unlink()  # put back as root, as grading puts files back: handed to the run after
+        (copy / "fixed.py").write_text("VALUE = 2\n")
+        time.sleep(3)
+
+    first = PatchFirst(VALUE_TO_2, then=[look])
+    result = first_run(sandboxed_python3, workdir, repo, first)
+    assert seen == [("VALUE = 2\n", False)]  # patched, and no test had run
+    assert first.applied and first.error is None
+    assert result.outcomes == {"test_fixed.py::test_value": "PASSED"}, (result.untrusted, result.output.decode())
+    assert (repo / "fixed.py").read_text() == "VALUE = 2\n# touched by the test"
+    assert result.seconds < 3, result.seconds  # the tests' own time, from the moment they were let start
+
+
+def test_a_patch_that_does_not_apply_or_a_step_that_fails_ends_the_run_before_its_tests(venv, workdir):
+    sandboxed = Sandboxed(venv, lambda: LocalSandbox(read_only=[venv]))
+    repo = make_repo(workdir, {"fixed.py": "VALUE = 1\n", "test_fixed.py": FIXED_TEST})
+    steps = []
+    for patch in (VALUE_TO_2.replace("-VALUE = 1", "-VALUE = 7"),  # not what the file says
+                  "diff --git a/../go b/../go\nnew file mode 100644\n--- /dev/null\n+++ b/../go\n@@ -0,0 +1 @@\n+go\n"):
+        first = PatchFirst(patch, then=[steps.append])
+        result = first_run(sandboxed, workdir, repo, first)
+        assert first.applied is False and not first.released_at and steps == []
+        assert result.outcomes == {} and not (repo / "ran").exists()
+
+    def refuse(copy: Path) -> None:
+        raise RuntimeError("a folder above it leads out of the working copy")
+
+    first = PatchFirst(VALUE_TO_2, then=[refuse, steps.append])
+    result = first_run(sandboxed, workdir, repo, first)
+    assert first.applied and isinstance(first.error, RuntimeError) and steps == []
+    assert result.outcomes == {} and not (repo / "ran").exists()
+
+
+def test_tests_that_write_to_the_runs_pipes_change_nothing_the_worker_decided(venv, workdir):
+    hostile = ("import glob, os\n\ndef test_value():\n    import fixed\n"
+               "    for pipe in glob.glob('../commitgym-pytest-*/applied') + glob.glob('../commitgym-pytest-*/go'):\n"
+               "        fd = os.open(pipe, os.O_RDWR | os.O_NONBLOCK)\n"
+               "        try:\n            while True:\n                os.write(fd, b'0\\ngo\\n' * 4096)\n"
+               "        except BlockingIOError:\n            pass  # full: nobody reads it any more\n"
+               "    assert fixed.VALUE == 2\n")
+    repo = make_repo(workdir, {"fixed.py": "VALUE = 1\n", "test_fixed.py": hostile})
+    steps = []
+    first = PatchFirst(VALUE_TO_2, then=[steps.append])
+    result = first_run(Sandboxed(venv, lambda: LocalSandbox(read_only=[venv])), workdir, repo, first)
+    assert first.applied and len(steps) == 1
+    assert result.outcomes == {"test_fixed.py::test_value": "PASSED"}, (result.untrusted, result.output.decode())
+    assert result.status == "ok"
 
 
 def test_the_plugin_is_python_3_7_syntax():

@@ -1,10 +1,11 @@
 """A candidate patch's ground truth: does it resolve the task by the task's hidden tests?
 
 The candidate is applied (inside the sandbox: the patch is anyone's) to a fresh copy of the task's
-base commit with the task's test patch applied: that copy is made once per task and kept by the
-worker (`GradeSettings.bases`), as what is graded never sees it, only a copy. What the candidate
-changed is found by comparing the copy with the one it came from, file by file, links never
-followed: whatever `git apply` did (renames, modes, links) is seen. Its changes to test
+base commit with the task's test patch applied: that base is made once per task and kept by the
+worker (`GradeSettings.bases`), as what is graded never sees it, only a copy. The candidate is
+applied in the sandbox its tests then run in, before they start (run/patch_first.py). What it
+changed is found by comparing the copy with the base, file by file, links never followed, while
+nothing runs in the sandbox: whatever `git apply` did (renames, modes, links) is seen. Its changes to test
 configuration and interpreter start-up files (PROTECTED_NAMES, `.pth` files, the pytest sections
 of setup.cfg and pyproject.toml, package metadata that could declare a pytest plugin) and any link
 it made are put back as they were (`tampering`); its changes to the test files that were there
@@ -23,6 +24,7 @@ import shutil
 import time
 import tomllib
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -39,6 +41,7 @@ from worker.engine.git.working_copy import (
     working_copy_write,
 )
 from worker.engine.mine.filters import TestFileRules
+from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import TestRun
 from worker.engine.sandbox.base import Limits, hand_over
 from worker.engine.validate.oracle import graded_files, run_outcome, runs_outcome
@@ -102,6 +105,7 @@ def candidate_grade(task: TaskToGrade, patch: Optional[str], *, builder: Environ
                                                     f"{BINARY_BYTES >> 20} MB a candidate may")
     work = Path(work_root) / f"grade-{time.monotonic_ns()}"
     try:
+        work.mkdir(parents=True)
         result = _grade(task, patch, builder, environment, work, settings)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -121,33 +125,53 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
     if tested is None:
         result.outcome, result.detail = "error", "the task's test patch does not apply to its base commit"
         return result
-    candidate = working_copy_clone(tested, work / "candidate" / "repo")
-    if patch_apply(builder.sandbox(), candidate.parent, patch).ok:
-        _put_right(result, task, tested, candidate)
-    else:  # written against the base's version of a file the test patch changes, say
-        shutil.rmtree(candidate.parent)
-        base = working_copy_write(task.mirror_dir, task.base_sha, work / "base")
-        candidate = working_copy_clone(base, work / "candidate" / "repo")
-        applied = patch_apply(builder.sandbox(), candidate.parent, patch)
-        if not applied.ok:
-            result.outcome, result.detail = "does_not_apply", _tail(applied.output)
-            return result
-        _put_right(result, task, base, candidate)
-        applied = patch_apply(builder.sandbox(), candidate.parent, task.test_patch)
-        if not applied.ok:
-            result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
-            return result
+    selection = list(task.selection) or graded_files(task.fail_to_pass, task.pass_to_pass)
+    for _ in range(max(task.runs, 1)):
+        # Each run applies the candidate in its own sandbox, to a fresh copy of the tested base, and
+        # the worker puts it right there before the tests start (run/patch_first.py).
+        put_right = GradeResult("")
+        first = PatchFirst(patch, then=[partial(_put_right, put_right, task, tested)]) if patch.strip() else None
+        run, _ = fresh_copy_run(builder, environment, tested, selection, scratch=work, limits=settings.limits,
+                                per_test_timeout=settings.per_test_timeout, first=first)
+        if first is not None and first.error is not None:
+            raise first.error
+        if first is not None and not first.applied:
+            break  # git's own words come from the base's attempt below
+        result.tampering, result.touches_tests = put_right.tampering, put_right.touches_tests
+        result.runs.append(run)
+    if not result.runs and not _applied_to_the_base(result, task, patch, builder, environment, work, settings,
+                                                    selection):
+        return result
     grade = {"fail_to_pass": task.fail_to_pass, "pass_to_pass": task.pass_to_pass,
              "reference_xfail": task.reference_xfail}
-    for _ in range(max(task.runs, 1)):
-        selection = list(task.selection) or graded_files(task.fail_to_pass, task.pass_to_pass)
-        run, _ = fresh_copy_run(builder, environment, candidate, selection, scratch=work, limits=settings.limits,
-                                per_test_timeout=settings.per_test_timeout)
-        result.runs.append(run)
     result.outcome = runs_outcome([run_outcome(run, **grade) for run in result.runs])
     untrusted = next((run.untrusted for run in result.runs if run.untrusted), "")
     result.detail = f"a run's report cannot be believed: {untrusted}" if untrusted else ""
     return result
+
+
+def _applied_to_the_base(result: GradeResult, task: TaskToGrade, patch: str, builder: EnvironmentBuilder,
+                         environment: BuiltEnvironment, work: Path, settings: GradeSettings,
+                         selection: list[str]) -> bool:
+    """A candidate that does not apply on top of the test patch (written against the base's version
+    of a file the test patch changes, say) is applied to the base alone, put right, and the test
+    patch applied after; then its runs. False, with the outcome set, when that cannot be done."""
+    base = working_copy_write(task.mirror_dir, task.base_sha, work / "base")
+    candidate = working_copy_clone(base, work / "candidate" / "repo")
+    applied = patch_apply(builder.sandbox(), candidate.parent, patch)
+    if not applied.ok:
+        result.outcome, result.detail = "does_not_apply", _tail(applied.output)
+        return False
+    _put_right(result, task, base, candidate)
+    applied = patch_apply(builder.sandbox(), candidate.parent, task.test_patch)
+    if not applied.ok:
+        result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
+        return False
+    for _ in range(max(task.runs, 1)):
+        run, _ = fresh_copy_run(builder, environment, candidate, selection, scratch=work, limits=settings.limits,
+                                per_test_timeout=settings.per_test_timeout)
+        result.runs.append(run)
+    return True
 
 
 def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, candidate: Path) -> None:

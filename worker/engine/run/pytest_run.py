@@ -18,10 +18,12 @@ import secrets
 import shutil
 import stat
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
+from worker.engine.run.patch_first import PatchFirst, patch_first_served
 from worker.engine.sandbox.base import Limits, RunStatus
 
 PLUGIN_SOURCE = Path(__file__).with_name("report_plugin.py")
@@ -54,7 +56,7 @@ class TestRun:
 
 def pytest_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection: list[str],
                per_test_timeout: float, limits: Limits, extra_env: Optional[dict] = None,
-               mount_at: Optional[str] = None) -> TestRun:
+               mount_at: Optional[str] = None, first: Optional[PatchFirst] = None) -> TestRun:
     """Run `python -m pytest` in `repo_dir`, inside `sandbox`, with no network.
 
     `repo_dir` must be below `workdir`: the sandbox can write only there (the working
@@ -64,6 +66,9 @@ def pytest_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection
     ids, empty for the whole suite. `per_test_timeout` (seconds, 0 = none) fails a test
     that hangs and lets the run go on; `limits.wall_seconds` bounds the whole run.
     With `mount_at`, the sandbox sees `workdir` there (and `python` is a path inside it).
+    With `first`, its patch is applied in the same sandbox before the tests, and its steps done
+    (patch_first.py); a patch that does not apply, or a step that fails, ends the run before its
+    tests (`first` says which). The run's `seconds` are then counted from the tests' start.
     """
     workdir, repo_dir = Path(workdir).resolve(), Path(repo_dir).resolve()
     if workdir not in repo_dir.parents:
@@ -88,8 +93,11 @@ def pytest_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection
             # -E -s -S: nothing of the working copy runs at start-up (report_plugin.py's docstring).
             argv = [python, "-E", "-s", "-S", inside(plugin), "-p", "no:cacheprovider", "-q",
                     "--continue-on-collection-errors", *selection]
-            result = sandbox.run(argv, workdir=workdir, network=False, limits=limits, env=env,
-                                 mount_at=mount_at, cwd=inside(repo_dir))
+            with ExitStack() as stack:
+                if first is not None:
+                    argv = [*stack.enter_context(patch_first_served(first, plugin_dir, repo_dir, inside)), *argv]
+                result = sandbox.run(argv, workdir=workdir, network=False, limits=limits, env=env,
+                                     mount_at=mount_at, cwd=inside(repo_dir))
             data = _read_all(report_fd)
         finally:
             os.close(report_fd)
@@ -97,8 +105,11 @@ def pytest_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection
         shutil.rmtree(plugin_dir, ignore_errors=True)
     checked = report_check(data, key, exit_code=result.exit_code)
     events = [] if checked.untrusted else checked.events
+    seconds = result.seconds
+    if first is not None and first.released_at:  # the tests' own time: from the moment they were let start
+        seconds = max(0.0, seconds - (first.released_at - result.started_at))
     return TestRun(outcomes=outcomes_from_events(events), status=result.status, exit_code=result.exit_code,
-                   output=result.output, seconds=result.seconds,
+                   output=result.output, seconds=seconds,
                    collection_error=_collection_error(events, result.exit_code),
                    complete=any(event.get("event") == "end" for event in events), untrusted=checked.untrusted)
 

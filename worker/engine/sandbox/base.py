@@ -58,6 +58,7 @@ class RunResult:
     output: bytes  # standard output and error, interleaved, at most Limits.output_bytes
     output_truncated: bool
     seconds: float
+    started_at: float = 0.0  # time.monotonic() as the process started
 
     @property
     def ok(self) -> bool:

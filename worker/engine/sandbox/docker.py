@@ -155,7 +155,7 @@ class DockerSandbox:
         else:
             status = status_from_exit(exit_code, kept, isolated=True)
         return RunResult(status=status, exit_code=exit_code, output=kept,
-                         output_truncated=written > limits.output_bytes, seconds=seconds)
+                         output_truncated=written > limits.output_bytes, seconds=seconds, started_at=started)
 
     def _command(self, argv: Sequence[str], limits: Limits) -> list[str]:
         """The output to a file (so the file-size limit applies to it), and the container's own deadline."""

@@ -109,7 +109,7 @@ class LocalSandbox:
         else:
             status = status_from_exit(exit_code, kept, self.isolated)
         return RunResult(status=status, exit_code=exit_code, output=kept,
-                         output_truncated=written > limits.output_bytes, seconds=seconds)
+                         output_truncated=written > limits.output_bytes, seconds=seconds, started_at=started)
 
     def _limits_prefix(self, limits: Limits, uid: Optional[int]) -> list[str]:
         prefix = [

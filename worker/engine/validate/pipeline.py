@@ -9,6 +9,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -18,6 +19,7 @@ from worker.engine.env.recipes import ENV, WORKSPACE, install_recipe, recipe_key
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.working_copy import patch_apply, working_copy_clone, working_copy_write
 from worker.engine.mine.filters import TestFileRules
+from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import TestRun, pytest_run
 from worker.engine.sandbox.base import Limits
 from worker.engine.sandbox.disk import capped_folder
@@ -147,10 +149,13 @@ class _Validation:
 
 
 def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, repo: Path, selection: list[str], *,
-                   scratch: Path, limits: Limits, per_test_timeout: float) -> tuple[TestRun, float]:
+                   scratch: Path, limits: Limits, per_test_timeout: float,
+                   first: Optional[PatchFirst] = None) -> tuple[TestRun, float]:
     """One pytest run of `selection` in the environment, in a fresh copy of the working copy `repo`
-    made under `scratch` and thrown away after: nothing a run writes is seen by the next. Returns
-    the run and the seconds the copy took."""
+    made under `scratch` and thrown away after: nothing a run writes is seen by the next. With
+    `first`, its patch is applied to the copy in the run's sandbox before the tests, and the
+    environment's files are laid after its steps (a file the patch makes wins, as in any copy).
+    Returns the run and the seconds the copy took."""
     sandbox = builder.sandbox([(environment.path, ENV)], image=environment.image)
     fresh = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
     try:
@@ -158,11 +163,14 @@ def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, r
         with capped_folder(fresh, holds=repo, limits=limits):
             copy_started = time.monotonic()
             working_copy_clone(repo, fresh / "repo")
-            environment_files_lay(environment.path, fresh / "repo")
+            if first is None:
+                environment_files_lay(environment.path, fresh / "repo")
+            else:
+                first.then.append(partial(environment_files_lay, environment.path))
             copy_seconds = time.monotonic() - copy_started
             run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
                              selection=selection, per_test_timeout=per_test_timeout, limits=limits,
-                             mount_at=WORKSPACE)
+                             mount_at=WORKSPACE, first=first)
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
     return run, copy_seconds

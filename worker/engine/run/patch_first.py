@@ -1,0 +1,94 @@
+"""A patch applied in a test run's own sandbox before its tests start, with a look by the worker
+in between.
+
+Grading a candidate would otherwise take two sandboxes: one where `git apply` writes the
+candidate's changes (the patch is anyone's, so git reads it only there) and one where the tests
+run. Here one does both. A short script of ours starts the run: it applies the patch, says through
+a named pipe whether it applied, and waits on a second pipe. Meanwhile the worker does the run's
+`then` steps on the working copy (put right what the patch may not change, lay the environment's
+files): nothing else runs in the sandbox then (git has ended, the tests have not started), so the
+copy holds still while it is looked at. Then the worker lets the tests start, or ends the run.
+Nothing the tests do afterwards can change what the worker saw or decided.
+"""
+
+import os
+import select
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+from worker.engine.sandbox.base import hand_over
+
+PATCH_NAME = "first.patch"
+
+# $1 the patch, $2 the pipe that hears git's status, $3 the pipe that says "go"; the rest is the run.
+DRIVER = r"""
+patch="$1" applied="$2" go="$3"; shift 3
+git apply --binary --whitespace=nowarn "$patch" >/dev/null 2>&1
+echo $? >"$applied"
+read answer <"$go"
+[ "$answer" = go ] || exit 0
+exec "$@"
+"""
+
+
+@dataclass
+class PatchFirst:
+    patch: str
+    # Done by the worker, in order, on the working copy once the patch applied; one that raises ends
+    # the run before its tests (the error is kept in `error`).
+    then: list[Callable[[Path], object]] = field(default_factory=list)
+    applied: Optional[bool] = None  # None: the run ended before git did (its deadline, say)
+    released_at: float = 0.0  # time.monotonic() as the tests were let start (0: they never were)
+    error: Optional[BaseException] = None
+
+
+@contextmanager
+def patch_first_served(first: PatchFirst, folder: Path, repo: Path, inside: Callable[[Path], str]
+                       ) -> Iterator[list[str]]:
+    """The command that goes before the run's own (which the script `exec`s once let), with the
+    patch and the two pipes in `folder` (the run's, outside the working copy `repo`); while the
+    block lasts a thread of the worker answers the script."""
+    patch_file, applied_pipe, go_pipe = folder / PATCH_NAME, folder / "applied", folder / "go"
+    patch_file.write_bytes(first.patch.encode("utf-8", "surrogateescape"))
+    os.mkfifo(applied_pipe, 0o600)
+    os.mkfifo(go_pipe, 0o600)
+    # Read-write ends of our own: neither side's open waits for the other, and a script killed
+    # before it reads leaves no writer blocked here.
+    applied_fd = os.open(applied_pipe, os.O_RDWR | os.O_NONBLOCK)
+    go_fd = os.open(go_pipe, os.O_RDWR | os.O_NONBLOCK)
+    ended_read, ended_write = os.pipe()
+    helper = threading.Thread(target=_answer, args=(first, applied_fd, go_fd, ended_read, folder, repo), daemon=True)
+    helper.start()
+    try:
+        yield ["/bin/sh", "-c", DRIVER, "commitgym-patch-first", inside(patch_file), inside(applied_pipe),
+               inside(go_pipe)]
+    finally:
+        os.write(ended_write, b"x")
+        helper.join()
+        for fd in (applied_fd, go_fd, ended_read, ended_write):
+            os.close(fd)
+
+
+def _answer(first: PatchFirst, applied_fd: int, go_fd: int, ended_fd: int, folder: Path, repo: Path) -> None:
+    poller = select.poll()
+    poller.register(applied_fd, select.POLLIN)
+    poller.register(ended_fd, select.POLLIN)
+    if applied_fd not in dict(poller.poll()):
+        return  # the run ended first
+    first.applied = os.read(applied_fd, 16).strip() == b"0"
+    answer = b"stop\n"
+    if first.applied:
+        try:
+            for step in first.then:
+                step(repo)
+            owner = os.stat(folder).st_uid  # the run's user, since the sandbox handed the folder over
+            if owner != os.getuid():
+                hand_over(repo, owner)  # what the steps wrote is the run's, as the rest of its copy
+            answer, first.released_at = b"go\n", time.monotonic()
+        except Exception as error:  # noqa: BLE001 - kept and raised by the caller once the run ended
+            first.error = error
+    os.write(go_fd, answer)
