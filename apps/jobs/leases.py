@@ -30,15 +30,16 @@ class Lease:
         self._thread = threading.Thread(target=self._beat, name=f"{model.__name__}-{pk}-heartbeat", daemon=True)
 
     @classmethod
-    def claim(cls, model, pk: int, *, waiting_state: str, running_state: str) -> Optional["Lease"]:
-        """The lease, or None if the row is neither waiting nor running with a stale heartbeat."""
+    def claim(cls, model, pk: int, *, waiting_state: str, running_state: str, **fields) -> Optional["Lease"]:
+        """The lease, or None if the row is neither waiting nor running with a stale heartbeat;
+        `fields` are written with the claim."""
         now = timezone.now()
         stale = cls.stale_cutoff()
         token = uuid.uuid4().hex
         claimed = (
             model.objects.filter(pk=pk)
             .filter(Q(state=waiting_state) | Q(state=running_state, heartbeat_at__lt=stale))
-            .update(state=running_state, started_at=now, heartbeat_at=now, lease_token=token)
+            .update(state=running_state, started_at=now, heartbeat_at=now, lease_token=token, **fields)
         )
         return cls(model, pk, token, running_state) if claimed else None
 

@@ -53,6 +53,7 @@ class JobProgress:
     def __init__(self, lease: Lease, job: Job):
         self.lease, self.job = lease, job
         self.started = time.monotonic()
+        self.completed = False  # `complete` stored the results and ended the job
 
     def report(self, done: int, total: Optional[int] = None) -> None:
         """Record progress; JobCancelled when a cancel was asked, LeaseLost when another worker took
@@ -76,7 +77,8 @@ class JobProgress:
             if not self.lease.rows().select_for_update().exists():  # holds off a take-over until the end
                 raise LeaseLost()
             store()
-            self.lease.finish(Job.State.SUCCEEDED, seconds=time.monotonic() - self.started)
+            finished = self.lease.finish(Job.State.SUCCEEDED, seconds=time.monotonic() - self.started)
+        self.completed = finished  # once committed
 
     def work_dir(self) -> Path:
         """A folder of this job's own for working copies; removed when the job ends, and by the sweep
@@ -143,10 +145,10 @@ def job_run(*, job_id: int, worker: str = "") -> bool:
     """Run a queued job to its end. Safe to call twice: a job that ended is left as it is. False
     when another worker holds it and may still be running it (try again once its lease could be
     stale: then this worker takes it over)."""
-    lease = Lease.claim(Job, job_id, waiting_state=Job.State.QUEUED, running_state=Job.State.RUNNING)
+    lease = Lease.claim(Job, job_id, waiting_state=Job.State.QUEUED, running_state=Job.State.RUNNING,
+                        worker=(worker or socket.gethostname())[:255])
     if lease is None:
         return not Lease.held_elsewhere(Job, job_id, running_state=Job.State.RUNNING)
-    lease.update(worker=(worker or socket.gethostname())[:255])
     job = Job.objects.get(id=job_id)
     progress = JobProgress(lease, job)
     ended: Optional[dict] = None
@@ -172,6 +174,8 @@ def job_run(*, job_id: int, worker: str = "") -> bool:
         finally:
             shutil.rmtree(job_work_dir(job_id, lease.token), ignore_errors=True)
         state = ended.pop("state")
+        if progress.completed:
+            return True  # its results and its end were stored together
         with transaction.atomic():  # the end and the kind's clean-up, together or not at all
             seconds = time.monotonic() - progress.started
             if lease.finish(state, seconds=seconds, **ended) and state != Job.State.SUCCEEDED:
