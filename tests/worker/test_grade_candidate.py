@@ -164,6 +164,21 @@ def test_a_test_patch_that_cannot_be_read_is_an_error_not_a_guess():
     assert graded.outcome == "error" and "test patch cannot be read" in graded.detail
 
 
+def test_a_candidate_laid_out_as_a_repository_cannot_rewrite_the_tests_through_git(graded):
+    # A right add() but a mul() wrong for squares: the P2P test_mul_squares fails. The candidate also
+    # edits the base's version of the test file the test patch changes, so it applies to the base alone
+    # and the test patch is applied on top of it, after the put-right: a git that took the copy for a
+    # repository would run its config's filter there, which weakens test_mul_squares again.
+    candidate = graded(diff(graded.repo, graded.parent, {
+        "calc.py": FIXED.replace("return a * b", "return a * b if a != b else 0"),
+        "tests/test_calc.py": "from calc import mul  # edited\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n",
+        "weaken.sh": "printf 'def test_mul_squares():\\n    pass\\n' > tests/test_other.py\ncat\n",
+        "HEAD": "ref: refs/heads/main\n", "objects/keep": "", "refs/keep": "", ".gitattributes": "* filter=x\n",
+        "config": "[core]\n\tbare = false\n\tworktree = .\n[filter \"x\"]\n\tclean = sh weaken.sh\n"}))
+    assert (candidate.outcome, candidate.touches_tests) == ("no", ["tests/test_calc.py"]), candidate.detail
+    assert candidate.runs[0].outcomes["tests/test_other.py::test_mul_squares"] == "FAILED"
+
+
 def test_links_a_candidate_makes_are_put_back(graded):
     link = ("diff --git a/tests/conftest.py b/tests/conftest.py\nnew file mode 120000\n--- /dev/null\n"
             "+++ b/tests/conftest.py\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"

@@ -366,6 +366,25 @@ def test_a_patch_that_does_not_apply_or_a_step_that_fails_ends_the_run_before_it
     assert result.outcomes == {} and not (repo / "ran").exists()
 
 
+# A copy laid out as a bare repository whose config has a filter for every file: a git that looked
+# for a repository in it would run the filter on each file it reads or writes.
+AS_A_REPOSITORY = {"HEAD": "ref: refs/heads/main\n", "objects/keep": "", "refs/keep": "",
+                   ".gitattributes": "* filter=x\n",
+                   "config": "[core]\n\tbare = false\n\tworktree = .\n[filter \"x\"]\n"
+                             "\tclean = touch filtered; cat\n\tsmudge = touch filtered; cat\n"}
+
+
+def test_a_copy_laid_out_as_a_repository_runs_nothing_while_the_patch_is_applied(sandboxed_python3, workdir):
+    repo = make_repo(workdir, {"fixed.py": "VALUE = 1\n", "test_fixed.py": FIXED_TEST, **AS_A_REPOSITORY})
+    seen = []
+    first = PatchFirst(VALUE_TO_2, then=[lambda copy: seen.append(((copy / "fixed.py").read_text(),
+                                                                   (copy / "filtered").exists()))])
+    result = first_run(sandboxed_python3, workdir, repo, first)
+    assert first.applied and seen == [("VALUE = 2\n", False)]
+    assert result.outcomes == {"test_fixed.py::test_value": "PASSED"}, (result.untrusted, result.output.decode())
+    assert not (repo / "filtered").exists()
+
+
 def test_tests_that_write_to_the_runs_pipes_change_nothing_the_worker_decided(venv, workdir):
     hostile = ("import glob, os\n\ndef test_value():\n    import fixed\n"
                "    for pipe in glob.glob('../commitgym-pytest-*/applied') + glob.glob('../commitgym-pytest-*/go'):\n"

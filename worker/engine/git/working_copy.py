@@ -71,6 +71,14 @@ def _export_everything(mirror_dir: Path) -> None:
             file.write(line)
 
 
+# `git apply` of a patch that is anyone's, onto a copy that is anyone's, in a sandbox. With no
+# repository (GIT_DIR names none, so git looks for none: a copy laid out as a bare repository, HEAD,
+# objects/, refs/ and a config naming a filter for every file, would otherwise make git run that
+# filter) and no configuration but its own, git runs nothing else.
+PATCH_APPLY_ARGV = ("env", "GIT_DIR=/dev/null/no-repository", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+                    "git", "apply", "--binary", "--whitespace=nowarn")
+
+
 def patch_apply(sandbox, workdir: Path, patch: str, *, limits: Limits = Limits(wall_seconds=120)
                 ) -> RunResult:
     """Apply a unified diff to `<workdir>/repo` inside the sandbox (local or docker). An empty
@@ -78,7 +86,7 @@ def patch_apply(sandbox, workdir: Path, patch: str, *, limits: Limits = Limits(w
     if not patch.strip():
         return RunResult(status="ok", exit_code=0, output=b"", output_truncated=False, seconds=0.0)
     (workdir / PATCH_FILE).write_text(patch)
-    return sandbox.run(["git", "apply", "--binary", "--whitespace=nowarn", f"../{PATCH_FILE}"],
+    return sandbox.run([*PATCH_APPLY_ARGV, f"../{PATCH_FILE}"],
                        workdir=workdir, cwd=str(workdir / "repo"), limits=limits)
 
 

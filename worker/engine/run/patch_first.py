@@ -6,13 +6,15 @@ candidate's changes (the patch is anyone's, so git reads it only there) and one 
 run. Here one does both. A short script of ours starts the run: it applies the patch, says through
 a named pipe whether it applied, and waits on a second pipe. Meanwhile the worker does the run's
 `then` steps on the working copy (put right what the patch may not change, lay the environment's
-files): nothing else runs in the sandbox then (git has ended, the tests have not started), so the
-copy holds still while it is looked at. Then the worker lets the tests start, or ends the run.
-Nothing the tests do afterwards can change what the worker saw or decided.
+files): nothing else runs in the sandbox then (git has ended, having run nothing of anyone's: see
+PATCH_APPLY_ARGV; the tests have not started), so the copy holds still while it is looked at.
+Then the worker lets the tests start, or ends the run. Nothing the tests do afterwards can change
+what the worker saw or decided.
 """
 
 import os
 import select
+import shlex
 import threading
 import time
 from contextlib import contextmanager
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+from worker.engine.git.working_copy import PATCH_APPLY_ARGV
 from worker.engine.sandbox.base import hand_over
 
 PATCH_NAME = "first.patch"
@@ -27,7 +30,7 @@ PATCH_NAME = "first.patch"
 # $1 the patch, $2 the pipe that hears git's status, $3 the pipe that says "go"; the rest is the run.
 DRIVER = r"""
 patch="$1" applied="$2" go="$3"; shift 3
-git apply --binary --whitespace=nowarn "$patch" >/dev/null 2>&1
+""" + shlex.join(PATCH_APPLY_ARGV) + r""" "$patch" >/dev/null 2>&1
 echo $? >"$applied"
 read answer <"$go"
 [ "$answer" = go ] || exit 0
@@ -81,14 +84,15 @@ def _answer(first: PatchFirst, applied_fd: int, go_fd: int, ended_fd: int, folde
         return  # the run ended first
     first.applied = os.read(applied_fd, 16).strip() == b"0"
     answer = b"stop\n"
-    if first.applied:
-        try:
+    try:
+        if first.applied:
             for step in first.then:
                 step(repo)
-            owner = os.stat(folder).st_uid  # the run's user, since the sandbox handed the folder over
+            owner = os.stat(folder, follow_symlinks=False).st_uid  # the run's user: the sandbox handed it over
             if owner != os.getuid():
                 hand_over(repo, owner)  # what the steps wrote is the run's, as the rest of its copy
             answer, first.released_at = b"go\n", time.monotonic()
-        except Exception as error:  # noqa: BLE001 - kept and raised by the caller once the run ended
-            first.error = error
-    os.write(go_fd, answer)
+    except Exception as error:  # noqa: BLE001 - kept and raised by the caller once the run ended
+        first.error = error
+    finally:
+        os.write(go_fd, answer)

@@ -262,7 +262,7 @@ def hand_over(workdir: Path, uid: Optional[int]) -> None:
     for _, dirs, files, folder in os.fwalk(workdir):  # each name changed through its folder's handle
         for name in dirs + files:
             os.chown(name, uid, uid, dir_fd=folder, follow_symlinks=False)
-    os.chown(workdir, uid, uid)
+    os.chown(workdir, uid, uid, follow_symlinks=False)
 
 
 def folder_usage(folder: Path) -> tuple[int, int]:
