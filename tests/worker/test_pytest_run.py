@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -23,6 +24,7 @@ import pytest
 
 from worker.engine.env.recipes import ENV, WORKSPACE
 from worker.engine.env.runtimes import default_images, docker_runtimes
+from worker.engine.git.working_copy import PATCH_APPLY_ARGV
 from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import outcomes_from_events, pytest_run, report_check
 from worker.engine.sandbox.base import Limits
@@ -383,6 +385,21 @@ def test_a_copy_laid_out_as_a_repository_runs_nothing_while_the_patch_is_applied
     assert first.applied and seen == [("VALUE = 2\n", False)]
     assert result.outcomes == {"test_fixed.py::test_value": "PASSED"}, (result.untrusted, result.output.decode())
     assert not (repo / "filtered").exists()
+
+
+def test_a_patch_whose_applying_left_a_process_running_counts_as_not_applied(sandboxed_python3, workdir,
+                                                                               monkeypatch):
+    from worker.engine.run import patch_first
+
+    git_apply = shlex.join(PATCH_APPLY_ARGV)
+    assert git_apply in patch_first.DRIVER
+    monkeypatch.setattr(patch_first, "DRIVER", patch_first.DRIVER.replace(git_apply, f"(sleep 30 &); {git_apply}"))
+    repo = make_repo(workdir, {"fixed.py": "VALUE = 1\n", "test_fixed.py": FIXED_TEST})
+    steps = []
+    first = PatchFirst(VALUE_TO_2, then=[steps.append])
+    result = first_run(sandboxed_python3, workdir, repo, first)
+    assert first.applied is False and steps == [] and result.outcomes == {}
+    assert not (repo / "ran").exists()
 
 
 def test_tests_that_write_to_the_runs_pipes_change_nothing_the_worker_decided(venv, workdir):
