@@ -1,10 +1,9 @@
 """The Celery application. Configuration comes from Django settings (CELERY_*)."""
 
-import logging
 import os
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_init, worker_ready
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_ready
 from django.conf import settings
 
 from worker.engine.sandbox.cgroups import cgroups_sweep
@@ -13,7 +12,6 @@ from worker.engine.sandbox.docker import DockerSandbox, docker_sandbox_cleanup
 from worker.logs import handlers_redact
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "apps.settings")
-log = logging.getLogger(__name__)
 
 app = Celery("commitgym", include=["worker.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -34,16 +32,3 @@ def _containers_left_behind_remove(**kwargs) -> None:
     capped_folders_sweep(settings.COMMITGYM_WORK_DIR)
     if DockerSandbox.available():
         docker_sandbox_cleanup()
-
-
-@worker_process_init.connect
-def _job_services_imported(**kwargs) -> None:
-    """Each pool process imports the services its jobs run as it starts, not in its first job (a
-    grade's first run took 60 ms more than the next)."""
-    from apps.jobs.registry import job_kinds
-
-    for kind in job_kinds():
-        try:
-            kind.runner()
-        except Exception:  # noqa: BLE001 - its jobs fail in words when they run (apps.jobs.services.job_run)
-            log.exception("the %s jobs' service cannot be imported", kind.name)

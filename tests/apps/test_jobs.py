@@ -44,12 +44,12 @@ def test_a_kind_is_one_registration_and_an_unknown_kind_is_refused():
 def test_a_pool_process_imports_its_jobs_services_as_it_starts_and_one_that_cannot_be_stops_nothing(
         monkeypatch, caplog):
     from apps.jobs import registry
-    from worker.celery_app import _job_services_imported
+    from worker.tasks import job_services_import
 
     monkeypatch.setitem(registry._KINDS, "broken", JobKind(name="broken", label="A", queue="chores",
                                                            run="tests.jobkind.nowhere.run"))
     monkeypatch.delitem(sys.modules, "tests.jobkind.work")  # put back as it was after the test
-    _job_services_imported()
+    job_services_import()
     assert "tests.jobkind.work" in sys.modules  # the chore kind's service, imported before any chore ran
     assert "the broken jobs' service cannot be imported" in caplog.text
 
