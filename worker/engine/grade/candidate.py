@@ -126,11 +126,14 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
         result.outcome, result.detail = "error", "the task's test patch does not apply to its base commit"
         return result
     selection = list(task.selection) or graded_files(task.fail_to_pass, task.pass_to_pass)
+    applied_first = bool(patch.strip())  # an empty patch has nothing to apply or put right
+    before = tree_state(tested) if applied_first else {}  # read once: every run's copy comes from it
     for _ in range(max(task.runs, 1)):
         # Each run applies the candidate in its own sandbox, to a fresh copy of the tested base, and
         # the worker puts it right there before the tests start (run/patch_first.py).
         put_right = GradeResult("")
-        first = PatchFirst(patch, then=[partial(_put_right, put_right, task, tested)]) if patch.strip() else None
+        first = PatchFirst(patch, then=[partial(_put_right, put_right, task, tested, before)]) \
+            if applied_first else None
         run, _ = fresh_copy_run(builder, environment, tested, selection, scratch=work, limits=settings.limits,
                                 per_test_timeout=settings.per_test_timeout, first=first)
         if first is not None and first.error is not None:
@@ -162,7 +165,7 @@ def _applied_to_the_base(result: GradeResult, task: TaskToGrade, patch: str, bui
     if not applied.ok:
         result.outcome, result.detail = "does_not_apply", _tail(applied.output)
         return False
-    _put_right(result, task, base, candidate)
+    _put_right(result, task, base, tree_state(base), candidate)
     applied = patch_apply(builder.sandbox(), candidate.parent, task.test_patch)
     if not applied.ok:
         result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
@@ -174,10 +177,10 @@ def _applied_to_the_base(result: GradeResult, task: TaskToGrade, patch: str, bui
     return True
 
 
-def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, candidate: Path) -> None:
-    """Put back, from the copy the candidate was applied to, what it may not change."""
+def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, before: dict, candidate: Path) -> None:
+    """Put back, from the copy the candidate was applied to (`origin`, whose `tree_state` is
+    `before`), what it may not change."""
     test_paths = patched_paths(task.test_patch)
-    before = tree_state(origin)
     for path in sorted(paths_changed(before, tree_state(candidate))):
         if _protected(path, origin, candidate):
             result.tampering.append(path)

@@ -62,7 +62,7 @@ def patch_first_served(first: PatchFirst, folder: Path, repo: Path, inside: Call
     patch and the two pipes in `folder` (the run's, outside the working copy `repo`); while the
     block lasts a thread of the worker answers the script."""
     patch_file, applied_pipe, go_pipe = folder / PATCH_NAME, folder / "applied", folder / "go"
-    patch_file.write_bytes(first.patch.encode("utf-8", "surrogateescape"))
+    patch_file.write_text(first.patch)  # as patch_apply writes one
     os.mkfifo(applied_pipe, 0o600)
     os.mkfifo(go_pipe, 0o600)
     # Read-write ends of our own: neither side's open waits for the other, and a script killed
