@@ -93,6 +93,128 @@ def test_a_run_is_refused_when_its_cgroups_cannot_be_made_and_leftovers_are_swep
     assert not any(folder.exists() for folder in left)
 
 
+def test_a_run_starts_in_its_cgroups_with_its_rlimits(workdir):
+    import threading
+    import time
+
+    from worker.engine.sandbox import cgroups
+
+    token = f"commitgym-test-{os.getpid()}-{time.monotonic_ns()}"
+    code = ("import resource, time\n"
+            "print('files', resource.getrlimit(resource.RLIMIT_FSIZE))\n"
+            "print('cpu', resource.getrlimit(resource.RLIMIT_CPU), flush=True)\n"
+            f"open('started', 'w').close()\ntime.sleep(5)  # {token}\n")
+    seen = []
+
+    def look() -> None:  # from outside: inside, its cgroup namespace shows its own cgroup as /
+        for _ in range(200):
+            if (workdir / "started").exists():
+                break
+            time.sleep(0.05)
+        for status in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if token.encode() in status.read_bytes():
+                    seen.append(status.with_name("cgroup").read_text())
+            except OSError:
+                continue
+
+    looking = threading.Thread(target=look)
+    looking.start()
+    result = run(code, workdir)
+    looking.join()
+    assert result.status == "ok", result.output
+    lines = result.output.decode().splitlines()
+    assert f"files ({QUICK.file_bytes}, {QUICK.file_bytes})" in lines
+    assert f"cpu ({QUICK.cpu_seconds}, {QUICK.cpu_seconds + 5})" in lines
+    assert seen, "the run's process was not found"
+    wanted = ["0::"] if cgroups._v2_parent() else [":memory:", ":pids:"]
+    for listed in seen:
+        own = [line for line in listed.splitlines() if any(name in line for name in wanted)]
+        assert len(own) == len(wanted) and all("/commitgym-" in line for line in own), listed
+
+
+def test_a_run_whose_limits_cannot_be_set_does_not_run(workdir, monkeypatch):
+    from worker.engine.sandbox import local
+
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(local.resource, "prlimit", refused)
+    with pytest.raises(SandboxUnavailable, match="limits could not be set, so it did not run"):
+        run("open('ran', 'w').write('it ran')", workdir)
+    assert not (workdir / "ran").exists()
+
+
+def test_a_run_that_cannot_join_its_cgroups_does_not_run(workdir, monkeypatch):
+    from worker.engine.sandbox import cgroups
+
+    monkeypatch.setattr(cgroups.RunCgroup, "join_files", property(lambda cgroup: ["/proc/version"]))
+    result = run("open('ran', 'w').write('it ran')", workdir)
+    assert result.status == "failed" and result.exit_code == 125, (result.status, result.output)
+    assert not (workdir / "ran").exists()
+
+
+def _template_and_copies(open_folder, monkeypatch, runs):
+    """Capped folders one after another, each told to hold the same 40 files; what each listed, and
+    the hash of the kept template after each."""
+    import hashlib
+
+    from worker.engine.sandbox import disk
+
+    monkeypatch.setattr(disk.tempfile, "gettempdir", lambda: str(open_folder))
+    source = open_folder / "source"
+    source.mkdir(exist_ok=True)
+    listed, templates = [], []
+    for number in range(runs):
+        folder = open_folder / f"run-{number}"
+        with disk.capped_folder(folder, holds=source, limits=Limits(disk_bytes=48 << 20, disk_files=2000)) as mounted:
+            assert mounted and os.listdir(folder) == []
+            for name in range(40):
+                (folder / f"file-{name}").write_text("x")
+            listed.append(os.listdir(folder))
+        (template,) = (open_folder / "commitgym-disk-templates").glob("*.img")
+        templates.append(hashlib.sha256(template.read_bytes()).hexdigest())
+        assert not os.path.ismount(folder) and not folder.with_name(folder.name + disk._IMAGE_SUFFIX).exists()
+    return listed, templates
+
+
+def test_capped_folders_are_copies_of_a_kept_template_each_listing_files_in_an_order_of_its_own(
+        open_folder, monkeypatch):
+    listed, templates = _template_and_copies(open_folder, monkeypatch, 3)
+    assert len(set(templates)) == 1  # each run copied the template, and none wrote to it
+    assert all(sorted(order) == sorted(listed[0]) for order in listed)
+    # A directory hash seed of its own in each copy: with one seed, every run lists files in one order.
+    assert len({tuple(order) for order in listed}) == 3, listed
+
+
+def test_a_file_system_that_cannot_show_its_holes_gets_its_image_made_anew(open_folder, monkeypatch):
+    from worker.engine.sandbox import disk
+
+    monkeypatch.setattr(disk, "_MAX_DATA_RUN", 0)  # every run of data looks as long as the whole file
+    listed, _ = _template_and_copies(open_folder, monkeypatch, 2)
+    assert listed[0] != listed[1] and sorted(listed[0]) == sorted(listed[1])
+
+
+def test_what_a_run_left_in_its_capped_folder_is_thrown_away_not_written_back(open_folder):
+    from worker.engine.sandbox import disk
+
+    folder, source = open_folder / "run", open_folder / "source"
+    source.mkdir()
+    image = folder.with_name(folder.name + disk._IMAGE_SUFFIX)
+    folder.mkdir()
+    assert disk._mounted(folder, image, source, Limits(disk_bytes=64 << 20, disk_files=1000))
+    (folder / "left").write_bytes(os.urandom(16 << 20))  # in the page cache, not yet in the image
+    before = image.stat().st_blocks
+    disk._shut_down(folder)
+    with pytest.raises(OSError):
+        (folder / "more").write_bytes(b"x")
+    assert disk._unmounted(folder) and not os.path.ismount(folder)
+    assert image.stat().st_blocks - before < 1024  # under 512 kB: the 16 MB never reached the image
+    backing = [path.read_text().strip() for path in Path("/sys/block").glob("loop*/loop/backing_file")]
+    assert str(image) not in backing  # the loop device let go of it by itself
+    image.unlink()
+
+
 def test_capped_folders_a_dead_worker_left_mounted_are_swept(open_folder):
     from worker.engine.sandbox import disk
 

@@ -27,13 +27,11 @@ class RunCgroup:
     version: int
 
     @property
-    def procs_files(self) -> list[str]:
-        return [str(folder / "cgroup.procs") for folder in self.folders]
-
-    def join_prefix(self) -> list[str]:
-        """A command prefix (run as root) that moves itself into the run's cgroups, then runs the rest."""
-        script = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
-        return ["/bin/sh", "-c", script, "commitgym-cgroup", *self.procs_files, "--"]
+    def join_files(self) -> list[str]:
+        """Where the run's first process writes 0 to move itself into the run's cgroups. In v1 it
+        moves its one thread, through `tasks`: a thread that moves itself takes no lock on every
+        thread group of the machine, whose taking waits out an RCU grace period (5 to 20 ms here)."""
+        return [str(folder / ("tasks" if self.version == 1 else "cgroup.procs")) for folder in self.folders]
 
     def processes(self) -> list[int]:
         """The run's live processes: every one it starts is in its cgroup, and none can leave it."""

@@ -11,6 +11,7 @@ its whole namespace is killed at the deadline.
 """
 
 import os
+import resource
 import select
 import shutil
 import signal
@@ -36,7 +37,7 @@ from worker.engine.sandbox.base import (
     run_watched,
     status_from_exit,
 )
-from worker.engine.sandbox.cgroups import run_cgroup
+from worker.engine.sandbox.cgroups import RunCgroup, run_cgroup
 from worker.engine.sandbox.disk import capped_folder_is
 from worker.engine.sandbox.index_proxy import DEFAULT_INDEX_HOSTS, INSIDE, index_reach
 
@@ -70,7 +71,8 @@ class LocalSandbox:
         cwd: Optional[str] = None,
     ) -> RunResult:
         """`Sandbox.run` (base.py) under bubblewrap, as an unprivileged user of its own."""
-        if not self.isolated and not self.allow_unsandboxed:
+        isolated = self.isolated
+        if not isolated and not self.allow_unsandboxed:
             raise SandboxUnavailable(
                 "bubblewrap (bwrap) is not installed, so untrusted code cannot be isolated here. "
                 "Install it (Debian: apt-get install bubblewrap) or allow unsandboxed runs explicitly.")
@@ -82,18 +84,14 @@ class LocalSandbox:
             hand_over(workdir, uid)
             inside = mount_at or str(workdir)
             extra = [proxy.mount] if proxy else []
-            command = [*(cgroup.join_prefix() if cgroup and self.isolated else []), *self._limits_prefix(limits, uid),
-                       *self._isolation_prefix(workdir, inside, cwd or inside, limits, extra),
-                       *(proxy.wrap(argv, INSIDE if self.isolated else str(proxy.folder)) if proxy else argv)]
-            watch = RunWatch(workdir, output.fileno(), limits, uid,
-                             cgroup.processes if cgroup and self.isolated else None,
+            command = [*(self._isolation_prefix(workdir, inside, cwd or inside, limits, extra) if isolated else []),
+                       *(proxy.wrap(argv, INSIDE if isolated else str(proxy.folder)) if proxy else argv)]
+            watch = RunWatch(workdir, output.fileno(), limits, uid, cgroup.processes if cgroup and isolated else None,
                              own_file_system=capped_folder_is(workdir))
             started = time.monotonic()
-            process = subprocess.Popen(
-                command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                env=clean_environment(inside, {**(proxy.environment() if proxy else {}), **(env or {})}),
-                start_new_session=True,
-            )
+            process = _started_gated(command, uid, limits, cgroup if isolated else None, cwd=workdir, stdout=output,
+                                     env=clean_environment(inside, {**(proxy.environment() if proxy else {}),
+                                                                    **(env or {})}))
             exit_code, stopped = run_watched(partial(_exit_within, process), partial(_kill_group, process), watch,
                                              limits.wall_seconds)
             seconds = time.monotonic() - started
@@ -107,26 +105,15 @@ class LocalSandbox:
         elif written >= limits.file_bytes and exit_code != 0:
             status = "output_limit"
         else:
-            status = status_from_exit(exit_code, kept, self.isolated)
+            status = status_from_exit(exit_code, kept, isolated)
         return RunResult(status=status, exit_code=exit_code, output=kept,
                          output_truncated=written > limits.output_bytes, seconds=seconds, started_at=started)
-
-    def _limits_prefix(self, limits: Limits, uid: Optional[int]) -> list[str]:
-        prefix = [
-            "prlimit", f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 5}",
-            f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", f"--nofile={limits.open_files}", "--",
-        ]
-        if uid is not None:
-            prefix += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-        return prefix
 
     def _read_only(self) -> list[tuple[Path, str]]:
         return read_only_mounts(self.read_only)
 
     def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, limits: Limits,
                           extra: list[tuple[Path, str]]) -> list[str]:
-        if not self.isolated:
-            return []
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]  # a network of its own: loopback
         args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -142,6 +129,51 @@ class LocalSandbox:
             args += ["--ro-bind", str(source), target]
         # The root bubblewrap builds is a tmpfs of no size: read-only once everything is mounted on it.
         return [*args, "--remount-ro", "/", "--chdir", cwd, "--"]
+
+
+# The run's first process (a shell, one thread) moves itself into the run's cgroups, then waits on
+# its standard input until the worker has set its rlimits; then it becomes the run, as the run's
+# user. Every process the run starts inherits both. The worker sets the limits while the process is
+# still root (it may not on another user's process without CAP_SYS_RESOURCE), and setpriv makes it
+# the run's user: Python starts a process as another user only by a fork, which costs more.
+_START = ["/bin/sh", "-c", 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 125; shift; done; shift; '
+          'read answer; [ "$answer" = go ] || exit 125; exec "$@" </dev/null', "commitgym-start"]
+
+
+def _started_gated(command: list[str], uid: Optional[int], limits: Limits, cgroup: Optional[RunCgroup], *,
+                   cwd: Path, stdout, env: dict) -> subprocess.Popen:
+    """`command` started as the run's user, in its cgroups, with its limits in place before it runs; a
+    run whose limits cannot be set does not run."""
+    as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    gate_read, gate_write = os.pipe()
+    try:
+        process = subprocess.Popen([*_START, *(cgroup.join_files if cgroup else []), "--", *as_user, *command],
+                                   cwd=cwd, stdin=gate_read, stdout=stdout, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True)
+    finally:
+        os.close(gate_read)
+    try:
+        for limit, values in _rlimits(limits).items():
+            resource.prlimit(process.pid, limit, values)
+        os.write(gate_write, b"go\n")
+    except (ProcessLookupError, BrokenPipeError):
+        pass  # it ended before it could run anything (its cgroups refused it): its exit and words say so
+    except OSError as error:
+        _kill_group(process)
+        raise SandboxUnavailable(f"the run's limits could not be set, so it did not run: {error}") from None
+    finally:
+        os.close(gate_write)
+    return process
+
+
+def _rlimits(limits: Limits) -> dict[int, tuple[int, int]]:
+    """(soft, hard) of each rlimit on every process of the run: CPU time past the soft limit gets
+    SIGXCPU (a timeout), 5 s more SIGKILL."""
+    return {resource.RLIMIT_AS: (limits.memory_bytes,) * 2,
+            resource.RLIMIT_CPU: (limits.cpu_seconds, limits.cpu_seconds + 5),
+            resource.RLIMIT_FSIZE: (limits.file_bytes,) * 2,
+            resource.RLIMIT_NPROC: (limits.processes,) * 2,
+            resource.RLIMIT_NOFILE: (limits.open_files,) * 2}
 
 
 def _require_reachable(paths: list[Path]) -> None:
