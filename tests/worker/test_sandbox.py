@@ -202,13 +202,15 @@ def test_what_a_run_left_in_its_capped_folder_is_thrown_away_not_written_back(op
     source.mkdir()
     image = folder.with_name(folder.name + disk._IMAGE_SUFFIX)
     folder.mkdir()
-    assert disk._mounted(folder, image, source, Limits(disk_bytes=64 << 20, disk_files=1000))
+    mount = disk._mounted(folder, image, source, Limits(disk_bytes=64 << 20, disk_files=1000))
+    assert mount is not None
     (folder / "left").write_bytes(os.urandom(16 << 20))  # in the page cache, not yet in the image
     before = image.stat().st_blocks
-    disk._shut_down(folder)
+    disk._shut_down(folder, mount.device)
     with pytest.raises(OSError):
         (folder / "more").write_bytes(b"x")
     assert disk._unmounted(folder) and not os.path.ismount(folder)
+    os.close(mount.lock)
     assert image.stat().st_blocks - before < 1024  # under 512 kB: the 16 MB never reached the image
     backing = [path.read_text().strip() for path in Path("/sys/block").glob("loop*/loop/backing_file")]
     assert str(image) not in backing  # the loop device let go of it by itself
@@ -222,8 +224,11 @@ def test_capped_folders_a_dead_worker_left_mounted_are_swept(open_folder):
     folder.mkdir(parents=True)
     source.mkdir()
     image = folder.with_name(folder.name + disk._IMAGE_SUFFIX)
-    assert disk._mounted(folder, image, source, Limits(disk_bytes=16 << 20, disk_files=1000))  # and never unmounted
+    mount = disk._mounted(folder, image, source, Limits(disk_bytes=16 << 20, disk_files=1000))
+    assert mount is not None and os.path.ismount(folder)
+    assert disk.capped_folders_sweep(open_folder / "jobs") == []  # its worker is alive: it holds the lock
     assert os.path.ismount(folder)
+    os.close(mount.lock)  # as the worker's death would, and never unmounted
     assert disk.capped_folders_sweep(open_folder / "jobs") == [str(folder)]
     assert not os.path.ismount(folder)
     image.unlink()
@@ -291,3 +296,35 @@ def test_a_cgroup_a_run_left_with_tighter_limits_does_not_refuse_the_next_run(wo
     with cgroups.run_cgroup("left-behind", memory_bytes=1 << 30, processes=64) as roomy:
         assert roomy is not None and roomy.folders == folders
     assert not any(folder.exists() for folder in folders)
+
+
+def test_only_the_file_system_the_worker_mounted_is_shut_down(open_folder):
+    from worker.engine.sandbox import disk
+
+    source = open_folder / "source"
+    source.mkdir()
+    limits = Limits(disk_bytes=16 << 20, disk_files=1000)
+    with disk.capped_folder(open_folder / "mine", holds=source, limits=limits) as mine, \
+            disk.capped_folder(open_folder / "other", holds=source, limits=limits) as other:
+        assert mine and other
+        # As if "mine" had been unmounted by someone else and another file system stood there now.
+        disk._shut_down(open_folder / "mine", os.stat(open_folder / "other").st_dev)
+        (open_folder / "mine" / "still-writable").write_text("x")
+        disk._shut_down(open_folder / "mine", os.stat(open_folder).st_dev)  # not a loop device at all
+        (open_folder / "mine" / "still-writable").write_text("y")
+        (open_folder / "other" / "still-writable").write_text("x")
+
+
+def test_a_template_folder_anyone_else_could_write_to_is_not_used(open_folder, monkeypatch):
+    from worker.engine.sandbox import disk
+
+    monkeypatch.setattr(disk.tempfile, "gettempdir", lambda: str(open_folder))
+    planted = open_folder / "commitgym-disk-templates"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)
+    source = open_folder / "source"
+    source.mkdir()
+    with disk.capped_folder(open_folder / "run", holds=source, limits=Limits(disk_bytes=16 << 20,
+                                                                             disk_files=1000)) as mounted:
+        assert mounted and os.listdir(open_folder / "run") == []  # made by mkfs for this run
+    assert list(planted.iterdir()) == []  # nothing kept where others can write

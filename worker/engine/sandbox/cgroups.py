@@ -21,7 +21,7 @@ ROOT = Path("/sys/fs/cgroup")
 
 @dataclass
 class RunCgroup:
-    """The cgroup folders of one run; a process joins by writing its pid into each `cgroup.procs`."""
+    """The cgroup folders of one run; a process joins by writing 0 into each of `join_files`."""
 
     folders: list[Path]
     version: int

@@ -26,12 +26,14 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import tempfile
 import time
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
@@ -54,7 +56,8 @@ _LOOP_CTL_GET_FREE, _LOOP_CONFIGURE, _LO_FLAGS_AUTOCLEAR = 0x4C82, 0x4C0A, 4
 _LOOP_CONFIG_BYTES, _LO_FLAGS_AT = 304, 8 + 52  # struct loop_config; lo_flags inside its loop_info64
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
 _EXT4_IOC_SHUTDOWN, _EXT4_GOING_FLAGS_NOLOGFLUSH = 0x8004587D, 2
-_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+_LOOP_MAJOR = 7
+_libc = ctypes.CDLL(None, use_errno=True)  # the C library the interpreter runs on
 
 
 def capped_folders_available() -> bool:
@@ -67,13 +70,14 @@ def capped_folder(folder: Path, *, holds: Path, limits: Limits) -> Iterator[bool
     plus the limits; True if it is, False where this machine cannot (the folder is plain then)."""
     folder.mkdir(parents=True, exist_ok=True)
     image = folder.with_name(folder.name + _IMAGE_SUFFIX)
-    mounted = capped_folders_available() and _mounted(folder, image, holds, limits)
+    mount = _mounted(folder, image, holds, limits) if capped_folders_available() else None
     try:
-        yield mounted
+        yield mount is not None
     finally:
-        if mounted:
-            _shut_down(folder)
+        if mount is not None:
+            _shut_down(folder, mount.device)
             _unmounted(folder)
+            os.close(mount.lock)
         image.unlink(missing_ok=True)
 
 
@@ -85,23 +89,35 @@ def capped_folder_is(folder: Path) -> bool:
     return os.path.ismount(folder) and folder.with_name(folder.name + _IMAGE_SUFFIX).is_file()
 
 
-def _mounted(folder: Path, image: Path, holds: Path, limits: Limits) -> bool:
+@dataclass(frozen=True)
+class _Mount:
+    device: int  # the file system's, as the worker mounted it: the end shuts down that one only
+    lock: int  # a handle on the image, locked while the worker uses it: the sweep leaves it alone
+
+
+def _mounted(folder: Path, image: Path, holds: Path, limits: Limits) -> Optional[_Mount]:
     used, entries = folder_usage(holds)
     inodes = _rounded(int((entries + limits.disk_files) * _SLACK) + 1024)
     # and the file system's own blocks: its inode tables (256 bytes an inode), bitmaps, no journal
     size = _rounded(int((used + limits.disk_bytes) * _SLACK) + inodes * 256 + (8 << 20))
+    lock = None
     try:
         if not _empty_image(image, size, inodes):
-            return False
+            return None
+        lock = os.open(image, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # before the mount: no sweep takes it for a dead worker's
         _loop_mount(image, folder)
     except OSError:
-        return False
+        if lock is not None:
+            os.close(lock)
+        return None
     try:
         (folder / "lost+found").rmdir()  # nothing of the file system's own in the run's folder
-        return True
+        return _Mount(os.stat(folder).st_dev, lock)
     except OSError:
         _unmounted(folder)
-        return False
+        os.close(lock)
+        return None
 
 
 def _rounded(value: int) -> int:
@@ -116,9 +132,12 @@ def _empty_image(image: Path, size: int, inodes: int) -> bool:
     try:
         template = _template(size, inodes)
         if template is not None and _sparse_copied(template, image):
-            return _hash_seed_renewed(image)
+            if _hash_seed_renewed(image):
+                return True
+            template.unlink(missing_ok=True)  # not an image this module made: the next run makes it anew
     except OSError:  # a template another worker pruned meanwhile, say
-        image.unlink(missing_ok=True)
+        pass
+    image.unlink(missing_ok=True)
     return _file_system_made(image, size, inodes)
 
 
@@ -148,9 +167,12 @@ def _template(size: int, inodes: int) -> Optional[Path]:
     no run reaches it."""
     folder = Path(tempfile.gettempdir()) / "commitgym-disk-templates"
     folder.mkdir(mode=0o700, exist_ok=True)
+    made = os.lstat(folder)
+    if not stat.S_ISDIR(made.st_mode) or made.st_uid != os.geteuid() or made.st_mode & 0o077:
+        return None  # a folder someone else made or can write to: its images could be anything
     template = folder / f"{size}-{inodes}.img"
     try:
-        os.utime(template)  # the newest are kept
+        os.utime(template, follow_symlinks=False)  # the newest are kept
         return template
     except FileNotFoundError:
         pass
@@ -168,7 +190,8 @@ def _template(size: int, inodes: int) -> Optional[Path]:
 def _sparse_copied(source: Path, target: Path) -> bool:
     """Copy `source` to `target` with its holes left holes; False (and no target) where the file
     system does not say where its holes are."""
-    with open(source, "rb") as reading, open(target, "wb") as writing:
+    with open(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as reading, \
+            open(target, "wb") as writing:
         writing.truncate(os.fstat(reading.fileno()).st_size)
         for start, end in _data_runs(reading.fileno()):
             if end - start > _MAX_DATA_RUN:
@@ -224,7 +247,11 @@ def _loop_attached(image: Path) -> tuple[str, int]:
     """A free loop device with `image` behind it, cleared by the kernel once the last user lets go;
     its path and an open handle (another worker may take the same free device: then the next)."""
     control = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
-    backing = os.open(image, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        backing = os.open(image, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        os.close(control)
+        raise
     try:
         config = bytearray(_LOOP_CONFIG_BYTES)
         struct.pack_into("<I", config, 0, backing)
@@ -245,14 +272,19 @@ def _loop_attached(image: Path) -> tuple[str, int]:
         os.close(control)
 
 
-def _shut_down(folder: Path) -> None:
-    """Stop the file system at once, nothing written back: what the run left is thrown away, and
-    writing it out through the loop device made the unmount take 6 ms instead of 2."""
+def _shut_down(folder: Path, device: int) -> None:
+    """Stop the run's file system at once, nothing written back: what the run left is thrown away,
+    and writing it out through the loop device made the unmount take 6 ms instead of 2 (more for a
+    large copy). Only the file system on `device`, the one the worker mounted there: were it gone
+    (another's sweep), the same call would stop whatever file system holds the folder now. ext4
+    logs each one ("shut down requested")."""
     try:
         root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return
     try:
+        if os.fstat(root).st_dev != device or os.major(device) != _LOOP_MAJOR:
+            return
         fcntl.ioctl(root, _EXT4_IOC_SHUTDOWN, struct.pack("<I", _EXT4_GOING_FLAGS_NOLOGFLUSH))
     except OSError:
         pass  # then the unmount writes it back
@@ -272,11 +304,26 @@ def _libc_error(what: str) -> OSError:
 
 
 def capped_folders_sweep(root: Path) -> list[str]:
-    """Unmount the capped folders below `root` that a dead worker left mounted; the mount points."""
+    """Unmount the capped folders below `root` that a dead worker left mounted (a live worker holds
+    a lock on each of its images); the mount points."""
     root = str(Path(root).resolve())
     left = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4].replace("\\040", " ")
-        if point.startswith(root + os.sep) and Path(point + _IMAGE_SUFFIX).exists() and _unmounted(point):
+        if point.startswith(root + os.sep) and _left_by_the_dead(Path(point + _IMAGE_SUFFIX)) and _unmounted(point):
             left.append(point)
     return left
+
+
+def _left_by_the_dead(image: Path) -> bool:
+    try:
+        held = os.open(image, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False  # a live worker's
+    finally:
+        os.close(held)

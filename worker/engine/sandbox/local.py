@@ -150,6 +150,9 @@ def _started_gated(command: list[str], uid: Optional[int], limits: Limits, cgrou
         process = subprocess.Popen([*_START, *(cgroup.join_files if cgroup else []), "--", *as_user, *command],
                                    cwd=cwd, stdin=gate_read, stdout=stdout, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)
+    except BaseException:
+        os.close(gate_write)
+        raise
     finally:
         os.close(gate_read)
     try:
