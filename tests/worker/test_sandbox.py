@@ -328,3 +328,15 @@ def test_a_template_folder_anyone_else_could_write_to_is_not_used(open_folder, m
                                                                              disk_files=1000)) as mounted:
         assert mounted and os.listdir(open_folder / "run") == []  # made by mkfs for this run
     assert list(planted.iterdir()) == []  # nothing kept where others can write
+
+
+def test_the_runs_path_cannot_choose_the_programs_that_start_it_as_root(workdir, open_folder):
+    planted = open_folder / "planted-bin"
+    planted.mkdir()
+    marker = open_folder / "ran-as-root"
+    for name in ("setpriv", "bwrap"):
+        (planted / name).write_text(f"#!/bin/sh\necho $(id -u) > {marker}\nexec /usr/bin/{name} \"$@\"\n")
+        (planted / name).chmod(0o755)
+    result = run("import os; print(os.getuid())", workdir, env={"PATH": f"{planted}:/usr/bin:/bin"})
+    assert result.status == "ok" and result.output.strip() != b"0", result.output
+    assert not marker.exists()

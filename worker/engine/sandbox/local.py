@@ -114,7 +114,8 @@ class LocalSandbox:
 
     def _isolation_prefix(self, workdir: Path, inside: str, cwd: str, limits: Limits,
                           extra: list[tuple[Path, str]]) -> list[str]:
-        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]  # a network of its own: loopback
+        # a network of its own: loopback
+        args = [_host_program("bwrap"), "--unshare-all", "--die-with-parent", "--new-session"]
         args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             host = Path("/") / top
@@ -144,7 +145,8 @@ def _started_gated(command: list[str], uid: Optional[int], limits: Limits, cgrou
                    cwd: Path, stdout, env: dict) -> subprocess.Popen:
     """`command` started as the run's user, in its cgroups, with its limits in place before it runs; a
     run whose limits cannot be set does not run."""
-    as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    as_user = [] if uid is None else [_host_program("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                                      "--"]
     gate_read, gate_write = os.pipe()
     try:
         process = subprocess.Popen([*_START, *(cgroup.join_files if cgroup else []), "--", *as_user, *command],
@@ -167,6 +169,12 @@ def _started_gated(command: list[str], uid: Optional[int], limits: Limits, cgrou
     finally:
         os.close(gate_write)
     return process
+
+
+def _host_program(name: str) -> str:
+    """The program's path as the worker finds it, on its own PATH: the run's first process is root,
+    and the run's environment (its PATH included) is the caller's to set."""
+    return shutil.which(name) or name
 
 
 def _rlimits(limits: Limits) -> dict[int, tuple[int, int]]:
