@@ -198,23 +198,31 @@ def test_a_file_system_that_cannot_show_its_holes_gets_its_image_made_anew(open_
 def test_what_a_run_left_in_its_capped_folder_is_thrown_away_not_written_back(open_folder):
     from worker.engine.sandbox import disk
 
-    folder, source = open_folder / "run", open_folder / "source"
+    source = open_folder / "source"
     source.mkdir()
-    image = folder.with_name(folder.name + disk._IMAGE_SUFFIX)
-    folder.mkdir()
-    mount = disk._mounted(folder, image, source, Limits(disk_bytes=64 << 20, disk_files=1000))
-    assert mount is not None
-    (folder / "left").write_bytes(os.urandom(16 << 20))  # in the page cache, not yet in the image
-    before = image.stat().st_blocks
-    disk._shut_down(folder, mount.device)
-    with pytest.raises(OSError):
-        (folder / "more").write_bytes(b"x")
-    assert disk._unmounted(folder) and not os.path.ismount(folder)
-    os.close(mount.lock)
-    assert image.stat().st_blocks - before < 1024  # under 512 kB: the 16 MB never reached the image
-    backing = [path.read_text().strip() for path in Path("/sys/block").glob("loop*/loop/backing_file")]
-    assert str(image) not in backing  # the loop device let go of it by itself
-    image.unlink()
+    grown = []
+    # The kernel's own background writeback may catch the data in flight before the shutdown on a busy
+    # machine: a few tries. Without the shutdown, the unmount writes all 16 MB back every time.
+    for attempt in range(3):
+        folder = open_folder / f"run-{attempt}"
+        image = folder.with_name(folder.name + disk._IMAGE_SUFFIX)
+        folder.mkdir()
+        mount = disk._mounted(folder, image, source, Limits(disk_bytes=64 << 20, disk_files=1000))
+        assert mount is not None
+        (folder / "left").write_bytes(os.urandom(16 << 20))  # in the page cache, not yet in the image
+        before = image.stat().st_blocks
+        disk._shut_down(folder, mount.device)
+        with pytest.raises(OSError):
+            (folder / "more").write_bytes(b"x")
+        assert disk._unmounted(folder) and not os.path.ismount(folder)
+        os.close(mount.lock)
+        grown.append((image.stat().st_blocks - before) * 512)
+        backing = [path.read_text().strip() for path in Path("/sys/block").glob("loop*/loop/backing_file")]
+        assert str(image) not in backing  # the loop device let go of it by itself
+        image.unlink()
+        if grown[-1] < 512 << 10:
+            break
+    assert min(grown) < 512 << 10, grown  # the 16 MB never reached the image
 
 
 def test_capped_folders_a_dead_worker_left_mounted_are_swept(open_folder):
@@ -310,7 +318,7 @@ def test_only_the_file_system_the_worker_mounted_is_shut_down(open_folder):
         # As if "mine" had been unmounted by someone else and another file system stood there now.
         disk._shut_down(open_folder / "mine", os.stat(open_folder / "other").st_dev)
         (open_folder / "mine" / "still-writable").write_text("x")
-        disk._shut_down(open_folder / "mine", os.stat(open_folder).st_dev)  # not a loop device at all
+        disk._shut_down(open_folder / "mine", os.stat(open_folder).st_dev)  # the folder's parent's
         (open_folder / "mine" / "still-writable").write_text("y")
         (open_folder / "other" / "still-writable").write_text("x")
 
@@ -340,3 +348,14 @@ def test_the_runs_path_cannot_choose_the_programs_that_start_it_as_root(workdir,
     result = run("import os; print(os.getuid())", workdir, env={"PATH": f"{planted}:/usr/bin:/bin"})
     assert result.status == "ok" and result.output.strip() != b"0", result.output
     assert not marker.exists()
+
+
+def test_a_run_whose_starting_programs_are_missing_is_refused_in_words(workdir, monkeypatch):
+    from worker.engine.sandbox import local
+
+    real_which = local.shutil.which
+    monkeypatch.setattr(local.shutil, "which", lambda name, *args, **kwargs:
+                        None if name == "setpriv" else real_which(name, *args, **kwargs))
+    with pytest.raises(SandboxUnavailable, match="setpriv is not on the worker's PATH"):
+        run("open('ran', 'w').write('it ran')", workdir)
+    assert not (workdir / "ran").exists()

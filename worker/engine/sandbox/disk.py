@@ -70,15 +70,17 @@ def capped_folder(folder: Path, *, holds: Path, limits: Limits) -> Iterator[bool
     plus the limits; True if it is, False where this machine cannot (the folder is plain then)."""
     folder.mkdir(parents=True, exist_ok=True)
     image = folder.with_name(folder.name + _IMAGE_SUFFIX)
-    mount = _mounted(folder, image, holds, limits) if capped_folders_available() else None
+    mount = None
     try:
+        mount = _mounted(folder, image, holds, limits) if capped_folders_available() else None
         yield mount is not None
     finally:
         if mount is not None:
             _shut_down(folder, mount.device)
             _unmounted(folder)
-            os.close(mount.lock)
         image.unlink(missing_ok=True)
+        if mount is not None:
+            os.close(mount.lock)  # once its name is gone: no sweep can take a lock on it after
 
 
 def capped_folder_is(folder: Path) -> bool:
@@ -100,24 +102,24 @@ def _mounted(folder: Path, image: Path, holds: Path, limits: Limits) -> Optional
     inodes = _rounded(int((entries + limits.disk_files) * _SLACK) + 1024)
     # and the file system's own blocks: its inode tables (256 bytes an inode), bitmaps, no journal
     size = _rounded(int((used + limits.disk_bytes) * _SLACK) + inodes * 256 + (8 << 20))
-    lock = None
+    lock, mounted = None, False
     try:
         if not _empty_image(image, size, inodes):
             return None
         lock = os.open(image, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         fcntl.flock(lock, fcntl.LOCK_EX)  # before the mount: no sweep takes it for a dead worker's
         _loop_mount(image, folder)
-    except OSError:
-        if lock is not None:
-            os.close(lock)
-        return None
-    try:
+        mounted = True
         (folder / "lost+found").rmdir()  # nothing of the file system's own in the run's folder
         return _Mount(os.stat(folder).st_dev, lock)
-    except OSError:
-        _unmounted(folder)
-        os.close(lock)
-        return None
+    except BaseException as error:  # a job's time limit, say, lands anywhere: nothing is left mounted
+        if mounted:
+            _unmounted(folder)
+        if lock is not None:
+            os.close(lock)
+        if isinstance(error, OSError):
+            return None
+        raise
 
 
 def _rounded(value: int) -> int:

@@ -174,7 +174,11 @@ def _started_gated(command: list[str], uid: Optional[int], limits: Limits, cgrou
 def _host_program(name: str) -> str:
     """The program's path as the worker finds it, on its own PATH: the run's first process is root,
     and the run's environment (its PATH included) is the caller's to set."""
-    return shutil.which(name) or name
+    found = shutil.which(name)
+    if found is None:
+        raise SandboxUnavailable(f"{name} is not on the worker's PATH, so no run can start: install it "
+                                 f"(Debian: util-linux for setpriv, bubblewrap for bwrap)")
+    return found
 
 
 def _rlimits(limits: Limits) -> dict[int, tuple[int, int]]:
