@@ -108,6 +108,8 @@ def _mounted(folder: Path, image: Path, holds: Path, limits: Limits) -> Optional
             return None
         lock = os.open(image, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         fcntl.flock(lock, fcntl.LOCK_EX)  # before the mount: no sweep takes it for a dead worker's
+        # The loop device gets a handle of its own (_loop_attached): it keeps its file open as long as
+        # the mount lasts, and a lock on that one would outlive a dead worker.
         _loop_mount(image, folder)
         mounted = True
         (folder / "lost+found").rmdir()  # nothing of the file system's own in the run's folder
