@@ -5,6 +5,8 @@ The tasks are fixed when the person confirms (the count they saw); the job moves
 if it is still in a state the action applies to, so running it twice changes nothing more.
 """
 
+import hashlib
+
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
@@ -51,17 +53,27 @@ def bulk_action_targets(*, user, action: str, filters: dict):
     return list(tasks.order_by("id").values_list("id", flat=True))
 
 
-def bulk_action_start(*, user, action: str, filters: dict, query: str, expected: int, reject_reason: str = "",
-                      note: str = "") -> BulkAction:
-    """Queue the action on the tasks the query matches now, if that is the number the person saw."""
+def bulk_targets_digest(ids: list[int]) -> str:
+    """A short fingerprint of a set of task ids: the confirmation carries it, so that a run on other
+    tasks than those counted (some left the query, as many others came in) is refused."""
+    return hashlib.sha256(",".join(map(str, sorted(ids))).encode()).hexdigest()[:16]
+
+
+def bulk_action_start(*, user, action: str, filters: dict, query: str, expected: int, targets_digest: str = "",
+                      reject_reason: str = "", note: str = "") -> BulkAction:
+    """Queue the action on the tasks the query matches now, if they are the ones the person saw
+    counted: their number, and with `targets_digest` the tasks themselves."""
     reviewer_required(user)
     if action == BulkAction.Action.REJECT and not reject_reason_offered(reject_reason):
         raise ReviewRefused("Pick a reason for rejecting the tasks.")
     ids = bulk_action_targets(user=user, action=action, filters=filters)
+    verb = BulkAction.Action(action).label.lower()
     if len(ids) != expected:
-        verb = BulkAction.Action(action).label.lower()
         raise ReviewRefused(f"The query now matches {len(ids):,} tasks it can {verb}, not {expected:,}: check the list "
                             "and confirm again.")
+    if targets_digest and targets_digest != bulk_targets_digest(ids):
+        raise ReviewRefused(f"The query still matches {len(ids):,} tasks it can {verb}, but not the same ones as when "
+                            "you confirmed: check the list and confirm again.")
     if not ids:
         raise ReviewRefused(f"No task of this query can be {PAST[action]}.")
     with transaction.atomic():

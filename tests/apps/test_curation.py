@@ -371,6 +371,50 @@ def test_a_bulk_action_refuses_when_the_query_changed_since_the_count(small_repo
         bulk_action_start(user=curator, action="reject", filters={}, query="", expected=3)
 
 
+def test_a_bulk_action_refuses_when_other_tasks_took_the_counted_ones_place(curator_client, small_repository):
+    tasks = commits_and_tasks_make(small_repository, 4)
+    Task.objects.filter(id__in=[t.id for t in tasks[:3]]).update(state="invalid", reason="no_fail_to_pass")
+    query = f"repository={small_repository.pk}&state=invalid"
+    page = curator_client.post(reverse("tasks:bulk_confirm"), {"action": "reject", "query": query}).content.decode()
+    digest = re.search(r'name="targets" value="([0-9a-f]{16})"', page).group(1)
+    # One counted task leaves the query and another comes in: the same count, other tasks.
+    Task.objects.filter(id=tasks[0].id).update(state="accepted")
+    Task.objects.filter(id=tasks[3].id).update(state="invalid", reason="no_fail_to_pass")
+    response = curator_client.post(reverse("tasks:bulk_confirm"), {
+        "action": "reject", "query": query, "expected": "3", "targets": digest, "reject_reason": "trivial"},
+        follow=True)
+    assert "but not the same ones as when you confirmed" in response.content.decode()
+    assert not BulkAction.objects.exists() and not Task.objects.filter(state="rejected").exists()
+
+
+def test_the_bulk_confirmation_names_the_filters_and_a_count_other_than_the_list_showed(curator_client,
+                                                                                        small_repository):
+    tasks = commits_and_tasks_make(small_repository, 5)
+    Task.objects.filter(id__in=[t.id for t in tasks[:2]]).update(state="invalid", reason="no_fail_to_pass")
+    query = f"q=bug&repository={small_repository.pk}&state=invalid"
+    page = curator_client.post(reverse("tasks:bulk_confirm"), {"action": "reject", "query": query, "shown": "2"})
+    assert 'id="bulk-shown-differs"' not in page.content.decode()
+    filters = re.search(r'<p id="bulk-filters">(.*?)</p>', page.content.decode()).group(1)
+    assert re.sub(r"<[^>]+>", "", filters) == (f"The list's filters: Search bug · Repository {small_repository.name} · "
+                                               f"State Invalid.")
+    Task.objects.filter(id=tasks[2].id).update(state="invalid", reason="no_fail_to_pass")
+    page = curator_client.post(reverse("tasks:bulk_confirm"), {"action": "reject", "query": query, "shown": "2"})
+    assert "The list showed 2 tasks for these filters; they match 3 now." in page.content.decode()
+
+
+def test_the_list_gives_its_tools_the_filters_of_the_results_it_swaps_in(curator_client, small_repository):
+    """The saved-view and bulk forms sit outside the results htmx replaces: the query they post is
+    carried in the results, tied to each form by its id."""
+    response = curator_client.get(reverse("tasks:all") + "?state=mined", headers={"HX-Request": "true"})
+    results = response.content.decode()
+    assert results.lstrip().startswith('<div id="task-results">')
+    for form in ("view-form", "bulk-form"):
+        assert f'<input type="hidden" form="{form}" name="query" value="state=mined">' in results
+    full = curator_client.get(reverse("tasks:all") + "?state=mined").content.decode()
+    assert 'id="view-form"' in full and 'id="bulk-form"' in full
+    assert re.search(r'<form[^>]*id="bulk-form"[^>]*>(?:(?!</form>).)*name="query"', full, re.S) is None
+
+
 # --- the dashboard --------------------------------------------------------------------------
 
 

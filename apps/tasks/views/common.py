@@ -22,6 +22,25 @@ def task_filter_form(query, *, user, state_counts: dict | None = None) -> TaskFi
                           reasons=selectors.task_reasons_used(), reviewers=reviewers_choices())
 
 
+def task_filters_described(query: str, *, user) -> list[tuple[str, str]]:
+    """The filters a list query sets, as (label, value) a person reads: what a bulk action or a saved
+    view will apply to. The sort is left out: it picks no task."""
+    form = task_filter_form(QueryDict(query), user=user)
+    described = []
+    for name, value in form.filters().items():
+        field = form.fields[name]
+        if name == "sort":
+            continue
+        if name == "state":
+            shown = Task.State(value).label
+        elif getattr(field, "choices", None):
+            shown = str(dict((str(key), label) for key, label in field.choices).get(str(value), value))
+        else:
+            shown = str(value)
+        described.append((str(field.label or name.replace("_", " ").capitalize()), shown))
+    return described
+
+
 def saved_view_task_ids(*, view: SavedView, user) -> list[int]:
     """The tasks a saved view matches now, as `user` sees them."""
     filters = task_filter_form(QueryDict(view.query), user=user).filters()

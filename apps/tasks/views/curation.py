@@ -32,6 +32,7 @@ from ..bulk import (
     bulk_action_targets,
     bulk_action_undo,
     bulk_started_jobs,
+    bulk_targets_digest,
 )
 from ..dashboard import dashboard_figures
 from ..diffs import patch_files
@@ -48,7 +49,7 @@ from ..models import (
 )
 from ..review import active_reject_reasons
 from ..states import reviews_merged
-from .common import task_filter_form, visible_task
+from .common import task_filter_form, task_filters_described, visible_task
 
 CONTEXT_LINES = {"3": 3, "25": 25, "all": 1_000_000}
 
@@ -286,7 +287,8 @@ def saved_view_create(request):
         try:
             SavedView.objects.update_or_create(user=request.user, name=name,
                                                defaults={"query": query, "shared": request.POST.get("shared") == "1"})
-            messages.success(request, f"View “{name}” saved.")
+            described = " · ".join(f"{label} {value}" for label, value in task_filters_described(query, user=request.user))
+            messages.success(request, f"View “{name}” saved: {described or 'every task, no filter'}.")
         except IntegrityError:
             messages.error(request, f"A view named “{name}” exists already.")
     return redirect(reverse("tasks:all") + (f"?{query}" if query else ""))
@@ -311,18 +313,20 @@ def _filters_of(query: str, user) -> dict:
 
 @require_POST
 def bulk_confirm(request):
-    """Say how many tasks the action will touch; a second POST with that number runs it."""
+    """Say how many tasks the action will touch, and which filters pick them; a second POST with
+    that count and those tasks' fingerprint runs it."""
     require_reviewer(request)
     action = request.POST.get("action", "")
+    query = _posted(request, "query", 2000)
     if action not in BulkAction.Action.values:
         messages.error(request, "Pick an action.")
-        return redirect(reverse("tasks:all") + "?" + request.POST.get("query", ""))
-    query = _posted(request, "query", 2000)
+        return redirect(reverse("tasks:all") + "?" + query)
     filters = _filters_of(query, request.user)
     if request.POST.get("expected"):
         try:
             bulk = bulk_action_start(user=request.user, action=action, filters=filters, query=query,
                                      expected=int(request.POST["expected"]),
+                                     targets_digest=_posted(request, "targets", 64),
                                      reject_reason=_posted(request, "reject_reason", 64),
                                      note=_posted(request, "note"))
         except review.ReviewRefused as refused:
@@ -334,8 +338,11 @@ def bulk_confirm(request):
             return redirect("tasks:bulk", pk=bulk.pk)
     targets = bulk_action_targets(user=request.user, action=action, filters=filters)
     matching = selectors.tasks_filtered(user=request.user, **filters).count()
+    shown = request.POST.get("shown", "")
     context = {"action": action, "query": query, "count": len(targets), "matching": matching,
-               "left": matching - len(targets),
+               "left": matching - len(targets), "targets": bulk_targets_digest(targets),
+               "filters_described": task_filters_described(query, user=request.user),
+               "shown": int(shown) if shown.isdecimal() and int(shown) != matching else None,
                "from_states": FROM_STATES[action], "reasons": active_reject_reasons(),
                "reject_reason": _posted(request, "reject_reason", 64), "note": _posted(request, "note"),
                "undoable": action in UNDOABLE}
