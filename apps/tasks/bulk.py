@@ -234,6 +234,25 @@ def bulk_started_jobs(bulk: BulkAction) -> dict[str, int]:
     return {state: counts.get(state, 0) for state in Job.State.values} | {"total": sum(counts.values())}
 
 
+def bulk_action_state(bulk: BulkAction, started: dict[str, int]) -> str:
+    """Where the action is, for people: its own job's state, but "running its jobs" while the jobs
+    it started (`bulk_started_jobs`) are queued or running: its own job ended as soon as they were queued."""
+    if not bulk.is_active and started.get("queued", 0) + started.get("running", 0):
+        return "running its jobs"
+    return bulk.state
+
+
+def bulk_action_summary(bulk: BulkAction) -> str:
+    """The state, and for an action that started jobs how many of them ended and failed: a line for lists."""
+    started = bulk_started_jobs(bulk)
+    state = bulk_action_state(bulk, started)
+    if not started:
+        return state
+    ended = started["total"] - started.get("queued", 0) - started.get("running", 0)
+    failed = started.get("failed", 0) + started.get("cancelled", 0)
+    return f"{state}: {ended:,} of {started['total']:,} jobs ended" + (f", {failed:,} failed" if failed else "")
+
+
 # What a repository's page offers to do to its tasks at once.
 REPOSITORY_ACTIONS = [
     (BulkAction.Action.VALIDATE, "Validate waiting tasks", "tasks mined and not validated yet", {"state": "mined"}),
@@ -247,9 +266,12 @@ def repository_actions(*, user, repository) -> list[dict]:
     """Each repository action with the tasks it would touch now, and its latest run by this person."""
     recent = {bulk.action: bulk for bulk in BulkAction.objects.filter(user=user, query=f"repository={repository.pk}")
               .select_related("job").order_by("created_at", "id")}
-    return [{"action": action, "label": label, "what": what, "count": len(bulk_action_targets(
+    rows = [{"action": action, "label": label, "what": what, "count": len(bulk_action_targets(
         user=user, action=action, filters={"repository": repository.pk, **extra})), "latest": recent.get(action)}
             for action, label, what, extra in REPOSITORY_ACTIONS]
+    for row in rows:
+        row["latest_summary"] = bulk_action_summary(row["latest"]) if row["latest"] else ""
+    return rows
 
 
 def repository_action_start(*, user, repository, action: str, expected: int) -> BulkAction:

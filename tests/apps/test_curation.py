@@ -604,6 +604,8 @@ def test_a_bulk_validate_shows_its_validations_until_they_end(curator_client, sm
     # The action's own job is done, but nothing is validated yet: it says so, and keeps polling.
     assert 'id="bulk-state">running its jobs' in page and 'hx-trigger="every 2s"' in page
     assert f"{expected} queued · 0 running · 0 finished · 0 failed of {expected}" in page
+    listing = curator_client.get(reverse("tasks:all")).content.decode()  # its recent bulk actions
+    assert f'<span class="bulk-summary">running its jobs: 0 of {expected} jobs ended</span>' in listing
     started = Job.objects.filter(kind="validation", subject_id__in=[t.id for t in tasks])
     Job.objects.filter(id=started.first().id).update(state="failed")
     Job.objects.filter(id__in=started.values("id")[1:]).update(state="succeeded")
@@ -611,6 +613,8 @@ def test_a_bulk_validate_shows_its_validations_until_they_end(curator_client, sm
     page = curator_client.get(reverse("tasks:bulk", args=[bulk.pk])).content.decode()
     assert f"0 queued · 0 running · {expected - 1} finished · 1 failed of {expected}" in page
     assert 'id="bulk-state">succeeded' in page and "every 2s" not in page
+    listing = curator_client.get(reverse("tasks:all")).content.decode()
+    assert f'<span class="bulk-summary">succeeded: {expected} of {expected} jobs ended, 1 failed</span>' in listing
 
 
 def test_the_repository_page_offers_its_tasks_actions_with_counts_and_follows_their_jobs(
@@ -638,10 +642,13 @@ def test_the_repository_page_offers_its_tasks_actions_with_counts_and_follows_th
     assert LanguageJob.objects.get(task=valid).kind == "backtranslate"
     detail = curator_client.get(reverse("tasks:bulk", args=[bulk.pk])).content.decode()
     assert "1 queued · 0 running · 0 finished · 0 failed of 1" in detail and "?kind=backtranslate" in detail
+    page = curator_client.get(reverse("repositories:detail", args=[small_repository.pk])).content.decode()
+    assert '<span class="bulk-summary">running its jobs: 0 of 1 jobs ended</span>' in page
     Job.objects.filter(kind="backtranslate").update(state="succeeded")
     page = curator_client.get(reverse("repositories:detail", args=[small_repository.pk])).content.decode()
     assert "Write issues for valid tasks (1)" in page  # its issue is not written here: the job was faked
     assert reverse("tasks:bulk", args=[bulk.pk]) in page and "1 started" in page
+    assert '<span class="bulk-summary">succeeded: 1 of 1 jobs ended</span>' in page
 
 
 def test_the_dashboard_charts_reviews_and_acceptance_per_week_with_the_numbers_beside(curator_client, in_review,

@@ -5,6 +5,7 @@ from django.db.models import Q
 from django.http import Http404, QueryDict
 
 from .. import selectors
+from ..bulk import bulk_action_summary
 from ..forms import TaskFilterForm, reviewers_choices
 from ..models import BulkAction, SavedView, Task
 
@@ -51,6 +52,10 @@ def saved_views_for(user):
     return SavedView.objects.filter(Q(user=user) | Q(shared=True)).select_related("user").order_by("name", "id")
 
 
-def bulk_actions_recent(user, limit: int = 5):
-    return (BulkAction.objects.filter(user=user).select_related("job", "undo_job").defer("task_ids", "changed")
-            .order_by("-created_at", "-id")[:limit])
+def bulk_actions_recent(user, limit: int = 5) -> list[BulkAction]:
+    """This person's latest bulk actions, each with its summary (`bulk_action_summary`)."""
+    recent = list(BulkAction.objects.filter(user=user).select_related("job", "undo_job").defer("task_ids")
+                  .order_by("-created_at", "-id")[:limit])
+    for bulk in recent:
+        bulk.summary = bulk_action_summary(bulk)
+    return recent

@@ -29,6 +29,7 @@ from ..bulk import (
     UNDOABLE,
     bulk_action_mine,
     bulk_action_start,
+    bulk_action_state,
     bulk_action_targets,
     bulk_action_undo,
     bulk_started_jobs,
@@ -259,7 +260,8 @@ def _queue_tasks(request):
 
 def queue_next(request):
     """The reviewer's next task, held for them; `skip` leaves the current one (its hold released)."""
-    require_reviewer(request)
+    require_reviewer(request, "The review queue hands curators and admins the next task to accept or reject. "
+                              "Every task and its review page can still be read from the task list.")
     skip = int(request.GET["skip"]) if request.GET.get("skip", "").isdecimal() else None
     if skip:
         review.task_hold_release(task_id=skip, user=request.user)
@@ -354,8 +356,8 @@ def bulk_detail(request, pk: int):
     if not bulk_action_mine(bulk=bulk, user=request.user):
         raise Http404("No such bulk action.")
     started = bulk_started_jobs(bulk)
-    still = started.get("queued", 0) + started.get("running", 0)
-    context = {"bulk": bulk, "active": bulk.is_active or bool(still), "started": started, "still": still,
+    state = bulk_action_state(bulk, started)
+    context = {"bulk": bulk, "active": bulk.is_active or state == "running its jobs", "started": started, "state": state,
                "job_kind": STARTS_JOBS.get(bulk.action, ""),
                "undoable": bulk.action in UNDOABLE and bulk.state in UNDO_FROM,
                "can_review": user_can_review(request.user)}
