@@ -27,10 +27,10 @@ def require_miner(request) -> None:
         raise PermissionDenied("Only curators and admins can change repositories.")
 
 
-def require_reviewer(request) -> None:
-    """403 unless the person may decide tasks."""
+def require_reviewer(request, refusal: str = "Only curators and admins can accept, reject or change tasks.") -> None:
+    """403 unless the person may decide tasks; the page says `refusal`."""
     if not user_can_review(request.user):
-        raise PermissionDenied("Only curators and admins can accept, reject or change tasks.")
+        raise PermissionDenied(refusal)
 
 
 def redirect_back(request, default):

@@ -37,3 +37,13 @@ def test_every_page_needs_a_login(client):
     for url in ("/", reverse("repositories:list"), "/admin/"):
         response = client.get(url)
         assert response.status_code == 302 and "login" in response["Location"], url
+
+
+def test_an_annotator_sent_away_from_the_review_queue_is_told_why_and_where_to_go(annotator_client):
+    response = annotator_client.get(reverse("tasks:queue"))
+    page = response.content.decode()
+    assert response.status_code == 403
+    assert "The review queue hands curators and admins the next task to accept or reject." in page
+    assert "repositor" not in page.split('id="refusal"')[1].split("</p>")[0]  # not about registering
+    assert "You are logged in as anton (annotator)." in page
+    assert f'href="{reverse("tasks:all")}"' in page
