@@ -77,7 +77,8 @@ def review_charts(weeks: list[dict]) -> dict:
 
 
 def dashboard_figures(*, user) -> dict:
-    repositories = list(repositories_visible(user=user).order_by("name"))
+    # A repository that never mined (a host that did not answer) has nothing to show yet.
+    repositories = list(repositories_visible(user=user).exclude(mined_head="").order_by("name"))
     tasks = Task.objects.filter(repository__in=repositories)
     reasons = Counter(dict(tasks.filter(state=Task.State.REJECTED).values_list("reason").annotate(n=Count("id"))))
     week_ago = timezone.now() - timedelta(days=7)

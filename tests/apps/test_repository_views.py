@@ -742,3 +742,20 @@ def test_the_repository_list_searches_names_and_locations(curator_client):
     assert "other/tools" in html(curator_client.get(reverse("repositories:list") + "?q=/srv/git"))
     none = html(curator_client.get(reverse("repositories:list") + "?q=nothing-like-it"))
     assert "No repository's name or location holds “nothing-like-it”." in none
+
+
+def test_a_repository_that_never_mined_offers_its_deletion_and_stays_off_the_dashboard(curator_client,
+                                                                                       small_repository):
+    from apps.repositories.models import Repository
+    from tests.conftest import mining_job_make
+
+    unreachable = Repository.objects.create(name="team/unreachable", url="https://git.invalid/team/unreachable.git")
+    mining_job_make(unreachable, state="failed", error_message="fatal: unable to access: Could not resolve host")
+    page = curator_client.get(reverse("repositories:detail", args=[unreachable.pk])).content.decode()
+    notice = page[page.index('id="never-mined"'):page.index("</section>", page.index('id="never-mined"'))]
+    assert "its last mining job failed: fatal: unable to access: Could not resolve host" in notice
+    assert f'href="{reverse("repositories:delete", args=[unreachable.pk])}"' in notice
+    mined = curator_client.get(reverse("repositories:detail", args=[small_repository.pk])).content.decode()
+    assert 'id="never-mined"' not in mined
+    dashboard = curator_client.get(reverse("tasks:dashboard")).content.decode()
+    assert small_repository.name in dashboard and "team/unreachable" not in dashboard
