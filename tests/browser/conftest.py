@@ -115,8 +115,9 @@ def page_screenshot(page, path) -> None:
     assert size > MIN_SCREENSHOT_BYTES, f"{path} is only {size} bytes: the page looks empty"
 
 
-def log_in(page, base_url: str, username: str, password: str) -> None:
-    """Log in from the front page (every page asks for a login first); the repositories follow."""
+def log_in(page, base_url: str, username: str, password: str, then: str | None = "/repositories/") -> None:
+    """Log in from the front page (every page asks for a login first); the first page follows, then
+    the page at `then` (None: stay on the first page)."""
     from playwright.sync_api import expect
 
     page.goto(base_url + "/")
@@ -124,5 +125,7 @@ def log_in(page, base_url: str, username: str, password: str) -> None:
     page.get_by_label("User name").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Repositories", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="commitgym", exact=True)).to_be_visible()
     expect(page.locator(".who")).to_contain_text(username)
+    if then:
+        page.goto(base_url + then)

@@ -131,7 +131,7 @@ def test_curator_mines_the_sample_repository_in_a_browser(
         str(tmp_path / "textkit-copy"),
     )
     assert status == 403, body[:500]
-    assert "Your role does not allow this" in body and "CSRF verification failed" not in body
+    assert "Only curators and admins can change repositories." in body and "CSRF verification failed" not in body
     assert Repository.objects.count() == 1
 
     assert not page_problems.items, "\n".join(page_problems.items)
