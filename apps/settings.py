@@ -199,8 +199,11 @@ COMMITGYM_REGRESSION_SECONDS = _env_int("COMMITGYM_REGRESSION_SECONDS", 120)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # Kombu's filesystem transport, made safe with several processes: a message is renamed into
+    # place once written whole, and a file that is not one is set aside, not the worker's end.
+    CELERY_BROKER_TRANSPORT = "apps.jobs.transport:Transport"
     _queue_dir = VAR_DIR / "queue"
-    for _folder in ("processed", "control"):
+    for _folder in ("processed", "control", "set-aside"):
         (_queue_dir / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
@@ -208,6 +211,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_queue_dir / "processed"),
         "store_processed": False,
         "control_folder": str(_queue_dir / "control"),
+        "set_aside_folder": str(_queue_dir / "set-aside"),
     }
 
 # Queues by kind of work, each served by its own worker pool.

@@ -5,7 +5,7 @@ set up. Jobs are sent to these tasks by name (apps.jobs.services.job_dispatch)."
 
 import logging
 
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_ready, worker_shutdown
 
 from worker.celery_app import app
 
@@ -43,3 +43,24 @@ def job_services_import(**kwargs) -> None:
             kind.runner()
         except Exception:  # noqa: BLE001 - its jobs fail in words when they run (apps.jobs.services.job_run)
             log.exception("the %s jobs' service cannot be imported", kind.name)
+
+
+_presence = []  # this worker process's WorkerPresence, from ready to shutdown
+
+
+@worker_ready.connect
+def worker_presence_start(sender=None, **kwargs) -> None:
+    """The worker says in the database that it runs and which queues it consumes, for as long as it
+    does: how a command on the embedded default, with no broker to ask, knows a worker is there."""
+    from apps.jobs.services import WorkerPresence
+
+    queues = [queue.name for queue in sender.task_consumer.queues]
+    presence = WorkerPresence(name=sender.hostname, queues=queues)
+    presence.start()
+    _presence.append(presence)
+
+
+@worker_shutdown.connect
+def worker_presence_end(**kwargs) -> None:
+    while _presence:
+        _presence.pop().stop()

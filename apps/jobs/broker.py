@@ -10,6 +10,11 @@ from typing import Optional
 from django.conf import settings
 
 REDIS_PRIORITY_SEPARATOR = "\x06\x16"  # kombu's, between a queue's name and a priority step
+# A job's message priority, in kombu's Redis order (0 is taken first; the filesystem transport of
+# apps/jobs/transport.py orders them so too): a job sent again after a loss has waited already, so
+# it goes ahead of the jobs sent once.
+SENT_PRIORITY = 3
+RESENT_PRIORITY = 0
 
 
 def broker_message_ids(queue: str) -> Optional[set[str]]:
@@ -56,7 +61,8 @@ def _redis_ids(url: str, queue: str, options: dict) -> set[str]:
 
 def _folder_ids(folder: Path, queue: str) -> set[str]:
     """The filesystem transport keeps each queued message as a file until a worker fetches it (then
-    the file is gone, even if that worker dies before running it)."""
+    the file is gone, even if that worker dies before running it). A file being written, or set
+    aside as no message, holds none."""
     ids = set()
     for path in folder.glob(f"*.{queue}.msg"):
         try:

@@ -16,6 +16,10 @@ class Job(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
+    class Resent(models.TextChoices):
+        WORKER_LOST = "worker_lost", "worker lost"
+        MESSAGE_LOST = "message_lost", "message lost"
+
     ACTIVE_STATES = (State.QUEUED, State.RUNNING)
     ENDED_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 
@@ -35,6 +39,9 @@ class Job(models.Model):
     lease_token = models.CharField(max_length=32, blank=True, help_text="Which worker holds the running job.")
     message_id = models.CharField(max_length=64, blank=True, help_text="The Celery message last sent for it.")
     dispatches = models.PositiveIntegerField(default=0, help_text="Messages sent for it (more after a loss).")
+    resent_because = models.CharField(max_length=16, choices=Resent.choices, blank=True,
+                                      help_text="Why the sweep last sent it again, ahead of the jobs waiting.")
+    resent_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -62,6 +69,26 @@ class Job(models.Model):
     @property
     def error_sentence(self) -> str:
         return reason_sentence(self.error_code) if self.error_code else ""
+
+
+class Worker(models.Model):
+    """A running Celery worker process, as it reports itself from its start to its end: the queues it
+    consumes and when it last said it was alive (apps.jobs.services.WorkerPresence). A worker killed
+    outright leaves its row: it counts as gone once its process is (on this host) or its reports stop."""
+
+    name = models.CharField(max_length=255, help_text="Celery's name for it, name@host.")
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name", "pid"]
+        constraints = [models.UniqueConstraint(fields=["host", "pid"], name="one_row_per_worker_process")]
+
+    def __str__(self):
+        return f"{self.name} ({self.host}, process {self.pid})"
 
 
 class JobLife:

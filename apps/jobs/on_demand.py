@@ -1,8 +1,11 @@
 """A worker for as long as a command waits, on the embedded default.
 
 With SQLite and the filesystem broker nothing else need run: a pipeline command whose job no
-worker has taken within a few seconds starts one, for as long as it waits, and says so on
-standard error. With a real broker it only warns: there, workers are the operator's to run."""
+worker has taken within a few seconds starts one, unless a running worker consumes the job's queue
+(the workers' registry says; it is busy, and the job waits for it), for as long as it waits, and
+says so on standard error. No beat runs there either: the waiting command runs the sweep itself,
+so a job whose message was lost is sent again. With a real broker it only warns: there, workers
+and the sweep are the operator's to run."""
 
 import ctypes
 import os
@@ -14,9 +17,14 @@ from typing import Callable, Optional
 
 from django.conf import settings
 from django.core.management.base import CommandError
+from django.db import DatabaseError
+
+from apps.jobs.selectors import queues_without_worker
+from apps.jobs.services import jobs_sweep
 
 GRACE_SECONDS = 3.0  # a worker that is running takes a job well within this
 WARN_SECONDS = 10.0
+SWEEP_SECONDS = 5.0  # at most; COMMITGYM_JOB_SWEEP_SECONDS if shorter
 
 
 def embedded() -> bool:
@@ -33,6 +41,8 @@ class WorkerOnDemand:
         self.started_at = time.monotonic()
         self.process = None
         self.warned = False
+        self.said_busy = False
+        self.swept_at: Optional[float] = None
 
     def __enter__(self):
         return self
@@ -41,11 +51,18 @@ class WorkerOnDemand:
         self.stop()
 
     def waiting(self, *, queued: bool) -> None:
+        if embedded():
+            self._sweep()
         waited = time.monotonic() - self.started_at
         if not queued or self.process is not None:
             return
         if embedded() and waited > GRACE_SECONDS:
-            self._start()
+            missing = queues_without_worker(self.queues.split(","))
+            if missing:
+                self._start(",".join(missing))
+            elif not self.said_busy:
+                self.stderr.write(f"The job waits for the worker already running on {self.queues!r}.")
+                self.said_busy = True
         elif not embedded() and waited > WARN_SECONDS and not self.warned:
             self.stderr.write(f"The job is still queued: is a worker running for the {self.queues!r} queue?")
             self.warned = True
@@ -63,14 +80,31 @@ class WorkerOnDemand:
             self.waiting(queued=queued())
             time.sleep(every)
 
-    def _start(self) -> None:
+    def _sweep(self) -> None:
+        """Now and then: a job whose message was lost is sent again (and one whose worker died is
+        queued again) within COMMITGYM_JOB_REQUEUE_SECONDS, not at the end of the command's wait."""
+        now = time.monotonic()
+        if self.swept_at is not None and now - self.swept_at < min(SWEEP_SECONDS, settings.COMMITGYM_JOB_SWEEP_SECONDS):
+            return
+        self.swept_at = now
+        try:
+            counts = jobs_sweep()
+        except DatabaseError as error:  # the database busy for longer than its timeout: the next look
+            self.stderr.write(f"The sweep of lost jobs failed this time ({error}); it runs again in a moment.")
+            return
+        if counts["resent"] or counts["taken_over"]:
+            self.stderr.write(f"Sent again, ahead of the jobs waiting: {counts['resent']} job(s) whose message was "
+                              f"lost, {counts['taken_over']} whose worker stopped reporting.")
+
+    def _start(self, queues: str) -> None:
         log = settings.VAR_DIR / "command-worker.log"
-        self.stderr.write(f"No worker took the job within {GRACE_SECONDS:.0f} s: starting one on {self.queues!r} for "
-                          f"as long as this command waits (log: {log}).")
+        self.stderr.write(f"No worker took the job within {GRACE_SECONDS:.0f} s and none runs on {queues!r}: starting "
+                          f"one on {queues!r} for as long as this command waits (log: {log}).")
         with open(log, "ab") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", self.queues,
-                 "--concurrency", "1", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+                [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queues,
+                 "--concurrency", "1", "--without-gossip", "--without-mingle", "--loglevel", "INFO",
+                 "--hostname", f"command{os.getpid()}@%h"],
                 stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=_end_with_parent)
 

@@ -1,11 +1,16 @@
 """Reads for the jobs page: which jobs a person may see, filtered, with their time estimates; and
-which workers are alive (Celery's inspect, with a short timeout, kept a few seconds)."""
+which workers are alive: those the workers' registry holds (apps.jobs.services.WorkerPresence), or
+on a broker that can be asked, those that answer Celery's inspect (a short timeout, kept a few
+seconds)."""
 
+import os
+import socket
 import threading
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
 from celery import current_app
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -14,7 +19,8 @@ from apps.accounts.roles import ADMIN, user_roles
 from apps.repositories.selectors import repositories_visible
 from apps.tasks.models import Task
 
-from .models import Job
+from .leases import Lease
+from .models import Job, Worker
 
 INSPECT_SECONDS = 1.0
 WORKERS_CACHE_SECONDS = 5
@@ -68,9 +74,36 @@ class WorkerSeen:
     queues: tuple[str, ...]
 
 
-def workers_alive() -> Optional[list[WorkerSeen]]:
-    """The workers that answered Celery's inspect within a second, and the queues each consumes;
-    None when the broker cannot be asked (the embedded filesystem transport has no broadcast)."""
+def workers_running() -> list[Worker]:
+    """The workers of the registry that reported within COMMITGYM_JOB_STALE_SECONDS, less those of
+    this host whose process is gone (killed outright: nothing removed their row)."""
+    host = socket.gethostname()[:255]
+    recent = Worker.objects.filter(heartbeat_at__gte=Lease.stale_cutoff())
+    return [worker for worker in recent if worker.host != host or _process_exists(worker.pid)]
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
+
+
+def queues_without_worker(queues: Iterable[str]) -> list[str]:
+    """Those of `queues` that no running worker consumes."""
+    consumed = {queue for worker in workers_running() for queue in worker.queues}
+    return [queue for queue in queues if queue not in consumed]
+
+
+def workers_alive() -> list[WorkerSeen]:
+    """The workers alive and the queues each consumes: on the embedded filesystem transport, which
+    has no broadcast to ask them, the registry's; elsewhere those that answered Celery's inspect
+    within a second."""
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        return [WorkerSeen(worker.name, tuple(worker.queues)) for worker in workers_running()]
     seen = cache.get("jobs:workers", "unknown")
     if seen != "unknown":
         return seen
@@ -84,9 +117,7 @@ def workers_alive() -> Optional[list[WorkerSeen]]:
     return seen
 
 
-def _inspect() -> Optional[list[WorkerSeen]]:
-    if current_app.conf.broker_url.startswith("filesystem://"):
-        return None
+def _inspect() -> list[WorkerSeen]:
     answers: dict = {}
 
     def ask() -> None:

@@ -1,10 +1,13 @@
 """The one life of every background job: start, dispatch, claim with a lease, heartbeat, progress,
 finish, fail, cancel, retry, and the sweep that finds lost messages, dead workers and working
-copies nobody owns. A kind only does its work (registry.JobKind.run) and stores its results."""
+copies nobody owns; and the registry of the workers running. A kind only does its work
+(registry.JobKind.run) and stores its results."""
 
 import logging
+import os
 import shutil
 import socket
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -13,15 +16,15 @@ from typing import Callable, Optional
 from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.jobs.leases import Lease, LeaseLost
 from apps.rows import text_storable
 
-from .broker import broker_message_ids
-from .models import Job
+from .broker import RESENT_PRIORITY, SENT_PRIORITY, broker_message_ids
+from .models import Job, Worker
 from .registry import job_kind
 
 log = logging.getLogger(__name__)
@@ -129,11 +132,13 @@ def job_start(*, kind: str, subject=None, user=None) -> tuple[Job, bool]:
     return job, True
 
 
-def job_dispatch(job_id: int) -> None:
-    """Send the job's message to its kind's queue (again, after a loss: running it twice is safe)."""
+def job_dispatch(job_id: int, *, front: bool = False) -> None:
+    """Send the job's message to its kind's queue (again, after a loss: running it twice is safe);
+    `front`: ahead of the jobs waiting there."""
     job = Job.objects.get(id=job_id)
     kind = job_kind(job.kind)
-    message = current_app.send_task(kind.task, args=[job.id], queue=kind.queue)
+    message = current_app.send_task(kind.task, args=[job.id], queue=kind.queue,
+                                    priority=RESENT_PRIORITY if front else SENT_PRIORITY)
     Job.objects.filter(id=job.id).update(message_id=message.id, dispatched_at=timezone.now(),
                                          dispatches=F("dispatches") + 1)
 
@@ -248,10 +253,10 @@ def job_retry(*, job: Job, user=None) -> Job:
 
 
 def jobs_sweep() -> dict[str, int]:
-    """Re-send queued jobs whose message the broker lost, hand running jobs whose worker died to a
-    live one (ending those handed on too often, or asked to stop), and remove working copies no
-    running job owns. Safe to run anywhere, any number of times at once: every job runs once
-    whatever is sent."""
+    """Re-send queued jobs whose message the broker lost, queue again running jobs whose worker died
+    (ending those handed on too often, or asked to stop), both ahead of the jobs waiting, and
+    remove working copies no running job owns. Safe to run anywhere, any number of times at once:
+    every job runs once whatever is sent."""
     counts = {"resent": 0, "taken_over": 0, "ended": 0}
     waited = timezone.now() - timedelta(seconds=settings.COMMITGYM_JOB_REQUEUE_SECONDS)
     held: dict[str, Optional[set[str]]] = {}  # the broker's message ids, read once per queue
@@ -264,8 +269,7 @@ def jobs_sweep() -> dict[str, int]:
         if queue not in held:
             held[queue] = broker_message_ids(queue)
         if held[queue] is not None and job.message_id not in held[queue]:
-            job_dispatch(job.id)
-            counts["resent"] += 1
+            counts["resent"] += job_resend(job, because=Job.Resent.MESSAGE_LOST)
     stale = Lease.stale_rows(Job, running_state=Job.State.RUNNING).filter(
         Q(dispatched_at__lt=Lease.stale_cutoff()) | Q(dispatched_at__isnull=True))
     for job in stale.iterator():
@@ -276,10 +280,26 @@ def jobs_sweep() -> dict[str, int]:
                 job, state=Job.State.FAILED, error_code="worker_lost",
                 error_message=f"Its workers stopped reporting {job.dispatches} times: it is not tried again.")
         elif _queue_of(job) is not None:
-            job_dispatch(job.id)  # the worker that gets it claims the stale lease: it takes the job over
-            counts["taken_over"] += 1
+            counts["taken_over"] += job_resend(job, because=Job.Resent.WORKER_LOST)
     counts["work_dirs_removed"] = work_dirs_sweep()
     return counts
+
+
+def job_resend(job: Job, *, because: str) -> bool:
+    """Send a job again, ahead of the jobs waiting on its queue, saying why. A running job whose
+    worker stopped reporting is queued again first (its lease lost: should that worker come back,
+    it stops at its next write), its working copies removed. False if the job moved meanwhile."""
+    rows = Job.objects.filter(id=job.id, state=job.state)
+    fields = {"resent_because": because, "resent_at": timezone.now()}
+    if job.state == Job.State.RUNNING:
+        rows = rows.filter(heartbeat_at__lt=Lease.stale_cutoff())
+        fields.update(state=Job.State.QUEUED, started_at=None)
+    if not rows.update(**fields):
+        return False
+    if job.state == Job.State.RUNNING:
+        shutil.rmtree(job_work_dir(job.id, job.lease_token), ignore_errors=True)
+    job_dispatch(job.id, front=True)
+    return True
 
 
 def _queue_of(job: Job) -> Optional[str]:
@@ -312,3 +332,56 @@ def work_dirs_sweep() -> int:
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     return removed
+
+
+# --- the workers' registry ----------------------------------------------------------------------
+
+WORKER_ROWS_KEPT = timedelta(days=1)  # a killed worker's row, kept for the jobs page's history
+
+
+def worker_beat(*, name: str, queues: list[str], host: str, pid: int) -> None:
+    """Record that this worker process is alive and which queues it consumes (its row comes back
+    if someone removed it)."""
+    now = timezone.now()
+    Worker.objects.update_or_create(host=host, pid=pid, defaults={"name": name, "queues": queues, "heartbeat_at": now},
+                                    create_defaults={"name": name, "queues": queues, "heartbeat_at": now,
+                                                     "started_at": now})
+
+
+def worker_end(*, host: str, pid: int) -> None:
+    Worker.objects.filter(host=host, pid=pid).delete()
+    Worker.objects.filter(heartbeat_at__lt=timezone.now() - WORKER_ROWS_KEPT).delete()
+
+
+class WorkerPresence:
+    """A worker process's row in the registry, written by a thread of its own as the worker starts,
+    every COMMITGYM_JOB_HEARTBEAT_SECONDS while it runs (busy or not), and removed as it ends."""
+
+    def __init__(self, *, name: str, queues: list[str]):
+        self.fields = {"name": name[:255], "queues": sorted(queues), "host": socket.gethostname()[:255],
+                       "pid": os.getpid()}
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="worker-presence", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=30)
+
+    def _beat(self) -> None:
+        try:
+            while True:
+                try:
+                    worker_beat(**self.fields)
+                except DatabaseError:
+                    log.warning("this worker's report to the workers' registry failed; it tries again", exc_info=True)
+                    connection.close()
+                if self._stopped.wait(settings.COMMITGYM_JOB_HEARTBEAT_SECONDS):
+                    break
+            worker_end(host=self.fields["host"], pid=self.fields["pid"])
+        except DatabaseError:
+            log.warning("this worker's row in the workers' registry could not be removed", exc_info=True)
+        finally:
+            connection.close()

@@ -15,17 +15,35 @@ from apps.jobs import services
 from apps.jobs.models import Job
 from apps.jobs.registry import JobKind, job_kind, job_kind_register
 from apps.jobs.services import JobRefused, job_cancel, job_retry, job_run, job_start, jobs_sweep, work_dirs_sweep
-from tests.conftest import process_group_kill, wait_until, worker_start
+from tests.conftest import process_group_kill, validation_make, wait_until, worker_start
 from tests.jobkind.models import Chore, ChoreRun
 from tests.jobkind.work import chore_start
 
 
+@pytest.fixture(autouse=True)
+def _work_dir(settings, tmp_path):
+    """The sweep removes working copies no job of this database owns: only in the test's own folder."""
+    settings.COMMITGYM_WORK_DIR = tmp_path / "work"
+
+
 @pytest.fixture
 def no_dispatch(monkeypatch):
-    """Jobs stay queued: what was sent is recorded instead."""
-    sent = []
-    monkeypatch.setattr(services, "job_dispatch", lambda job_id: sent.append(job_id))
+    """Jobs stay queued: what was sent is recorded instead (the ids; those sent to the front also in
+    `no_dispatch.front`)."""
+    sent = SentJobs()
+    monkeypatch.setattr(services, "job_dispatch", sent.append)
     return sent
+
+
+class SentJobs(list):
+    def __init__(self):
+        super().__init__()
+        self.front = []
+
+    def append(self, job_id, front=False):
+        super().append(job_id)
+        if front:
+            self.front.append(job_id)
 
 
 # --- the lifecycle, in this process -------------------------------------------------------------
@@ -135,7 +153,14 @@ def test_the_sweep_resends_what_the_broker_lost_and_hands_dead_workers_jobs_on(n
     Job.objects.filter(id=gone.id).update(created_at=long_ago)
     no_dispatch.clear()
     assert jobs_sweep() == {"resent": 1, "taken_over": 1, "ended": 2, "work_dirs_removed": 0}
-    assert sorted(no_dispatch) == sorted([lost.id, dead.id]) and fresh.id not in no_dispatch
+    assert sorted(no_dispatch) == sorted(no_dispatch.front) == sorted([lost.id, dead.id])
+    assert fresh.id not in no_dispatch
+    lost.refresh_from_db()
+    dead.refresh_from_db()
+    # The dead worker's job is queued again (it runs nowhere now), both say why they were sent again.
+    assert (lost.state, lost.resent_because, dead.state, dead.resent_because, dead.started_at) == (
+        "queued", "message_lost", "queued", "worker_lost", None)
+    assert lost.resent_at and dead.resent_at
     stopping.refresh_from_db()
     doomed.refresh_from_db()
     assert stopping.state == "cancelled" and (doomed.state, doomed.error_code) == ("failed", "worker_lost")
@@ -260,18 +285,91 @@ def test_jobs_lost_to_the_broker_or_to_a_dead_worker_finish_exactly_once(transac
         assert os.path.isdir(folder)  # left behind by the dead worker
         second = worker_start(tmp_path, "second", "chores", env)
         wait_until(lambda: jobs_sweep()["taken_over"] == 1, timeout=30, what="the dead worker's job to be handed on")
+        assert not os.path.exists(folder)  # the dead worker's, removed as its job was queued again
         wait_until(lambda: Job.objects.get(id=slow.id).state == "succeeded", timeout=90, what="the slow job to end")
         run = ChoreRun.objects.get(job=slow)
         assert (run.started, run.finished, run.failed_hook) == (2, 1, 0)
         assert ChoreRun.objects.filter(chore=run.chore).count() == 1 and Job.objects.filter(kind="chore").count() == 2
         assert Job.objects.get(id=slow.id).worker.startswith("second@")
         assert not os.path.exists(ChoreRun.objects.get(job=slow).work_dir)  # the second worker's, removed as it ended
-        assert os.path.isdir(folder) and jobs_sweep()["work_dirs_removed"] == 1  # the dead worker's, by the sweep
-        assert not os.path.exists(folder)
     finally:
         process_group_kill(first)
         if second is not None:
             process_group_kill(second)
+
+
+@pytest.mark.e2e
+def test_a_killed_workers_job_says_worker_lost_and_re_sent_once_the_sweep_has_seen_it(transactional_db, settings,
+                                                                                      tmp_path, curator):
+    import redis
+    from django.test import Client
+
+    settings.COMMITGYM_JOB_STALE_SECONDS = 3
+    env = {"COMMITGYM_JOB_STALE_SECONDS": "3", "COMMITGYM_JOB_HEARTBEAT_SECONDS": "1",
+           "COMMITGYM_WORK_DIR": str(settings.COMMITGYM_WORK_DIR)}
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("chores", *broker.keys("chores*"))
+    client = Client()
+    client.force_login(curator)
+
+    def row() -> str:
+        page = client.get(reverse("jobs:list")).content.decode()
+        return re.search(rf'<tr id="job-{job.id}">.*?</tr>', page, re.S).group(0)
+
+    worker = worker_start(tmp_path, "doomed", "chores", env)
+    try:
+        job = chore_start(chore=Chore.objects.create(name="killed", steps=60, step_seconds=1), user=curator)
+        wait_until(lambda: Job.objects.get(id=job.id).progress_done >= 1, timeout=60, what="the job to start")
+    finally:
+        process_group_kill(worker)
+    assert "badge-running" in row() and "re-sent" not in row()  # its heartbeat is not stale yet
+    wait_until(lambda: jobs_sweep()["taken_over"] == 1, timeout=30, what="the sweep to see the worker lost")
+    shown = row()
+    assert ">queued</span>" in shown  # it runs nowhere: waiting for a worker, at the front of its queue
+    assert re.search(r"worker lost, re-sent at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", shown), shown
+    broker.delete("chores", *broker.keys("chores*"))
+
+
+@pytest.mark.django_db
+def test_a_task_page_says_its_validation_lost_its_worker_and_was_sent_again(small_repository, curator_client,
+                                                                           no_dispatch):
+    from apps.tasks.models import Task
+
+    task = Task.objects.filter(repository=small_repository).first()
+    validation = validation_make(task, state="running")
+    long_ago = timezone.now() - timezone.timedelta(hours=1)
+    Job.objects.filter(id=validation.job_id).update(started_at=long_ago, heartbeat_at=long_ago, dispatched_at=long_ago,
+                                                    lease_token="a" * 32, worker="celery@gone")
+    page = lambda: curator_client.get(reverse("tasks:detail", args=[task.instance_id])).content.decode()  # noqa: E731
+    assert "building the environment and running the tests" in page() and "re-sent" not in page()
+    assert jobs_sweep()["taken_over"] == 1
+    shown = page()
+    assert "waiting for a worker" in shown and "building the environment" not in shown
+    assert re.search(r"worker lost, re-sent at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", shown)
+    assert no_dispatch.front == [validation.job_id]
+
+
+@pytest.mark.django_db
+def test_the_workers_registry_says_which_queues_running_workers_consume(curator_client, settings):
+    import socket
+    import subprocess
+
+    from apps.jobs.models import Worker
+    from apps.jobs.selectors import queues_without_worker, workers_running
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # its process number is free: a worker killed outright
+    here, now = socket.gethostname(), timezone.now()
+    for name, host, pid, queues, heartbeat in (
+            ("alive@here", here, os.getpid(), ["tests"], now), ("killed@here", here, ended.pid, ["llm"], now),
+            ("busy@there", "elsewhere", 1, ["curation"], now),
+            ("quiet@there", "elsewhere", 2, ["mining"], now - timezone.timedelta(hours=1))):
+        Worker.objects.create(name=name, host=host, pid=pid, queues=queues, started_at=heartbeat, heartbeat_at=heartbeat)
+    assert [worker.name for worker in workers_running()] == ["alive@here", "busy@there"]
+    assert queues_without_worker(["llm", "tests", "mining", "curation"]) == ["llm", "mining"]
+    settings.CELERY_BROKER_URL = "filesystem://"  # no broker to ask: the registry says
+    panel = curator_client.get(reverse("jobs:workers")).content.decode()
+    assert "alive@here" in panel and "busy@there" in panel and "killed@" not in panel and "quiet@" not in panel
 
 
 # --- the rows that were there before ------------------------------------------------------------
