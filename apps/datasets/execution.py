@@ -8,11 +8,16 @@
    same trusted runs as grading (grade/candidate.py), giving its row of the matrix.
 
 `task_execution_advance` starts whichever step a task is missing; each step calls it as it ends, so
-one call runs a task's execution verifier to the end. A step that failed is not started again by
-itself: retrying it is a person's (or a command's) choice.
+one call runs a task's execution verifier to the end. Each step keeps what it read as it started (its
+`inputs`: the issue and the model, the validation, the files the candidates touch). A step that failed
+is started again once those change (an issue written since, a new validation): its cause may be gone.
+While they stay the same it is not: retrying it then is a person's choice.
 """
 
+import hashlib
 from dataclasses import replace
+from datetime import datetime
+from typing import Optional
 
 from django.conf import settings
 from django.db import transaction
@@ -33,7 +38,7 @@ from worker.engine.llm.clients import ModelError
 from worker.engine.llm.prompts import Prompt, prompt_load
 from worker.engine.sandbox.base import Limits
 from worker.engine.validate.generated_tests import generated_files_from_answer
-from worker.engine.verify.regression import regression_test_files
+from worker.engine.verify.regression import ChosenFile, module_name, regression_tests_chosen
 from worker.engine.verify.reproduction import (
     files_added_patch,
     reproduction_files,
@@ -41,7 +46,13 @@ from worker.engine.verify.reproduction import (
     verifier_tests_from_base_run,
 )
 
-from .grading import graded_in_environment, grading_validation, run_output_kept, task_to_grade
+from .grading import (
+    graded_in_environment,
+    grading_validation,
+    grading_validation_id,
+    run_output_kept,
+    task_to_grade,
+)
 from .matrices import current_test_sets
 from .models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
 
@@ -58,32 +69,78 @@ TEST_FILE_BYTES = 200_000  # of a test file read to see what it imports
 STARTED, UNDER_WAY, DONE, STOPPED, NOT_HERE = "started", "under_way", "done", "stopped", "not_here"
 
 
-def task_execution_advance(task: Task, *, actor=None) -> tuple[str, str]:
-    """Start the task's next missing step. (where it stands, a sentence): STARTED, UNDER_WAY, DONE,
-    STOPPED on a step that failed, or NOT_HERE. Verifier tests chosen before the candidates touched other files are
-    chosen again for them."""
+def task_execution_advance(task: Task, *, actor=None, since: Optional[datetime] = None) -> tuple[str, str]:
+    """Start the task's next missing step, or one that failed and whose inputs changed since. (where it
+    stands, a sentence): STARTED, UNDER_WAY, DONE, STOPPED on a step that failed, or NOT_HERE. Verifier
+    tests chosen before the candidates touched other files are chosen again for them. A failure that
+    ended before `since` (when the caller began) is said to be from an earlier run."""
     if task.imported:
         return NOT_HERE, "an imported instance has no environment here to run verifier tests in"
     if execution_under_way([task]):
         return UNDER_WAY, "under way"
     reproduction = ReproductionTests.objects.filter(task=task).select_related("job").first()
-    if reproduction is None:
+    if reproduction is None or _failed_with_other_inputs(reproduction, reproduction_inputs(task)):
         reproduction_start(task=task, actor=actor)
-        return STARTED, "reproduction tests queued"
+        return STARTED, "reproduction tests queued" + (_AGAIN if reproduction else "")
     if reproduction.state != ReproductionTests.State.SUCCEEDED:
-        return STOPPED, f"writing reproduction tests {reproduction.state}: {reproduction.error_message}"
+        return STOPPED, step_stopped("writing reproduction tests", reproduction, since)
+    touched = agents_touched(task)
     test_set = VerifierTestSet.objects.filter(task=task, reproduction=reproduction).select_related("job").first()
-    if test_set is None or (test_set.state == VerifierTestSet.State.SUCCEEDED
-                            and not agents_touched(task) <= set(test_set.touched)):
+    touches_more = test_set is not None and test_set.state == VerifierTestSet.State.SUCCEEDED and not (
+        touched <= set(test_set.touched))
+    if test_set is None or touches_more or _failed_with_other_inputs(test_set, verifier_tests_inputs(task, touched)):
         verifier_tests_start(task=task, reproduction=reproduction, actor=actor)
-        return STARTED, "verifier tests queued"
+        again = test_set is not None and test_set.state == VerifierTestSet.State.FAILED
+        return STARTED, "verifier tests queued" + (_AGAIN if again else "")
     if test_set.state != VerifierTestSet.State.SUCCEEDED:
-        return STOPPED, f"running the verifier tests on the base commit {test_set.state}: {test_set.error_message}"
+        return STOPPED, step_stopped("running the verifier tests on the base commit", test_set, since)
     # A style probe's rewrite does what its candidate does: the tests would say the same of it.
-    unexecuted = candidates_unexecuted(Candidate.objects.filter(task=task).exclude(source=Candidate.Source.PROBE),
-                                       test_set)
-    started = sum(execution_start(candidate=c, test_set=test_set, actor=actor) is not None for c in unexecuted)
+    candidates = Candidate.objects.filter(task=task).exclude(source=Candidate.Source.PROBE)
+    inputs = execution_inputs(task)
+    unexecuted = [*candidates_unexecuted(candidates, test_set), *candidates_failed_with_other_inputs(
+        candidates, test_set, inputs)]
+    started = sum(execution_start(candidate=c, test_set=test_set, actor=actor, inputs=inputs) is not None
+                  for c in unexecuted)
     return (STARTED, f"{started} candidates queued") if started else (DONE, "done")
+
+
+_AGAIN = " again (what the failed one read has changed since)"
+
+
+def reproduction_inputs(task: Task) -> dict:
+    """What writing the task's reproduction tests reads: its current issue, the test writer's model and
+    the prompt."""
+    issue = task_current_issue(task=task)
+    model = settings.COMMITGYM_MODELS["test_writer"]
+    text = issue.text.strip() if issue else ""
+    return {"issue": [issue.id, hashlib.sha256(text.encode()).hexdigest()[:16]] if text else None,
+            "model": [model["backend"], model["model"], model["base_url"]],
+            "prompt": prompt_load(REPRODUCTION_PROMPT).version}
+
+
+def verifier_tests_inputs(task: Task, touched: set[str]) -> dict:
+    """What choosing and running the verifier tests reads: the validation whose environment they run in,
+    and the files the candidates touch."""
+    return {"validation": grading_validation_id(task, settings.COMMITGYM_SANDBOX), "touched": sorted(touched)}
+
+
+def execution_inputs(task: Task) -> dict:
+    """What running a candidate against the verifier tests reads besides them: the validation."""
+    return {"validation": grading_validation_id(task, settings.COMMITGYM_SANDBOX)}
+
+
+def _failed_with_other_inputs(step, inputs: dict) -> bool:
+    return step.state == Job.State.FAILED and step.inputs != inputs
+
+
+def step_stopped(what: str, step, since: Optional[datetime]) -> str:
+    """Why a step stopped, saying when the failure is from before `since` (an earlier run)."""
+    said = f"{what} {step.state}: {step.error_message}"
+    ended = step.job.finished_at
+    if since is not None and ended is not None and ended < since:
+        said += (f" (from an earlier run, ended {timezone.localtime(ended):%Y-%m-%d %H:%M}; nothing it reads has "
+                 "changed since, so it is not started again: retry it on the jobs page)")
+    return said
 
 
 def current_test_set(task: Task):
@@ -93,8 +150,18 @@ def current_test_set(task: Task):
 
 
 def candidates_unexecuted(candidates: QuerySet, test_set: VerifierTestSet) -> QuerySet:
-    """Those never run against the test set (one whose run failed is retried by a person, not here)."""
+    """Those never run against the test set."""
     return candidates.exclude(Exists(Execution.objects.filter(candidate=OuterRef("pk"), test_set=test_set)))
+
+
+def candidates_failed_with_other_inputs(candidates: QuerySet, test_set: VerifierTestSet, inputs: dict) -> list:
+    """Those whose latest run against the test set failed having read other inputs than `inputs` (one that
+    failed with the same is retried by a person, not here)."""
+    latest: dict[int, Execution] = {}
+    for execution in Execution.objects.filter(candidate__in=candidates, test_set=test_set).select_related(
+            "job", "candidate").order_by("candidate_id", "-created_at", "-id"):
+        latest.setdefault(execution.candidate_id, execution)
+    return [execution.candidate for execution in latest.values() if _failed_with_other_inputs(execution, inputs)]
 
 
 def execution_under_way(tasks: list) -> bool:
@@ -104,15 +171,16 @@ def execution_under_way(tasks: list) -> bool:
                                    (Execution, "candidate__task__in")))
 
 
-def executions_advance(tasks: list) -> dict[int, tuple[str, str]]:
+def executions_advance(tasks: list, *, since: Optional[datetime] = None) -> dict[int, tuple[str, str]]:
     """Each task's execution verifier one step on (or where it stands): {task id: (where, sentence)}."""
-    return {task.id: task_execution_advance(task) for task in tasks}
+    return {task.id: task_execution_advance(task, since=since) for task in tasks}
 
 
 def reproduction_start(*, task: Task, actor=None):
     with transaction.atomic():
         job, created = job_start(kind=REPRODUCE, subject=task, user=actor)
-        return ReproductionTests.objects.create(job=job, task=task) if created else None
+        return ReproductionTests.objects.create(job=job, task=task, inputs=reproduction_inputs(task)) \
+            if created else None
 
 
 def verifier_tests_start(*, task: Task, reproduction: ReproductionTests, actor=None):
@@ -121,13 +189,17 @@ def verifier_tests_start(*, task: Task, reproduction: ReproductionTests, actor=N
         if not created:
             return None
         return VerifierTestSet.objects.create(job=job, task=task, reproduction=reproduction,
-                                              backend=settings.COMMITGYM_SANDBOX)
+                                              backend=settings.COMMITGYM_SANDBOX,
+                                              inputs=verifier_tests_inputs(task, agents_touched(task)))
 
 
-def execution_start(*, candidate: Candidate, test_set: VerifierTestSet, actor=None):
+def execution_start(*, candidate: Candidate, test_set: VerifierTestSet, actor=None, inputs: Optional[dict] = None):
     with transaction.atomic():
         job, created = job_start(kind=EXECUTE, subject=candidate, user=actor)
-        return Execution.objects.create(job=job, candidate=candidate, test_set=test_set) if created else None
+        if not created:
+            return None
+        return Execution.objects.create(job=job, candidate=candidate, test_set=test_set,
+                                        inputs=execution_inputs(candidate.task) if inputs is None else inputs)
 
 
 # --- 1. reproduction tests ---------------------------------------------------------------------------
@@ -183,7 +255,8 @@ def verifier_tests_job_work(job, progress) -> None:
     validation = grading_validation(task, test_set.backend)
     grading = task_to_grade(task, validation)
     touched = sorted(agents_touched(task))
-    regression_files = _regression_files(task, grading, touched)
+    chosen = _regression_files(task, grading, touched)
+    regression_files = [c.path for c in chosen]
     files = test_set.reproduction.files
     selection = (*sorted(files), *regression_files)
     result = GradeResult("no", runs=[])
@@ -198,6 +271,14 @@ def verifier_tests_job_work(job, progress) -> None:
     if run is not None and run.untrusted:
         raise JobFailed("untrusted_run", f"the base commit's run cannot be believed: {run.untrusted}")
     tests = verifier_tests_from_base_run(run.outcomes if run else {}, sorted(files))
+    reasons = {c.path: c.reason for c in chosen}
+    written = (f"written from the issue alone by {test_set.reproduction.model}" if test_set.reproduction.model
+               else "written from the issue alone")
+
+    def reason(test) -> str:
+        if test.kind == VerifierTest.Kind.REPRODUCTION:
+            return written
+        return text_storable(reasons.get(test.test_id.split("::", 1)[0], ""))[:1000]
 
     def store():
         VerifierTestSet.objects.filter(id=test_set.id).update(
@@ -205,7 +286,7 @@ def verifier_tests_job_work(job, progress) -> None:
             base_run=_run_record(run) if run else {})
         VerifierTest.objects.bulk_create(
             [VerifierTest(test_set=test_set, test_id=text_storable(t.test_id), kind=t.kind, position=index,
-                          passes_on_base=t.passes_on_base) for index, t in enumerate(tests)])
+                          passes_on_base=t.passes_on_base, reason=reason(t)) for index, t in enumerate(tests)])
 
     progress.complete(store)
     task_execution_advance(task)
@@ -232,12 +313,15 @@ def agents_touched(task: Task) -> set[str]:
     return touched
 
 
-def _regression_files(task: Task, grading, touched: list[str]) -> list[str]:
-    """The test files at the base commit near the touched files, most related first; never the task's
-    hidden test files."""
+def _regression_files(task: Task, grading, touched: list[str]) -> list[ChosenFile]:
+    """The test files at the base commit that exercise the touched files, most related first, each with
+    why (worker/engine/verify/regression.py); never the task's hidden test files. The source files of
+    the touched files' top packages are read too: a test may reach a touched module through them."""
     rules = grading.rules
+    tops = {module_name(path).split(".", 1)[0] for path in touched}
     try:
-        paths = [p for p in tree_paths(grading.mirror_dir, grading.base_sha) if p.endswith(".py") and rules.is_test(p)]
+        paths = [p for p in tree_paths(grading.mirror_dir, grading.base_sha) if p.endswith(".py") and (
+            rules.is_test(p) or "/" not in p or module_name(p).split(".", 1)[0] in tops)]
         with BlobReader(grading.mirror_dir) as blobs:
             found = blobs.read_objects([f"{grading.base_sha}:{path}" for path in paths])
         hidden = patched_paths(grading.test_patch) if grading.test_patch else frozenset()
@@ -245,7 +329,7 @@ def _regression_files(task: Task, grading, touched: list[str]) -> list[str]:
         raise JobFailed("no_environment", f"the base commit's test files cannot be read: {error}") from None
     texts = {path: data[:TEST_FILE_BYTES].decode("utf-8", "replace") for path, data in zip(paths, found)
              if data is not None}
-    return regression_test_files(texts, touched, hidden=hidden, rules=rules)
+    return regression_tests_chosen(texts, touched, hidden=hidden, rules=rules)
 
 
 # --- 3. each candidate against them ---------------------------------------------------------------------

@@ -93,13 +93,23 @@ def grading_validation(task: Task, backend: str) -> Validation:
     if task.imported:
         raise JobFailed("no_environment", f"{task.instance_id} is an imported instance with no environment here: "
                                           "its candidates get their ground truth from an imported report.")
-    validation = (Validation.objects.filter(task=task, verdict="valid", backend=backend, generated=False,
-                                            job__state=Validation.State.SUCCEEDED, environment__isnull=False)
-                  .select_related("environment").order_by("-created_at", "-id").first())
+    validation = _grading_validations(task, backend).select_related("environment").first()
     if validation is None or not Path(validation.environment.path).is_dir():
         raise JobFailed("no_environment", f"{task.instance_id} has no valid validation with its environment on "
                                           f"disk in the {backend} sandbox: validate it first.")
     return validation
+
+
+def grading_validation_id(task: Task, backend: str) -> Optional[int]:
+    """The id of the validation grading_validation chooses (whether its environment is on disk or not),
+    or None."""
+    return _grading_validations(task, backend).values_list("id", flat=True).first()
+
+
+def _grading_validations(task: Task, backend: str):
+    return Validation.objects.filter(task=task, verdict="valid", backend=backend, generated=False,
+                                     job__state=Validation.State.SUCCEEDED, environment__isnull=False).order_by(
+        "-created_at", "-id")
 
 
 def task_to_grade(task: Task, validation: Validation) -> TaskToGrade:

@@ -222,6 +222,8 @@ class ReproductionTests(JobLife, models.Model):
     files = models.JSONField(default=dict, help_text="{path: text} of the test files taken from the answer.")
     detail = models.TextField(blank=True, help_text="Why no file was taken, when none was.")
     call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    inputs = models.JSONField(default=dict, help_text="What it read, as it started (the issue, the model): a failed "
+                                                      "one is started again once they change.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -241,6 +243,8 @@ class VerifierTestSet(JobLife, models.Model):
     base_run = models.JSONField(default=dict, help_text="{status, seconds, complete, untrusted, output} of the run "
                                                         "on the base commit.")
     detail = models.TextField(blank=True)
+    inputs = models.JSONField(default=dict, help_text="What it read, as it started (the validation, the files "
+                                                      "touched): a failed one is started again once they change.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -266,6 +270,8 @@ class VerifierTest(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     position = models.PositiveIntegerField(default=0, help_text="Its place in the base commit's run.")
     passes_on_base = models.BooleanField(default=False)
+    reason = models.CharField(max_length=1000, blank=True, help_text="Why it was chosen (a regression test: how its "
+                                                                     "file relates to what the candidates change).")
     flag = models.CharField(max_length=24, blank=True, choices=Flag.choices)
     flag_note = models.CharField(max_length=2000, blank=True)
     flagged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -296,6 +302,8 @@ class Execution(JobLife, models.Model):
     output = models.TextField(blank=True, help_text="The run's output (its end), where each test's log is read.")
     tampering = models.JSONField(default=list)
     seconds = models.FloatField(null=True, blank=True)
+    inputs = models.JSONField(default=dict, help_text="What it read, as it started (the validation): a failed one is "
+                                                      "started again once they change.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -169,7 +169,10 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     sample_history_extend(path, when, "Add bounds and limits helpers", {
         "textkit/bounds.py": BUGGY, "textkit/limits.py": BUGGY,
         "tests/test_bounds.py": "def test_nothing():\n    pass\n",
-        "tests/test_limits.py": "def test_nothing():\n    pass\n"})
+        "tests/test_limits.py": "def test_nothing():\n    pass\n",
+        # Outside the fix's test patch, a test that reaches bounds: a regression test for the fix's candidates.
+        "tests/test_bounds_parse.py": "from textkit.bounds import parse\n\n\ndef test_parse_a_number():\n"
+                                      "    assert parse('3') == 3\n"})
     strong = sample_history_extend(path, when + 3600, "bounds: clamp, parse and head did not do their job",
                                    {"textkit/bounds.py": FIXED, "tests/test_bounds.py": STRONG.format(module="bounds")})
     weak = sample_history_extend(path, when + 7200, "limits: clamp, parse and head did not do their job",
@@ -286,6 +289,10 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     assert not any(tests[t].passes_on_base for t in reproduction)  # each fails before the fix: each counts
     regression = [t for t, row in tests.items() if row.kind == "regression"]
     assert regression and all(t.startswith("tests/") and not t.startswith("tests/test_bounds.py") for t in regression)
+    # Each kept with the reason it was chosen: a regression test reaches a file the candidates change.
+    assert tests["tests/test_bounds_parse.py::test_parse_a_number"].reason == (
+        "imports textkit.bounds, which the candidates change")
+    assert all(tests[t].reason for t in tests)
     # Every candidate of the task ran against them: the gold patch passes every test, each mutant fails one.
     executions = {e.candidate.kind: e for e in Execution.objects.filter(candidate__task=strong_task)
                   .select_related("candidate")}

@@ -1,6 +1,7 @@
 import json
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from apps.datasets.execution import (
     DONE,
@@ -13,6 +14,7 @@ from apps.datasets.execution import (
     executions_advance,
 )
 from apps.datasets.judging import JUDGE, candidates_unjudged, task_judge_start
+from apps.datasets.matrices import current_test_sets
 from apps.datasets.measures import DEFAULT_SOURCES, SELECTORS, measures_compute, measures_snapshot_keep
 from apps.datasets.models import Candidate, Execution, Judging
 from apps.datasets.selectors import NAMEABLE_SOURCES, ScopeNotFound, dataset_of_scope, sources_chosen, tasks_in_scope
@@ -44,7 +46,8 @@ class Command(BaseCommand):
         except ScopeNotFound as error:
             raise CommandError(str(error)) from None
         tasks = list(tasks.filter(verdict="valid"))
-        stands = {} if no_tests else executions_advance(tasks)
+        began = timezone.now()  # a step that failed before this failed in an earlier run: said so
+        stands = {} if no_tests else executions_advance(tasks, since=began)
         judgings = [] if no_judge else self._judge_start(tasks, chosen, judge_mode)
 
         def done() -> bool:
@@ -54,11 +57,11 @@ class Command(BaseCommand):
                 return False
             if no_tests or execution_under_way(tasks):
                 return no_tests
-            stands.update(executions_advance(tasks))
+            stands.update(executions_advance(tasks, since=began))
             return all(where in (DONE, STOPPED, NOT_HERE) for where, _ in stands.values())
 
         self._wait(done)
-        failed = self._judging_report(judgings) + self._execution_report(tasks, stands)
+        failed = self._judging_report(judgings) + self._execution_report(tasks, stands, began)
         measured = measures_compute(Task.objects.filter(id__in=[t.id for t in tasks]), sources=chosen,
                                     judge_mode=None if no_judge else judge_mode, execution=not no_tests)
         left_out = {"judge": "--no-judge" if no_judge else "", "execution": "--no-tests" if no_tests else ""}
@@ -83,9 +86,10 @@ class Command(BaseCommand):
             raise CommandError(f"the judge model cannot be used: {error} (or pass --no-judge)") from None
         pending = []
         for task_id in sorted(set(unjudged.values_list("task_id", flat=True))):
-            judging = task_judge_start(task=next(t for t in tasks if t.id == task_id), mode=mode)
+            task = next(t for t in tasks if t.id == task_id)
+            judging = task_judge_start(task=task, mode=mode)
             if judging is None:
-                self.stderr.write(f"task {task_id}: being judged already: its scores may be missing")
+                self.stderr.write(f"{task.instance_id}: being judged already: its scores may be missing")
             else:
                 pending.append(judging.id)
         return pending
@@ -104,18 +108,28 @@ class Command(BaseCommand):
                                   f"{judging.job.error_message or judging.detail}")
         return failed
 
-    def _execution_report(self, tasks: list, stands: dict) -> int:
+    def _execution_report(self, tasks: list, stands: dict, began) -> int:
         failed = 0
         for task in tasks:
             where, said = stands.get(task.id, (DONE, ""))
             if where != DONE:
                 failed += where == STOPPED
                 self.stderr.write(f"{task.instance_id}: execution verifier: {said}")
-        runs = Execution.objects.filter(candidate__task__in=tasks, job__state=Execution.State.FAILED) \
-            .select_related("job", "candidate__task")
-        for execution in runs:
+        # Each candidate's latest run against its task's current verifier tests: one that failed and was run
+        # again since is not a failure any more.
+        current = current_test_sets([task.id for task in tasks]).values()
+        latest = {}
+        for execution in Execution.objects.filter(test_set_id__in=current).select_related(
+                "job", "candidate__task").order_by("candidate_id", "-created_at", "-id"):
+            latest.setdefault(execution.candidate_id, execution)
+        for execution in latest.values():
+            if execution.state != Execution.State.FAILED:
+                continue
             failed += 1
-            self.stderr.write(f"{execution.candidate}: its run against the verifier tests failed: "
+            ended = execution.job.finished_at
+            earlier = (f" (from an earlier run, ended {timezone.localtime(ended):%Y-%m-%d %H:%M})"
+                       if ended and ended < began else "")
+            self.stderr.write(f"{execution.candidate}: its run against the verifier tests failed{earlier}: "
                               f"{execution.job.error_message}")
         return failed
 
@@ -126,6 +140,10 @@ class Command(BaseCommand):
         self.stdout.write("k".rjust(4) + "".join(name.rjust(10) for name in shown))
         for k in range(1, line["k_max"] + 1):
             self.stdout.write(f"{k:4d}" + "".join(f"{line['best_at_k'][name][k - 1] * 100:9.1f}%" for name in shown))
+        if line["tasks_with_candidates"]:
+            self.stdout.write("scored, of the {} tasks with candidates: {}".format(
+                line["tasks_with_candidates"], ", ".join(f"{name} {line['scored_tasks'][name]}"
+                                                         for name in ("execution", "judge", "hybrid"))))
         judge = line["judge"]
         if judge.get("brier") is not None:
             self.stdout.write(f"judge ({judge['mode']}): Brier {judge['brier']:.3f}, ECE {judge['ece']:.3f}, "
