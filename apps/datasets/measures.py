@@ -41,6 +41,9 @@ class Measures:
     # candidate run), toxic (VerifierTest ids)
     execution: dict = field(default_factory=dict)
     complementarity: Optional[dict] = None  # tasks, execution_wrong, judge_wrong, both_wrong, overlap
+    tasks_with_candidates: int = 0  # of `tasks`, those with a graded candidate in scope
+    # selector -> the tasks with candidates where it has a score for each candidate (elsewhere it picks at random)
+    scored_tasks: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         return {"tasks": self.tasks, "candidates": self.candidates, "resolved_candidates": self.resolved_candidates,
@@ -53,7 +56,8 @@ class Measures:
                                                               "unscored")},
                 "distinguishing_share": self.execution.get("distinguishing_share"),
                 "toxic_tests": None if "toxic" not in self.execution else len(self.execution["toxic"]),
-                "complementarity": self.complementarity}
+                "complementarity": self.complementarity, "tasks_with_candidates": self.tasks_with_candidates,
+                "scored_tasks": self.scored_tasks}
 
 
 @dataclass
@@ -97,6 +101,7 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Op
             measured.best_at_k[name], curves[name] = best_at_k_over_tasks(
                 [(rankers[name](pool), pool.correct) for pool in pools.values()], measured.k_max)
     _what_each_gets_wrong(matrices, pools, judge_scores, executed, measured)
+    _scored_tasks(pools, judge_scores, executed, measured)
     if bands:
         measured.bands = bootstrap_bands(curves)
     return measured
@@ -111,6 +116,19 @@ def _why_not(name: str, pools: dict, measured: Measures, judge_scores: dict, exe
     if not pools or not measured.k_max:
         return "no graded candidate in scope"
     return ""
+
+
+def _scored_tasks(pools: dict, judge_scores: dict, execution: dict, measured: Measures) -> None:
+    """How many of the tasks with candidates each selector scores: has a score for each candidate."""
+    with_candidates = [pool.ids for pool in pools.values() if pool.ids]
+    judged = sum(all(i in judge_scores for i in ids) for ids in with_candidates)
+    executed = sum(all(i in execution for i in ids) for ids in with_candidates)
+    both = sum(all(i in judge_scores and i in execution for i in ids) for ids in with_candidates)
+    measured.tasks_with_candidates = len(with_candidates)
+    measured.scored_tasks = {"random": len(with_candidates), "execution": executed, "judge": judged, "hybrid": both,
+                             "oracle": len(with_candidates)}
+    if measured.judge:
+        measured.judge["scored_tasks"] = judged
 
 
 def _execution_scores(matrices: dict, pools: dict, measured: Measures) -> dict[int, tuple[int, int]]:
@@ -168,6 +186,7 @@ def _what_each_gets_wrong(matrices: dict, pools: dict, judge_scores: dict, execu
 
 
 CACHE_SECONDS = 24 * 3600
+MEASURES_SHAPE = 2  # in the cache key: Measures kept in an older shape are not read back
 
 
 def scope_fingerprint(tasks: QuerySet) -> list:
@@ -218,7 +237,7 @@ def measures_cached(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Opt
         judge = str(error)
     return scope_cached(fingerprint or scope_fingerprint(tasks),
                         lambda: measures_compute(tasks, sources=sources, judge_mode=judge_mode),
-                        "measures", sorted(map(str, sources)), judge_mode, judge)
+                        "measures", MEASURES_SHAPE, sorted(map(str, sources)), judge_mode, judge)
 
 
 def _pools(tasks: QuerySet, sources) -> dict[int, _Pool]:
@@ -248,37 +267,68 @@ def _judge_scores(tasks: QuerySet, sources, pools: dict, mode: str, measured: Me
     fit = calibration([scores[i] for i in scores], [correct[i] for i in scores])
     measured.judge = {"mode": mode, "model": model, "prompt_version": version, "brier": fit.brier, "ece": fit.ece,
                       "uncertain": sum(uncertain for _, _, uncertain in rows), "unscored": len(correct) - len(scores),
-                      "calibration": [asdict(b) for b in fit.bins]}
+                      "scored_candidates": len(scores), "calibration": [asdict(b) for b in fit.bins]}
     if not scores:
         measured.skipped["judge"] = f"no candidate in scope has a judge score in mode {mode!r}"
     return scores
+
+
+# A selector scores a task when it has a score for each of the task's candidates; on a task it does not score,
+# it picks at random. Scoring fewer than half the tasks with candidates, its curve says more about the random
+# selector than about it: it is left out of the chart, its numbers greyed in the table.
+MIN_SCORED_SHARE = 0.5
+# A calibration bin of fewer candidates than this says little: with 4, one candidate moves its share
+# resolved by 0.25. Such a bin is drawn hollow and off the line, with its count beside it like every bin's.
+MIN_BIN_CANDIDATES = 5
 
 
 @dataclass
 class MeasuresPage:
     measured: Measures
     best_at_k_chart: str
-    best_at_k_rows: list  # [(k, [value or None per selector shown])]
-    shown: list  # the selectors with a curve
+    columns: list  # [(selector, why it is greyed or "")]: the selectors with a curve
+    best_at_k_rows: list  # [(k, [(value, greyed) per column])]
+    shown: list  # the selectors drawn in the chart
+    scored: list  # [(selector, tasks it scores, why it is greyed or "")]: those that need scores
     calibration_chart: str = ""
+    calibration_thin: str = ""  # why the judge's calibration speaks for too few tasks, or ""
+    min_bin_candidates: int = MIN_BIN_CANDIDATES
 
 
 def measures_page(measured: Measures) -> MeasuresPage:
     """The charts and tables of a dataset page's measures."""
-    shown = [name for name in SELECTORS if measured.best_at_k.get(name) is not None]
+    curves = [name for name in SELECTORS if measured.best_at_k.get(name) is not None]
+    thin = {name: _too_few_scored(measured, name) for name in curves}
+    shown = [name for name in curves if not thin[name]]
     ks = list(range(1, measured.k_max + 1))
     series = [Series(name, [(k, float(v)) for k, v in zip(ks, measured.best_at_k[name])],
-                     band=measured.bands.get(name, [])) for name in shown]
+                     band=measured.bands.get(name, []), style=SELECTORS.index(name)) for name in shown]
     chart = line_chart(series, x_label="k (candidates drawn)", y_label="best@k", x_range=(1, max(ks, default=1)),
                        title="best@k per selector, with 95% bootstrap bands") if shown else ""
-    rows = [(k, [float(measured.best_at_k[name][k - 1]) for name in shown]) for k in ks]
-    page = MeasuresPage(measured, chart, rows, shown)
+    rows = [(k, [(float(measured.best_at_k[name][k - 1]), bool(thin[name])) for name in curves]) for k in ks]
+    scored = [(name, measured.scored_tasks[name], thin.get(name, "")) for name in ("execution", "judge", "hybrid")
+              if name in measured.scored_tasks]
+    page = MeasuresPage(measured, chart, [(name, thin[name]) for name in curves], rows, shown, scored)
     bins = [b for b in measured.judge.get("calibration", []) if b["count"]]
     if bins:
         page.calibration_chart = line_chart(
-            [Series("judge", [(b["mean_predicted"], b["observed"]) for b in bins])], x_label="P(YES)",
-            y_label="share resolved", x_range=(0, 1), diagonal=True, title="The judge's reliability diagram")
+            [Series("judge", [(b["mean_predicted"], b["observed"]) for b in bins],
+                    notes=[str(b["count"]) for b in bins], faint=[b["count"] < MIN_BIN_CANDIDATES for b in bins],
+                    style=SELECTORS.index("judge"))],
+            x_label="P(YES)", y_label="share resolved", x_range=(0, 1), diagonal=True,
+            title="The judge's reliability diagram (beside each point: its bin's candidates)")
+        page.calibration_thin = _too_few_scored(measured, "judge")
     return page
+
+
+def _too_few_scored(measured: Measures, name: str) -> str:
+    """Why a selector's figures are greyed ("" when they are not): it scores too few of the tasks."""
+    of = measured.tasks_with_candidates
+    scored = measured.scored_tasks.get(name, of)
+    if not of or scored >= MIN_SCORED_SHARE * of:
+        return ""
+    return (f"scored on {scored} of the {of} tasks with candidates, it picks at random on the rest: too few "
+            f"(under {MIN_SCORED_SHARE:.0%}) to speak for the dataset")
 
 
 @dataclass

@@ -2,6 +2,7 @@
 recorded with their log-probabilities, nothing asked twice; and the measures rank by its scores."""
 
 import json
+import re
 import time
 
 import pytest
@@ -146,7 +147,10 @@ def test_the_dataset_page_draws_best_at_k_and_calibration_with_their_numbers_bes
     for task in tasks:
         judge(task)
     page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
-    assert page.count('<svg class="chart"') == 2 and page.count('class="series"') == 4  # 3 selectors, 1 calibration
+    assert page.count('<svg class="chart"') == 2 and page.count('class="series"') == 3  # 3 selectors
+    # The calibration's four candidates fall in bins too small to join by a line: each drawn hollow, with its count.
+    assert page.count('class="marker marker-triangle faint" data-series="judge"') >= 1
+    assert sum(int(n) for n in re.findall(r'<text class="note faint"[^>]*>(\d+)</text>', page)) == 4
     measured = measures_compute(dataset.tasks.all(), judge_mode="patch")
     assert f"{float(measured.best_at_k['oracle'][0]):.3f}" in page and "Brier score" in page
     # Figures are cached under a fingerprint of what they read: a new ground truth shows at once.
