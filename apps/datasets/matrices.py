@@ -59,9 +59,25 @@ def task_matrices(task_ids: Iterable[int]) -> dict[int, TaskMatrix]:
 
 @dataclass
 class MatrixView:
-    tests: list  # [(VerifierTest row, its verdict against the ground truth, or None before any is graded)]
+    tests: list  # [(VerifierTest row, its verdict against the ground truth or None before any is graded, short name)]
     rows: list  # [(candidate, its cells as HTML: one <td> per test, each a link to that test's log)]
     distinguishing_share: Optional[float]
+
+
+SHORT_NAME_CHARS = 40  # of a test's name in its column's heading; the whole id is in its title and below
+
+
+def test_short_name(test_id: str) -> str:
+    """What a column is headed with: the test's own name, without its file (`tests/test_a.py::T::test_b[x]`
+    -> `test_b[x]`), shortened."""
+    name = test_id.rsplit("::", 1)[-1]
+    return name if len(name) <= SHORT_NAME_CHARS else name[:SHORT_NAME_CHARS - 1] + "…"
+
+
+def candidate_label(candidate) -> str:
+    """A candidate as the matrix names it: its source, and its run's name or its kind."""
+    name = candidate.kind if candidate.kind and candidate.kind != candidate.source else ""
+    return f"{candidate.get_source_display()}{f' · {name}' if name else ''} (candidate {candidate.pk})"
 
 
 def task_matrix_view(task) -> Optional[MatrixView]:
@@ -76,23 +92,59 @@ def task_matrix_view(task) -> Optional[MatrixView]:
     graded = {c.id: c.resolved for c in candidates
               if c.outcome and c.id in entry.executions and c.source in Candidate.AGENTS}
     verdicts = verifier_tests_judged(entry.matrix, graded) if graded else [None] * len(entry.tests)
-    not_run = mark_safe('<td class="cell">·</td>' * len(entry.tests))
-    rows = [(candidate, _cells(entry, candidate.id) if candidate.id in entry.executions else not_run)
-            for candidate in candidates]
+    rows = [(candidate, _cells(entry, candidate)) for candidate in candidates]
     share = distinguishing_share([v for v in verdicts if v is not None]) if graded else None
-    return MatrixView(list(zip(entry.tests, verdicts)), rows, share)
+    return MatrixView([(test, verdict, test_short_name(test.test_id)) for test, verdict in zip(entry.tests, verdicts)],
+                      rows, share)
 
 
-def _cells(entry: TaskMatrix, candidate_id: int) -> str:
-    """One candidate's row of cells, made here rather than by the template: a page holds thousands."""
-    execution = entry.executions[candidate_id]
+def _cells(entry: TaskMatrix, candidate) -> str:
+    """One candidate's row of cells, made here rather than by the template: a page holds thousands. Each
+    cell's title names its test and its candidate."""
+    label = escape(candidate_label(candidate))
+    execution = entry.executions.get(candidate.id)
+    if execution is None:
+        return mark_safe("".join(  # noqa: S308 - escaped
+            f'<td class="cell cell-not-run" title="{escape(test.test_id)} · {label}: not run against the verifier '
+            f'tests">·</td>' for test in entry.tests))
     log = reverse("datasets:execution_log", args=[execution.id])
     cells = []
     for test in entry.tests:
         status = escape(execution.outcomes.get(test.test_id, "not run"))
-        cells.append(f'<td class="cell cell-{status.lower().replace(" ", "-")}"><a href="{log}?test={test.position}">'
-                     f'{status[:1]}</a></td>')
+        cells.append(f'<td class="cell cell-{status.lower().replace(" ", "-")}" title="{escape(test.test_id)} · '
+                     f'{label}: {status}"><a href="{log}?test={test.position}">{status[:1]}</a></td>')
     return mark_safe("".join(cells))  # noqa: S308 - every value in it is escaped above or ours
+
+
+# What a run against the verifier tests that ended before its tests reported says, in the verifier's terms.
+RUN_ENDED = {"does_not_apply": "the patch did not apply: no verifier test ran",
+             "error": "the run ended in an error: no verifier test counts",
+             "timeout": "the run ran out of time: no verifier test counts",
+             "untrusted": "the run's report cannot be believed: no verifier test counts",
+             "no_patch": "the candidate has no patch: nothing ran"}
+
+
+def execution_said(execution, tests: list) -> str:
+    """What a candidate's run against the verifier tests passed, in the verifier's terms (how many
+    regression and counting reproduction tests), not in the ground truth's words (resolved, no...)."""
+    if execution.outcome in RUN_ENDED:
+        return RUN_ENDED[execution.outcome]
+    if not tests:
+        return "the task has no verifier test: nothing ran"
+
+    def passed(chosen: list) -> str:
+        return f"{sum(execution.outcomes.get(t.test_id) in PASSING for t in chosen)} of {len(chosen)}"
+
+    regression = [t for t in tests if t.kind == VerifierTest.Kind.REGRESSION]
+    counting = [t for t in tests if t.kind == VerifierTest.Kind.REPRODUCTION and t.counts]
+    said = (f"{passed(regression)} regression test{'s' if len(regression) != 1 else ''} passed, "
+            f"{passed(counting)} reproduction test{'s' if len(counting) != 1 else ''} that count passed")
+    on_base = len(tests) - len(regression) - len(counting)
+    if on_base:
+        one = on_base == 1
+        said += (f" ({on_base} more reproduction test{'' if one else 's'} {'passes' if one else 'pass'} on the base "
+                 f"commit and {'does' if one else 'do'} not count)")
+    return said
 
 
 def toxic_rows(test_ids: list) -> list:

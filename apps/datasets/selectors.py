@@ -7,9 +7,10 @@ from typing import Optional
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from apps.repositories.services import repository_find
-from apps.tasks.models import Task
+from apps.tasks.models import Task, Validation
 from apps.tasks.selectors import tasks_visible
 from worker.engine.llm.clients import ModelError
+from worker.engine.run.pytest_run import FAILING, PASSING
 
 from .judging import judge_identity
 from .models import Candidate, Dataset, Grade, Import, JudgeScore, Run
@@ -181,3 +182,86 @@ def imports_recent(*, dataset: Optional[Dataset] = None, limit: int = 20) -> Que
     if dataset is not None:
         imports = imports.filter(dataset=dataset)
     return imports[:limit]
+
+
+# --- a grade's runs, as the candidates page shows them ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """The hidden tests a grade judged by: resolved only if every one passes."""
+    fail_to_pass: tuple
+    pass_to_pass: tuple
+
+    def group(self, test_id: str) -> str:
+        return "fail_to_pass" if test_id in self.fail_to_pass else "pass_to_pass" if test_id in self.pass_to_pass \
+            else ""
+
+
+def grade_oracle(grade: Grade, *, task: Task, known: Optional[dict] = None) -> Oracle:
+    """The oracle of the validation whose environment the grade (of a candidate of `task`) ran in, else
+    the task's latest valid one, less the tests the task excludes. `known` keeps those read, for a page
+    of grades."""
+    known = {} if known is None else known
+    key = (task.id, grade.environment_id)
+    if key not in known:
+        valid = Validation.objects.filter(task=task, verdict="valid", generated=False).order_by("-created_at", "-id")
+        validation = (valid.filter(environment_id=grade.environment_id).first() if grade.environment_id else None) \
+            or valid.first()
+        excluded = set(task.excluded_tests)
+        known[key] = Oracle(
+            tuple(t for t in (validation.fail_to_pass if validation else []) if t not in excluded),
+            tuple(t for t in (validation.pass_to_pass if validation else []) if t not in excluded))
+    return known[key]
+
+
+@dataclass(frozen=True)
+class TestShown:
+    test_id: str
+    status: str  # as the run reported it, or "not reported"
+    group: str  # fail_to_pass | pass_to_pass | "" (outside the oracle: it does not count)
+    fails: bool  # an oracle test: anything but a pass; any other test: FAILED or ERROR
+
+
+@dataclass
+class RunShown:
+    number: int  # from 1
+    record: dict  # the stored run: status, exit_code, seconds, untrusted, outcomes, output
+    tests: list  # [TestShown]: the oracle's (Fail-to-Pass, then Pass-to-Pass), then the rest; maybe only some
+    oracle: int  # the oracle's tests
+    oracle_failing: int
+    outside: int  # the other tests the run reported
+    outside_failing: int
+
+    @property
+    def stopped(self) -> str:
+        """What ended the run where pytest did not end it itself (a timeout, say); "" otherwise."""
+        status = self.record.get("status", "")
+        return "" if status in ("ok", "failed", "") else status.replace("_", " ")
+
+    @property
+    def folded(self) -> int:
+        """The tests not in `tests`: shown on the run's own page."""
+        return self.oracle + self.outside - len(self.tests)
+
+
+def grade_run_shown(grade: Grade, number: int, oracle: Oracle, *, everything: bool = False) -> Optional[RunShown]:
+    """The grade's run `number` (from 1): the oracle's tests first, then the rest. Unless `everything`,
+    only what a page of candidates shows at once: the Fail-to-Pass tests and every failing test."""
+    if not 1 <= number <= len(grade.runs):
+        return None
+    record = grade.runs[number - 1]
+    outcomes = record.get("outcomes", {})
+    in_oracle = [TestShown(t, outcomes.get(t, "not reported"), oracle.group(t), outcomes.get(t) not in PASSING)
+                 for t in (*oracle.fail_to_pass, *oracle.pass_to_pass)]
+    named = set(oracle.fail_to_pass) | set(oracle.pass_to_pass)
+    outside = [TestShown(t, status, "", status in FAILING) for t, status in outcomes.items() if t not in named]
+    tests = [*in_oracle, *outside] if everything else [
+        *(t for t in in_oracle if t.fails or t.group == "fail_to_pass"), *(t for t in outside if t.fails)]
+    return RunShown(number, record, tests, len(in_oracle), sum(t.fails for t in in_oracle), len(outside),
+                    sum(t.fails for t in outside))
+
+
+def grade_runs_shown(grade: Grade, oracle: Oracle) -> list[RunShown]:
+    """Each of the grade's runs as a page of candidates shows it at once (grade_run_shown)."""
+    return [grade_run_shown(grade, number, oracle) for number in range(1, len(grade.runs) + 1)]

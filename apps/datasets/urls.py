@@ -13,6 +13,7 @@ urlpatterns = [
     path("imports/<int:pk>/", views.import_detail, name="import"),
     path("candidates/<int:pk>/", views.candidate_detail, name="candidate"),
     path("candidates/<int:pk>/equivalent/", views.mutant_equivalent, name="mutant_equivalent"),
+    path("grades/<int:pk>/runs/<int:number>/", views.grade_run, name="grade_run"),
     path("tasks/<str:instance_id>/tests-weak/", views.tests_weak, name="tests_weak"),
     path("tasks/<str:instance_id>/candidates/", views.task_candidates, name="task_candidates"),
     path("tasks/<str:instance_id>/matrix/", views.task_matrix, name="task_matrix"),

@@ -18,13 +18,13 @@ from apps.accounts.roles import ADMIN, user_roles
 from apps.tasks.models import Task
 from apps.tasks.selectors import repositories_named, task_for_page, tasks_visible
 from apps.tasks.views.common import saved_view_task_ids, saved_views_for
-from apps.web import diff_html, require_reviewer
+from apps.web import diff_html, page_render, require_reviewer
 from worker.engine.run.pytest_run import output_section_of
 from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
 from .execution import current_test_set, execution_under_way, verifier_test_flag_set
-from .matrices import task_matrix_view, toxic_rows
+from .matrices import execution_said, task_matrix_view, toxic_rows
 from .measures import (
     measures_cached,
     measures_page,
@@ -33,7 +33,7 @@ from .measures import (
     scope_fingerprint,
     self_assessment_probe,
 )
-from .models import Candidate, Dataset, Execution, Import, Release, ReproductionTests, Run, VerifierTest
+from .models import Candidate, Dataset, Execution, Grade, Import, Release, ReproductionTests, Run, VerifierTest
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
 from .probes import style_probe
 from .releases import (
@@ -114,12 +114,33 @@ def task_candidates(request, instance_id: str):
         raise Http404("No such task.") from None
     page = Paginator(selectors.task_candidates(task=task), TASK_CANDIDATES_PER_PAGE).get_page(request.GET.get("page"))
     scores = selectors.task_candidate_scores(task=task)
-    candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "", scores.get(candidate.id))
-                  for candidate in page.object_list]
+    oracles: dict = {}  # read once for the page's grades
+
+    def runs(candidate) -> list:
+        """Its latest grade's runs, as the page shows them at once."""
+        grade = next(iter(candidate.latest_grades), None)
+        return selectors.grade_runs_shown(grade, selectors.grade_oracle(grade, task=task, known=oracles)) \
+            if grade else []
+
+    candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "", scores.get(candidate.id),
+                   runs(candidate)) for candidate in page.object_list]
     survivors = Candidate.objects.filter(task=task, source=Candidate.Source.MUTANT, outcome="resolved").exclude(
         made__equivalent=True).count()
     return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates, "page": page,
                                                              "survivors": survivors})
+
+
+def grade_run(request, pk: int, number: int):
+    """One run of a candidate's grade, every test of it (the oracle's first) and its output; an htmx
+    request gets the tests and output alone, for the candidates page to fold out."""
+    grade = get_object_or_404(Grade.objects.filter(candidate__task__in=tasks_visible(user=request.user))
+                              .select_related("candidate__task", "candidate__run", "job"), pk=pk)
+    task = grade.candidate.task
+    run = selectors.grade_run_shown(grade, number, selectors.grade_oracle(grade, task=task), everything=True)
+    if run is None:
+        raise Http404("No such run of this grade.")
+    return page_render(request, "datasets/grade_run.html", {"grade": grade, "task": task, "run": run},
+                       partial="run_tests")
 
 
 @require_POST
@@ -190,7 +211,8 @@ def execution_log(request, pk: int):
     section = output_section_of(execution.output, test.test_id) if test else None
     return render(request, "datasets/execution_log.html", {
         "execution": execution, "task": execution.candidate.task, "test": test, "section": section,
-        "status": execution.outcomes.get(test.test_id, "not run") if test else ""})
+        "status": execution.outcomes.get(test.test_id, "not run") if test else "",
+        "said": execution_said(execution, list(execution.test_set.tests.all()))})
 
 
 @require_POST
