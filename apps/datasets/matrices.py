@@ -59,19 +59,9 @@ def task_matrices(task_ids: Iterable[int]) -> dict[int, TaskMatrix]:
 
 @dataclass
 class MatrixView:
-    tests: list  # [(VerifierTest row, its verdict against the ground truth or None before any is graded, short name)]
+    tests: list  # [(VerifierTest row, its verdict against the ground truth, or None before any is graded)]
     rows: list  # [(candidate, its cells as HTML: one <td> per test, each a link to that test's log)]
     distinguishing_share: Optional[float]
-
-
-SHORT_NAME_CHARS = 40  # of a test's name in its column's heading; the whole id is in its title and below
-
-
-def test_short_name(test_id: str) -> str:
-    """What a column is headed with: the test's own name, without its file (`tests/test_a.py::T::test_b[x]`
-    -> `test_b[x]`), shortened."""
-    name = test_id.rsplit("::", 1)[-1]
-    return name if len(name) <= SHORT_NAME_CHARS else name[:SHORT_NAME_CHARS - 1] + "…"
 
 
 def candidate_label(candidate) -> str:
@@ -94,8 +84,7 @@ def task_matrix_view(task) -> Optional[MatrixView]:
     verdicts = verifier_tests_judged(entry.matrix, graded) if graded else [None] * len(entry.tests)
     rows = [(candidate, _cells(entry, candidate)) for candidate in candidates]
     share = distinguishing_share([v for v in verdicts if v is not None]) if graded else None
-    return MatrixView([(test, verdict, test_short_name(test.test_id)) for test, verdict in zip(entry.tests, verdicts)],
-                      rows, share)
+    return MatrixView(list(zip(entry.tests, verdicts)), rows, share)
 
 
 def _cells(entry: TaskMatrix, candidate) -> str:

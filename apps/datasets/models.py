@@ -251,6 +251,9 @@ class VerifierTestSet(JobLife, models.Model):
         ordering = ["-created_at", "-id"]
 
 
+SHORT_NAME_CHARS = 40  # of a verifier test's name, heading its matrix column
+
+
 class VerifierTest(models.Model):
     """One test of a verifier test set. A reproduction test that passes on the base commit stays and
     does not count. People may flag a test (toxic, never distinguishing): a flag is a note for the
@@ -285,6 +288,13 @@ class VerifierTest(models.Model):
     @property
     def counts(self) -> bool:
         return self.kind == self.Kind.REGRESSION or not self.passes_on_base
+
+    @property
+    def short_name(self) -> str:
+        """Its own name, without its file (`tests/test_a.py::T::test_b[x]` -> `test_b[x]`), shortened: what
+        a matrix's column is headed with (the whole id in its title and below)."""
+        name = self.test_id.rsplit("::", 1)[-1]
+        return name if len(name) <= SHORT_NAME_CHARS else name[:SHORT_NAME_CHARS - 1] + "…"
 
 
 class Execution(JobLife, models.Model):

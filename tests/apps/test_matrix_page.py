@@ -11,6 +11,7 @@ from django.urls import reverse
 from apps.datasets.models import Candidate, Execution, VerifierTest
 from tests.apps.test_execution_measures import matrix_built, succeeded
 from tests.apps.test_judging import TASKS, imported
+from tests.conftest import validation_make
 
 pytestmark = pytest.mark.django_db
 
@@ -45,6 +46,11 @@ def test_columns_are_headed_with_names_and_cells_name_their_test_and_candidate(t
     listed = page[page.index('<ol class="small matrix-tests">'):]
     assert "Why: imports textkit.wrap, which the candidates change." in html.unescape(listed)
     assert listed.count("Why: written from the issue alone by recorded.") == 2
+    # The review page lists the same tests, to flag (beside the validation's).
+    validation_make(task, verdict="valid", fail_to_pass=["tests/test_calc.py::test_add"])
+    review = curator_client.get(reverse("tasks:review", args=[TASKS[0]]))
+    g2 = test_set.tests.get(test_id="g2")
+    assert review.status_code == 200 and f'id="verifier-test-{g2.id}"' in review.content.decode()
 
 
 def test_a_runs_log_says_what_passed_in_the_verifiers_terms(tmp_path, curator_client):
