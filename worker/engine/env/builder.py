@@ -28,10 +28,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from worker.engine.env.era import (
+    PARSE_SCRIPT,
     dependency_too_old,
     own_top_level_modules,
+    parse_answers,
     python2_code,
     removed_by_code,
+    removed_in,
+    setup_refuses,
+    syntax_error_files,
     with_era_reason,
 )
 from worker.engine.env.files import (
@@ -66,7 +71,14 @@ from worker.engine.env.resolve import (
     release_tuple,
 )
 from worker.engine.env.runtimes import PYTHON_RELEASES, Runtime, local_runtimes, python_order
-from worker.engine.env.skips import missing_modules, optional_requirements, skipped_count
+from worker.engine.env.skips import (
+    OPTIONAL_AT_MOST,
+    extras_requirements,
+    missing_modules,
+    modules_not_found,
+    optional_requirements,
+    skipped_count,
+)
 from worker.engine.git.working_copy import working_copy_clone
 from worker.engine.run.report_plugin import legacy_pytest_ini
 from worker.engine.sandbox.base import Limits, RunStatus, Sandbox, sandbox_file_create, sandbox_file_open
@@ -268,6 +280,12 @@ class EnvironmentBuilder:
                         raise EnvironmentFailed(self._era_reason(build, attempts))  # no Python 2 here
                     removed = "3.0"  # Python 2 code: only Python 2 runs it
                     break
+                if python2_here and not runtime.python2 and failed in ("install", "collect") and (
+                        (attempts[-1].reason == "build_failed" and setup_refuses(recipe.get("setup.py", ""),
+                                                                                 runtime.version))
+                        or self._python2_syntax(build, said, installing=failed == "install")):
+                    removed = "3.0"  # setup.py refuses Python 3, or only Python 2 parses the code: try Python 2
+                    break
                 now = removed_by_code(said, installing=failed == "install", files=build.files) if failed in (
                     "install", "collect") else ""
                 if now and release_tuple(runtime.version) >= release_tuple(now):
@@ -278,35 +296,71 @@ class EnvironmentBuilder:
         raise EnvironmentFailed(self._era_reason(build, attempts))
 
     def _era_reason(self, build: "_Build", attempts: list[Attempt]) -> list[Attempt]:
-        return with_era_reason(attempts, build.recipe, self.runtimes, build.files)
+        return with_era_reason(attempts, build.recipe, self.runtimes, build.files,
+                               python2=any(build.parsed.values()))
+
+    def _python2_syntax(self, build: "_Build", said: str, *, installing: bool) -> bool:
+        """Whether a SyntaxError the step printed is in a file of the working copy that Python 2's own
+        parser accepts and every Python 3's here refuses: syntax Python 3 removed, whichever it is
+        (tuple parameters, backticks, `<>`, ur'', 0777, 10L, print and exec statements, `except X, e`)."""
+        paths = tuple(syntax_error_files(said, build.files, installing=installing))
+        python2 = [runtime for runtime in self.runtimes if runtime.python2][:1]
+        if not paths or not python2:
+            return False
+        if paths not in build.parsed:
+            candidates = list(paths)
+            for runtime in python2 + [runtime for runtime in self.runtimes if not runtime.python2]:
+                answers = self._parsed(build, runtime, candidates)
+                candidates = [path for path, answer in zip(candidates, answers)
+                              if answer == ("ok" if runtime.python2 else "syntax")]
+                if not candidates:
+                    break
+            build.parsed[paths] = bool(candidates)
+        return build.parsed[paths]
+
+    def _parsed(self, build: "_Build", runtime: Runtime, paths: Sequence[str]) -> list[str]:
+        """What this Python's parser says of each file: "ok", "syntax" or "other" ([] if it did not say)."""
+        result = self._sandbox(runtime).run([runtime.interpreter, "-c", PARSE_SCRIPT, *paths], workdir=build.workdir,
+                                            mount_at=WORKSPACE, cwd=REPO,
+                                            limits=replace(self.limits, wall_seconds=PROBE_SECONDS,
+                                                           cpu_seconds=PROBE_SECONDS))
+        return parse_answers(result.output.decode("utf-8", "replace"), len(paths)) if result.ok else []
 
     def _attempts_adjusting(self, build: "_Build", runtime: Runtime, strategy: Strategy,
                             floor: bool) -> tuple[list[Attempt], "_Adjustments"]:
         """One strategy; again with the oldest pytest that runs on the Python where the one of the
         commit's day does not; again with setuptools where the code imports it without asking for it;
         while a dependency of the commit's day fails on what the Python removed, again with its cutoff
-        a step later (a package older than the Python); and while the tests fail to import from a
+        a step later (a package older than the Python); while the tests fail to import from a
         dependency, again with it held below the release line it came in (one that broke later than
-        the code)."""
+        the code); and while the tests do not collect for want of a module, again with what provides
+        it, as for tests that skip for want of one (Python 2 too: the others are uv's adjustments)."""
         adjust = _Adjustments(floor)
         attempts = [self._attempt(build, runtime, strategy, adjust)]
-        if runtime.python2:
-            return attempts, adjust  # what would be adjusted is uv's, which Python 2 installs do without
-        for _ in range(MAX_PINS + len(LIFT_YEARS) + 1):
+        for _ in range(MAX_PINS + len(LIFT_YEARS) + OPTIONAL_AT_MOST + 1):
             last = attempts[-1]
             said = last.said if last.step == "collect" else ""
-            too_old = dependency_too_old(said)
+            too_old = dependency_too_old(said) if not runtime.python2 else ""
             aged = self._distribution_of(build, runtime, too_old) if too_old else None
-            if not adjust.floor and self._pytest_too_old(last, runtime):
+            if runtime.python2:  # the other adjustments are uv's, which Python 2 installs do without
+                wanted = self._not_found_requirements(build, runtime, said, adjust)
+                if not wanted:
+                    break
+                adjust.optional += wanted
+            elif not adjust.floor and self._pytest_too_old(last, runtime):
                 adjust.floor = True
             elif aged and adjust.aged.get(aged[0], 0) < len(LIFT_YEARS):
                 adjust.aged[aged[0]] = adjust.aged.get(aged[0], 0) + 1
             else:
                 pin = (("setuptools", "setuptools") if _SEEDED_BY_VIRTUALENV.search(said)
                        else self._pin_for(build, runtime, said) if said else None)
-                if pin is None or adjust.pins.get(pin[0]) == pin[1] or len(adjust.pins) >= MAX_PINS:
+                wanted = [] if pin else self._not_found_requirements(build, runtime, said, adjust)
+                if wanted:
+                    adjust.optional += wanted
+                elif pin is None or adjust.pins.get(pin[0]) == pin[1] or len(adjust.pins) >= MAX_PINS:
                     break
-                adjust.pins[pin[0]] = pin[1]
+                else:
+                    adjust.pins[pin[0]] = pin[1]
             attempts.append(self._attempt(build, runtime, strategy, adjust))
             if aged and attempts[-1].lifted.get(aged[0]) == last.lifted.get(aged[0]):
                 break  # its cutoff can move no further (or the install pins it): the same attempt again
@@ -314,28 +368,61 @@ class EnvironmentBuilder:
                 break
         return attempts, adjust
 
+    def _not_found_requirements(self, build: "_Build", runtime: Runtime, said: str,
+                                adjust: "_Adjustments") -> list[tuple[str, str]]:
+        """(requirement, why) for the modules the tests did not collect for want of, not tried yet:
+        none the working copy has a module or folder of that name for (tests/helpers.py, found where
+        a conftest puts tests/ on the path), of what this Python removed, or of Python 2 code."""
+        if not said or not runtime.python2 and (python2_code(said, files=build.files)
+                                                or removed_in(said, build.files)):
+            return []
+        local = {part.removesuffix(".py") for path in build.files for part in Path(path).parts}
+        missing = {module: why for module, why in modules_not_found(said).items() if module not in local}
+        tried = {requirement for requirement, _why in adjust.optional}
+        wanted = [(requirement, why) for requirement, why in optional_requirements(
+            missing, build.recipe, said="tests do not collect") if requirement not in tried]
+        return wanted[:max(0, OPTIONAL_AT_MOST - len(adjust.optional))]
+
     def _optional_dependencies(self, build: "_Build", runtime: Runtime, strategy: Strategy, found: Attempt,
                                adjust: "_Adjustments") -> list[Attempt]:
-        """Where tests skipped for want of a module, the same attempt again with what provides it (the
-        package's own extras first), kept if fewer tests skip; otherwise the environment found stays."""
+        """Where tests skipped, the same attempt again with what may run them, kept if fewer tests skip
+        (otherwise the environment found stays): first what provides the modules the skips name (the
+        package's own extras first), then, where the commit's own tests (those probed) still skip
+        whatever they say, every extra the package declares that the attempt did not install."""
+        tried: list[Attempt] = []
         wanted = optional_requirements(missing_modules(found.output), build.recipe)
-        if not wanted:
-            return []
+        more = self._kept_if_fewer_skips(build, runtime, strategy, adjust, found, wanted) if wanted else None
+        if more is not None:
+            tried.append(more)
+            found = more if more.status == "ok" else found
+        added = [(item["requirement"], item["why"]) for item in found.added if (
+            item["requirement"], item["why"]) not in adjust.optional]
+        extras = [(requirement, why) for requirement, why in extras_requirements(
+            build.recipe, _extras_installed(strategy), found.output) if requirement not in dict(added)]
+        more = self._kept_if_fewer_skips(build, runtime, strategy, adjust, found, added + extras) if (
+            extras and build.probe) else None
+        return tried + ([more] if more is not None else [])
+
+    def _kept_if_fewer_skips(self, build: "_Build", runtime: Runtime, strategy: Strategy, adjust: "_Adjustments",
+                             found: Attempt, optional: list[tuple[str, str]]) -> Optional[Attempt]:
+        """The attempt again with `optional` added, its environment kept if fewer tests skip than in the
+        one `found`, which stays otherwise (the attempt is then marked failed); None where what the
+        build left is no environment (it is refused as it is kept)."""
         env, kept = build.workdir / "env", build.workdir / "env.kept"
         if env.is_symlink() or not env.is_dir():
-            return []  # what the build left is refused as it is kept
+            return None
         if kept.is_symlink() or kept.is_file():
             kept.unlink()
         shutil.rmtree(kept, ignore_errors=True)
         os.rename(env, kept)
-        more = self._attempt(build, runtime, strategy, adjust, wanted)
+        more = self._attempt(build, runtime, strategy, adjust, optional)
         if more.status == "ok" and skipped_count(more.output) < skipped_count(found.output):
             shutil.rmtree(kept)
-            return [more]
+            return more
         shutil.rmtree(env, ignore_errors=True)
         os.rename(kept, env)
         refused = more.reason if more.status != "ok" else "no_fewer_skips"
-        return [replace(more, status=more.status if more.status != "ok" else "failed", reason=refused)]
+        return replace(more, status=more.status if more.status != "ok" else "failed", reason=refused)
 
     @staticmethod
     def _pytest_too_old(attempt: Attempt, runtime: Runtime) -> bool:
@@ -380,6 +467,7 @@ class EnvironmentBuilder:
         cutoffs, pytest = (Cutoffs(build.as_of, {}, ()), PYTEST_PYTHON2) if runtime.python2 else self._cutoffs(
             build, runtime, adjust)
         pins, floor = adjust.pins, adjust.floor
+        optional = [*adjust.optional, *optional]
         added = [requirement for requirement, _why in optional]
         run = _AttemptRun(self, workdir, runtime, " ".join(
             [runtime.interpreter, strategy.name, *pins.values(), *(f"{package} (later)" for package in adjust.aged),
@@ -540,6 +628,7 @@ class _Build:
     probe: tuple[str, ...]
     before: set[str]
     files: frozenset[str]  # the working copy's files as written, before anything ran
+    parsed: dict[tuple[str, ...], bool] = field(default_factory=dict)  # files -> only Python 2 parses them
 
     @property
     def own(self) -> frozenset[str]:
@@ -554,6 +643,8 @@ class _Adjustments:
     floor: bool = False  # the oldest pytest that runs on the Python, rather than the commit's day's
     pins: dict[str, str] = field(default_factory=dict)  # distribution -> a requirement added or holding it back
     aged: dict[str, int] = field(default_factory=dict)  # distribution -> steps its cutoff is lifted (too old)
+    # (requirement, why) for what the tests did not collect for want of
+    optional: list[tuple[str, str]] = field(default_factory=list)
 
 
 def test_modules_present(files: frozenset[str]) -> bool:
@@ -587,6 +678,12 @@ def _venv_argv(runtime: Runtime) -> list[str]:
         return ["python3", "-m", "virtualenv", "--quiet", "--no-setuptools", "--no-wheel", "--no-periodic-update",
                 "--app-data", f"{WORKSPACE}/.virtualenv", "--python", runtime.interpreter, ENV]
     return [UV, "venv", "--quiet", "--python", runtime.interpreter, ENV]
+
+
+def _extras_installed(strategy: Strategy) -> list[str]:
+    """The extras of the package a strategy installs ("-e /workspace/repo[test,dev]": test and dev)."""
+    found = [re.fullmatch(rf"{re.escape(REPO)}\[([^\]]*)\]", arg) for arg in strategy.install_args]
+    return [extra.strip() for match in found if match for extra in match.group(1).split(",")]
 
 
 def _names_pytest(arg: str) -> bool:

@@ -1,11 +1,13 @@
 """Code older than every Python a sandbox has: Python 2 code, and code using what a later Python
 removed from the standard library, where no Python from before the removal is there to run it."""
 
+import ast
+import operator
 import posixpath
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from worker.engine.env.recipes import REPO, declared_python
 from worker.engine.env.resolve import release_tuple
@@ -36,6 +38,7 @@ _NO_MODULE = re.compile(r"No module named '([A-Za-z_][A-Za-z0-9_]*)'")
 _SITE_PACKAGES = re.compile(r"site-packages/([A-Za-z_][A-Za-z0-9_]*)")
 _RUNNER_MODULES = {"_pytest", "pytest", "pluggy", "py"}
 _OWN_BUILD_FAILED = f"@ file://{REPO}`"  # uv: "Failed to build `name @ file:///workspace/repo`"
+_FILE_FRAME = re.compile(r'File "([^"\n]+)", line \d+')
 
 
 def _tail(output: str) -> str:
@@ -95,6 +98,163 @@ def python2_code(output: str, *, installing: bool = False, files: frozenset[str]
     if installing or dependency_of(output):
         return False
     return bool(PYTHON2.search(output) or ("SyntaxError" in output and _PYTHON2_LINE.search(output)))
+
+
+# Run by a Python 2 and each Python 3 in their sandboxes, on files of the working copy: whether each
+# parses ("ok"), is refused by the parser ("syntax"), or could not be read ("other"). compile() only
+# parses and compiles: nothing of the file runs. Written for both Pythons.
+PARSE_SCRIPT = """
+import sys
+for path in sys.argv[1:]:
+    try:
+        with open(path, "rb") as source_file:
+            source = source_file.read(%d + 1)
+        if len(source) > %d:
+            raise ValueError("too large")
+        compile(source, path, "exec", 0, True)
+        print("ok")
+    except SyntaxError:
+        print("syntax")
+    except Exception:
+        print("other")
+""" % ((1 << 20,) * 2)
+PARSED_AT_MOST = 10  # files a failed step's SyntaxErrors name, asked of the parsers at most
+
+
+def syntax_error_files(output: str, files: frozenset[str], *, installing: bool = False) -> list[str]:
+    """The working copy's files (its paths: `files`) a SyntaxError in the output is in: the frame
+    shown last before it; setup.py where the repository's own build ran it as "<string>"."""
+    named, frame = [], ""
+    own_build = installing and _OWN_BUILD_FAILED in output
+    for line in _tail(output).splitlines():
+        found = _FILE_FRAME.search(line)
+        if found:
+            frame = found.group(1)
+        elif "SyntaxError" in line and frame:
+            own_setup = frame == "<string>" and own_build
+            path = "setup.py" if own_setup else posixpath.normpath(frame.removeprefix(f"{REPO}/"))
+            if path in files and path not in named:
+                named.append(path)
+            frame = ""
+    return named[:PARSED_AT_MOST]
+
+
+def parse_answers(output: str, count: int) -> list[str]:
+    """What PARSE_SCRIPT printed for `count` files, one answer a file; [] where it did not say."""
+    answers = output.split()
+    return answers if len(answers) == count and set(answers) <= {"ok", "syntax", "other"} else []
+
+
+# setup.py stopping on this Python: what stops it, and the tests of the Python's version it reads.
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
+def setup_refuses(setup_py: str, version: str) -> bool:
+    """Whether setup.py stops at module level on this Python ("3.9") where Python 2.7 would go on:
+    a raise, sys.exit() or a failed assert, under tests of the Python's version (sys.version_info,
+    sys.version, six.PY3, a name bound to such a test) that hold here and fail on Python 2.7; read,
+    never run. "Python 3 support en route" is Python 2 code."""
+    try:
+        module = ast.parse(setup_py[:1 << 20])
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    names = {target.id: node.value for node in module.body if isinstance(node, ast.Assign)
+             for target in node.targets if isinstance(target, ast.Name)}
+    here, python2 = (*release_tuple(version), 0, 0)[:3], (2, 7, 18)
+    for stop, path in _stops(module.body, ()):
+        tests = [*path, (stop.test, False)] if isinstance(stop, ast.Assert) else path
+        if tests and all(_version_test(test, here, names) is holds for test, holds in tests) and any(
+                _version_test(test, python2, names) is (not holds) for test, holds in tests):
+            return True
+    return False
+
+
+def _stops(body: list, path: tuple) -> list:
+    """(statement, the tests on its way and whether each holds there) for each statement at module
+    level that stops the module: raise, assert, a call of exit()."""
+    found = []
+    for node in body:
+        if isinstance(node, (ast.Raise, ast.Assert)) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                                                         and _called(node.value.func) in ("exit", "quit", "_exit")):
+            found.append((node, path))
+        elif isinstance(node, ast.If):
+            found += _stops(node.body, (*path, (node.test, True))) + _stops(node.orelse, (*path, (node.test, False)))
+        elif isinstance(node, (ast.Try, ast.With)):
+            found += _stops(node.body, path)
+    return found
+
+
+def _called(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _version_test(node: ast.expr, version: tuple, names: dict, depth: int = 0) -> Optional[bool]:
+    """Whether a test of the Python's version holds on `version`; None where it is not only that."""
+    value = _version_value(node, version, names, depth)
+    return None if value is None else bool(value)
+
+
+def _version_value(node: ast.expr, version: tuple, names: dict, depth: int):
+    """The value of an expression made of the Python's version and literals; None otherwise (or
+    past 20 levels deep: a name bound to itself, a hostile `not not not ...`)."""
+    if depth > 20:
+        return None
+
+    def value(child):
+        return _version_value(child, version, names, depth + 1)
+
+    sys_attribute = node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) else ""
+    owner = node.value.id if sys_attribute else ""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, str)):
+        return node.value
+    if isinstance(node, ast.Tuple):
+        items = [value(item) for item in node.elts]
+        return None if None in items else tuple(items)
+    if (owner, sys_attribute) == ("sys", "version_info") or (isinstance(node, ast.Name) and node.id == "version_info"):
+        return (*version, "final", 0)
+    if (owner, sys_attribute) == ("sys", "version"):
+        return "%d.%d.%d" % version
+    if (owner, sys_attribute) == ("sys", "hexversion"):
+        return version[0] << 24 | version[1] << 16 | version[2] << 8 | 0xF0
+    if owner == "six" and sys_attribute in ("PY2", "PY3"):
+        return version[0] == int(sys_attribute[-1])
+    if isinstance(node, ast.Attribute) and node.attr in ("major", "minor", "micro"):
+        of = value(node.value)
+        return of[("major", "minor", "micro").index(node.attr)] if isinstance(of, tuple) else None
+    if isinstance(node, ast.Name) and node.id in names:
+        return value(names[node.id])
+    if isinstance(node, ast.Subscript):
+        of, index = value(node.value), node.slice
+        if isinstance(index, ast.Slice):
+            bounds = [value(bound) if bound is not None else None for bound in (index.lower, index.upper)]
+            part = slice(*bounds) if all(bound is None or isinstance(bound, int) for bound in bounds) else None
+        else:
+            part = value(index)
+        try:
+            return of[part] if isinstance(of, (tuple, str)) and isinstance(part, (int, slice)) else None
+        except IndexError:
+            return None
+    if isinstance(node, ast.Compare):
+        values = [value(node.left), *(value(right) for right in node.comparators)]
+        if None in values or any(type(op) not in _COMPARE for op in node.ops):
+            return None
+        try:
+            return all(_COMPARE[type(op)](left, right) for op, left, right in zip(node.ops, values, values[1:]))
+        except TypeError:
+            return None
+    if isinstance(node, ast.BoolOp):
+        tests = [_version_test(item, version, names, depth + 1) for item in node.values]
+        decided = isinstance(node.op, ast.Or)  # what settles an `or` (True) or an `and` (False)
+        return decided if decided in tests else None if None in tests else not decided
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        test = _version_test(node.operand, version, names, depth + 1)
+        return None if test is None else not test
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith" \
+            and len(node.args) == 1 and not node.keywords:
+        of, prefix = value(node.func.value), value(node.args[0])
+        return of.startswith(prefix) if isinstance(of, str) and isinstance(prefix, (str, tuple)) else None
+    return None
 
 
 _ABCS = ("Awaitable Coroutine AsyncIterable AsyncIterator AsyncGenerator Hashable Iterable Iterator Generator "
@@ -169,18 +329,21 @@ def dependency_too_old(output: str) -> str:
 
 
 def with_era_reason(attempts: list, recipe: dict[str, str], runtimes: Sequence,
-                    files: frozenset[str] = frozenset()) -> list:
+                    files: frozenset[str] = frozenset(), python2: bool = False) -> list:
     """Attempts that failed because the code is older than the Python they ran on say so: Python 2
-    code, a declared Python none of the runtimes satisfies, or what the code reached for was removed
-    from the standard library before every Python 3 here. Where a Python 2 is here, its own attempts
-    keep their reasons (the verdict is then theirs: failure_reason prefers them). `files`: the working
-    copy's paths."""
+    code (or a setup.py refusing Python 3), a declared Python none of the runtimes satisfies, or what
+    the code reached for was removed from the standard library before every Python 3 here. Where a
+    Python 2 is here, its own attempts keep their reasons (the verdict is then theirs: failure_reason
+    prefers them). `files`: the working copy's paths; `python2`: the parsers found Python 2 code."""
     declared = declared_python(recipe)
     too_new = declared is not None and not any(
         declared.contains(f"{runtime.version}.{patch}") for runtime in runtimes for patch in (0, 99)) and any(
         declared.contains(older) for older in ("2.7.18", "3.5.10", "3.6.15", "3.7.17", "3.8.20"))
     failed = [attempt for attempt in attempts if attempt.step in ("install", "collect")]
-    python2 = any(python2_code(attempt.said, installing=attempt.step == "install", files=files) for attempt in failed)
+    python2 = python2 or any(
+        python2_code(attempt.said, installing=attempt.step == "install", files=files) or (
+            attempt.reason == "build_failed" and setup_refuses(recipe.get("setup.py", ""), _attempt_python(attempt)))
+        for attempt in failed if not is_python2(_attempt_python(attempt)))
     oldest = min((release_tuple(runtime.version) for runtime in runtimes if not runtime.python2), default=None)
     removed = [removed_by_code(attempt.said, installing=attempt.step == "install", files=files)
                for attempt in failed]

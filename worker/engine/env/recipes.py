@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -52,7 +53,12 @@ def install_recipe(repo_dir: Path) -> dict[str, str]:
     paths += sorted(repo_dir.glob("*requirements*.txt")) + sorted(repo_dir.glob("requirements/*.txt"))
     found = {name: sandbox_file_read(repo_dir, name, max_bytes=1 << 20)
              for name in (str(path.relative_to(repo_dir)) for path in paths)}
-    return {name: data.decode("utf-8", "replace") for name, data in found.items() if data}
+    recipe = {name: data.decode("utf-8", "replace") for name, data in found.items() if data}
+    for name in _tox_includes(recipe)[:TOX_INCLUDES]:  # what tox's deps name with -r, wherever it is
+        data = sandbox_file_read(repo_dir, name, max_bytes=1 << 20) if name not in recipe else b""
+        if data:
+            recipe[name] = data.decode("utf-8", "replace")
+    return recipe
 
 
 def recipe_key(recipe: dict[str, str]) -> str:
@@ -101,7 +107,8 @@ def install_strategies(recipe: dict[str, str]) -> list[Strategy]:
     strategies = []
     if installable:
         strategies += [Strategy(f"editable[{extra}]", ("-e", f"{REPO}[{extra}]")) for extra in _declared_extras(recipe)]
-    reqs = _requirements_files(recipe, test_requirements or requirements)
+    tox = tuple(_not_own(recipe, tox_requirements(recipe)))
+    reqs = tuple(dict.fromkeys(_requirements_files(recipe, test_requirements or requirements) + tox))
     if installable and reqs:
         strategies.append(Strategy("editable+requirements", ("-e", REPO, *reqs)))
     if installable:
@@ -116,7 +123,7 @@ def install_strategies(recipe: dict[str, str]) -> list[Strategy]:
         strategies.append(Strategy("install", (f"{REPO}[{','.join(_declared_extras(recipe))}]"
                                                if _declared_extras(recipe) else REPO,), working_copy_on_path=True))
     dependencies = tuple(declared_dependencies(recipe))
-    all_reqs = _requirements_files(recipe, requirements)
+    all_reqs = tuple(dict.fromkeys(_requirements_files(recipe, requirements) + tox))
     if dependencies or all_reqs:
         strategies.append(Strategy("dependencies", tuple(dict.fromkeys(dependencies + all_reqs)),
                                    working_copy_on_path=True))
@@ -252,9 +259,136 @@ def requirements_file(recipe: dict[str, str], path: str, seen: frozenset = froze
 
 def _requirements_files(recipe: dict[str, str], paths: list[str]) -> tuple[str, ...]:
     """The requirements of these files, each once, but the package itself (the working copy is it)."""
+    return tuple(dict.fromkeys(_not_own(recipe, (text for path in paths for text in requirements_file(recipe, path)))))
+
+
+def _not_own(recipe: dict[str, str], texts) -> list[str]:
     own = canonicalize_name(project_name(recipe) or "-")
-    texts = (text for path in paths for text in requirements_file(recipe, path))
-    return tuple(dict.fromkeys(text for text in texts if canonicalize_name(Requirement(text).name) != own))
+    return [text for text in texts if canonicalize_name(Requirement(text).name) != own]
+
+
+TOX_INCLUDES = 10  # files tox's deps include with -r, read into the recipe at most
+_TOX_SUBSTITUTION = re.compile(r"\{\[([^\]{}\n]+)\]([^{}\n]+)\}")  # {[section]key}
+# A line of deps that applies to some environments only: "py27: mock", "py{27,36}-django18: x", "!py27: x".
+_TOX_CONDITIONAL = re.compile(r"([\w{}.!,-]+):(?!//)\s*(\S.*)")
+_TOX_INCLUDE = re.compile(r"(?:-r|--requirements?)(?:\s*|=)(\S+)")
+_PYTHON_FACTOR = re.compile(r"py(\d)\.?(\d*)")
+_BRACES = re.compile(r"\{([^{}]*)\}")
+
+
+def _tox_deps(recipe: dict[str, str]) -> list[str]:
+    """The lines of tox.ini's [testenv] deps (or a pyproject.toml's legacy_tox_ini, or a setup.cfg's
+    with a [tox:tox] section), its {[section]key} substitutions made and {toxinidir} read as the
+    working copy's root."""
+    setup_cfg = recipe.get("setup.cfg", "")
+    text = recipe.get("tox.ini") or _at(_pyproject(recipe), "tool", "tox").get("legacy_tox_ini") or (
+        setup_cfg if re.search(r"^\[tox:tox\]", setup_cfg, re.MULTILINE) else "")
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text if isinstance(text, str) else "")
+        deps = parser.get("testenv", "deps", fallback="")
+        for _ in range(5):  # substitutions that name substitutions, a few deep
+            deps = _TOX_SUBSTITUTION.sub(
+                lambda found: parser.get(found.group(1).strip(), found.group(2).strip(), fallback=""), deps)[:1 << 16]
+    except configparser.Error:
+        return []
+    deps = re.sub(r"\{toxinidir\}/?", "", deps)
+    return [line for line in (re.sub(r"(^|\s)#.*", "", line).strip() for line in deps.splitlines()) if line]
+
+
+def _tox_included(line: str) -> Optional[str]:
+    """The file a line of tox's deps includes with -r, as a path of the working copy."""
+    included = _TOX_INCLUDE.fullmatch(line)
+    path = os.path.normpath(included.group(1)) if included else ""
+    return path if path and not path.startswith(("..", "/")) and "{" not in path else None
+
+
+def _tox_includes(recipe: dict[str, str]) -> list[str]:
+    lines = (_TOX_CONDITIONAL.fullmatch(line) or line for line in _tox_deps(recipe))
+    paths = (_tox_included(line if isinstance(line, str) else line.group(2)) for line in lines)
+    return [path for path in paths if path]
+
+
+def tox_requirements(recipe: dict[str, str]) -> list[str]:
+    """What tox installed for the tests, read as a requirements file: [testenv] deps and the files they
+    include with -r; a line for some Pythons only ("py27: mock") gets an environment marker saying
+    the same ("mock; python_version == '2.7'"). What cannot be resolved is left out: lines for other
+    factors (the environment tried is a Python's own, not "django18" or "docs"), other substitutions,
+    options. Nothing is run."""
+    texts = []
+    for line in _tox_deps(recipe):
+        marker = ""
+        conditional = _TOX_CONDITIONAL.fullmatch(line)
+        if conditional:
+            marker = _tox_condition_marker(conditional.group(1))
+            if marker is None:
+                continue
+            line = conditional.group(2)
+        included = _tox_included(line)
+        if included:
+            texts += [_with_marker(text, marker) for text in requirements_file(recipe, included)]
+        elif "{" not in line and not line.startswith("-"):
+            texts.append(_with_marker(line, marker))
+    return _requirements(texts)
+
+
+def _with_marker(text: str, marker: str) -> str:
+    if not marker:
+        return text
+    try:
+        requirement = Requirement(text)
+        requirement.marker = Marker(f"({requirement.marker}) and ({marker})" if requirement.marker else marker)
+    except (InvalidRequirement, InvalidMarker):
+        return text
+    return str(requirement)
+
+
+def _tox_condition_marker(condition: str) -> Optional[str]:
+    """A tox factor condition as an environment marker: "" where it holds on every Python, None where
+    on none. Alternatives are separated by commas or expanded from braces, factors they all need by
+    dashes."""
+    alternatives = []
+    for alternative in _braces_expanded(condition):
+        factors = [_tox_factor_marker(factor) for factor in alternative.split("-") if factor]
+        if None in factors or not factors:
+            continue
+        factors = [factor for factor in factors if factor]
+        if not factors:
+            return ""
+        alternatives.append(" and ".join(factors))
+    return " or ".join(f"({alternative})" for alternative in alternatives) if alternatives else None
+
+
+def _braces_expanded(condition: str, at_most: int = 64) -> list[str]:
+    """"py{27,36}-x,y" as the alternatives it stands for: py27-x, py36-x, y."""
+    found = _BRACES.search(condition)
+    if not found:
+        return condition.split(",")
+    expanded = []
+    for choice in found.group(1).split(","):
+        expanded += _braces_expanded(condition[:found.start()] + choice + condition[found.end():], at_most)
+        if len(expanded) >= at_most:
+            break
+    return expanded[:at_most]
+
+
+def _tox_factor_marker(factor: str) -> Optional[str]:
+    """A factor as an environment marker ("" on every Python, None on none): a Python's (py, py3,
+    py27, py3.10, and their negations by "!"); any other is not the environment tried, its negation is."""
+    negated, factor = factor.startswith("!"), factor[1:] if factor.startswith("!") else factor
+    python = _PYTHON_FACTOR.fullmatch(factor)
+    if factor == "py":
+        markers = ("", None)
+    elif python and python.group(2):
+        version = ".".join(python.groups())
+        markers = (f'python_version == "{version}"', f'python_version != "{version}"')
+    elif python:
+        major = int(python.group(1))
+        markers = (f'python_version >= "{major}" and python_version < "{major + 1}"',
+                   f'python_version < "{major}" or python_version >= "{major + 1}"')
+    else:  # pypy, jython, django18, docs, ...
+        markers = (None, "")
+    return markers[negated]
 
 
 def _requirements(texts) -> list[str]:
@@ -277,6 +411,7 @@ def pytest_plugins(recipe: dict[str, str]) -> list[str]:
     texts = declared_dependencies(recipe) + [text for requirements in declared_extras(recipe).values()
                                              for text in requirements]
     texts += [text for path in recipe if path.endswith(".txt") for text in requirements_file(recipe, path)]
+    texts += tox_requirements(recipe)
     names = (canonicalize_name(Requirement(text).name) for text in texts)
     return sorted({name for name in names if name.startswith("pytest-")})
 
