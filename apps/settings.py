@@ -134,6 +134,13 @@ LOGGING = {
 
 # Bare mirrors of registered repositories.
 COMMITGYM_MIRROR_DIR = Path(os.environ.get("COMMITGYM_MIRROR_DIR", VAR_DIR / "mirrors"))
+# Files uploaded on the datasets page wait here for the job that imports them: workers of the `curation`
+# queue must see this folder (shared storage when they run on other machines).
+COMMITGYM_UPLOAD_DIR = Path(os.environ.get("COMMITGYM_UPLOAD_DIR", VAR_DIR / "uploads"))
+# The most an upload may bring (every file together); larger files are imported by the commands.
+COMMITGYM_UPLOAD_MAX_BYTES = _env_int("COMMITGYM_UPLOAD_MAX_BYTES", 1 << 30)
+# An upload of predictions may bring a trajectory file per instance.
+DATA_UPLOAD_MAX_NUMBER_FILES = 2000
 # Releases' files, NAME@N/ each (and NAME@N.exports/ beside), unless a release names its own folder.
 COMMITGYM_RELEASE_DIR = Path(os.environ.get("COMMITGYM_RELEASE_DIR", VAR_DIR / "releases"))
 # Longest a clone or fetch may take before the job fails.

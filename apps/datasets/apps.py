@@ -23,6 +23,11 @@ def task_matrix_page(job) -> str:
     return reverse("datasets:task_matrix", args=[job.subject_label]) if job.subject_label else ""
 
 
+def upload_page(job) -> str:
+    """The upload a job imports, with the import's counts once it ends."""
+    return reverse("datasets:upload", args=[job.subject_id]) if job.subject_id else ""
+
+
 def release_page(job) -> str:
     """The release (or export) a job writes."""
     return reverse("datasets:release", args=[job.subject_id]) if job.subject_id else ""
@@ -70,3 +75,6 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="export", label="Training export", queue="curation",
                                   run="apps.datasets.releases.export_job_work", subject="datasets.release",
                                   cancellable=True, link=release_page))
+        job_kind_register(JobKind(name="upload_import", label="Import of an upload", queue="curation",
+                                  run="apps.datasets.uploads.upload_import_work", subject="datasets.upload",
+                                  retry="apps.datasets.uploads.upload_import_retry", link=upload_page))

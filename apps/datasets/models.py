@@ -10,6 +10,7 @@ candidates, grades and labels are the task's, the same through whichever dataset
 """
 
 import uuid
+from pathlib import Path
 
 from django.conf import settings
 from django.db import models
@@ -74,6 +75,36 @@ class Import(models.Model):
 
     def __str__(self):
         return f"import {self.pk} of {self.file_name}"
+
+
+class Upload(JobLife, models.Model):
+    """Files a person uploaded on the datasets page, kept in `folder` until a job imports them."""
+
+    class Kind(models.TextChoices):
+        INSTANCES = "instances"
+        PREDICTIONS = "predictions"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    folder = models.CharField(max_length=500, help_text="Where the files wait for their import (removed after it).")
+    file_name = models.CharField(max_length=255)
+    report_name = models.CharField(max_length=255, blank=True)
+    trajectory_names = models.JSONField(default=list)
+    dataset_name = models.CharField(max_length=200, blank=True, help_text="For instances: the dataset to import into.")
+    run_name = models.CharField(max_length=200, blank=True, help_text="For predictions: the run, else each row's model.")
+    job = models.OneToOneField("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="upload")
+    imported = models.ForeignKey(Import, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"upload {self.pk} of {self.file_name}"
+
+    @property
+    def folder_path(self) -> Path:
+        return Path(self.folder)
 
 
 class Run(models.Model):

@@ -6,6 +6,7 @@ import re
 from datetime import date
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -14,11 +15,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from apps.accounts.roles import ADMIN, user_roles
+from apps.accounts.roles import ADMIN, user_can_mine, user_roles
 from apps.tasks.models import Task
 from apps.tasks.selectors import repositories_named, task_for_page, tasks_visible
 from apps.tasks.views.common import saved_view_task_ids, saved_views_for
-from apps.web import diff_html, page_render, require_reviewer
+from apps.web import diff_html, page_render, require_miner, require_reviewer
 from worker.engine.run.pytest_run import output_section_of
 from worker.engine.verify.judge import JUDGE_MODES
 
@@ -33,7 +34,18 @@ from .measures import (
     scope_fingerprint,
     self_assessment_probe,
 )
-from .models import Candidate, Dataset, Execution, Grade, Import, Release, ReproductionTests, Run, VerifierTest
+from .models import (
+    Candidate,
+    Dataset,
+    Execution,
+    Grade,
+    Import,
+    Release,
+    ReproductionTests,
+    Run,
+    Upload,
+    VerifierTest,
+)
 from .mutants import mutant_mark_equivalent, task_tests_flag_weak
 from .probes import style_probe
 from .releases import (
@@ -46,16 +58,44 @@ from .releases import (
     scope_of_view,
 )
 from .services import DatasetRefused, dataset_from_view
+from .uploads import UploadRefused, upload_start
 
 TASKS_PER_PAGE = 50
 CANDIDATES_PER_PAGE = 100
 TASK_CANDIDATES_PER_PAGE = 20  # each with its diff highlighted and its trajectory
 
 
-def dataset_list(request):
+def dataset_list(request, *, upload_refusal: str = "", status: int = 200):
+    """The datasets, recent imports and uploads, and the form that uploads files to import."""
     rows = selectors.datasets_listed(user=request.user)
-    return render(request, "datasets/dataset_list.html", {"rows": rows,
-                                                          "imports": selectors.imports_recent(limit=10)})
+    return render(request, "datasets/dataset_list.html", {
+        "rows": rows, "imports": selectors.imports_recent(limit=10),
+        "uploads": Upload.objects.select_related("job", "imported").order_by("-created_at", "-id")[:5],
+        "can_upload": user_can_mine(request.user), "upload_refusal": upload_refusal,
+        "upload_limit_mb": settings.COMMITGYM_UPLOAD_MAX_BYTES // 1_000_000,
+        "upload_values": request.POST if upload_refusal else {}}, status=status)
+
+
+@require_POST
+def upload_new(request):
+    """Keep the uploaded files and queue their import; refused at once, with the reason and the
+    typed fields kept, when they cannot be imported as given."""
+    require_miner(request)
+    try:
+        upload = upload_start(kind=request.POST.get("kind", ""), file=request.FILES.get("file"),
+                              report=request.FILES.get("report"), trajectories=request.FILES.getlist("trajectories"),
+                              dataset_name=request.POST.get("dataset_name", "").strip()[:200],
+                              run_name=request.POST.get("run_name", "").strip()[:200], user=request.user)
+    except UploadRefused as refused:
+        return dataset_list(request, upload_refusal=str(refused), status=400)
+    messages.success(request, f"{upload.file_name} uploaded: job {upload.job_id} imports it.")
+    return redirect("datasets:upload", pk=upload.pk)
+
+
+def upload_detail(request, pk: int):
+    """An upload's import: followed while its job runs, then its counts."""
+    upload = get_object_or_404(Upload.objects.select_related("job", "imported__dataset", "created_by"), pk=pk)
+    return page_render(request, "datasets/upload_detail.html", {"upload": upload}, partial="status")
 
 
 def dataset_detail(request, pk: int):
