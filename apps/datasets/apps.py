@@ -41,7 +41,7 @@ class DatasetsConfig(AppConfig):
     def ready(self):
         from django.db.models.signals import post_save
 
-        from apps.jobs.registry import JobKind, job_kind_register
+        from apps.jobs.registry import MODEL_CALLS, JobKind, job_kind_register
         from apps.repositories.models import Repository
 
         def repository_saved(sender, instance, created, raw=False, **kwargs):
@@ -56,13 +56,16 @@ class DatasetsConfig(AppConfig):
                                   retry="apps.datasets.grading.grade_job_retry", link=candidate_page))
         job_kind_register(JobKind(name="judge", label="Judging", queue="llm",
                                   run="apps.datasets.judging.judge_job_work", subject="tasks.task",
-                                  retry="apps.datasets.judging.judge_job_retry", link=task_candidates_page))
+                                  retry="apps.datasets.judging.judge_job_retry",
+                                  cancellable=True, progress_unit=MODEL_CALLS, link=task_candidates_page))
         job_kind_register(JobKind(name="sample", label="Sampling", queue="llm",
                                   run="apps.datasets.sampling.sample_job_work", subject="datasets.sampling",
-                                  retry="apps.datasets.sampling.sample_job_retry", link=sampled_task_page))
+                                  retry="apps.datasets.sampling.sample_job_retry",
+                                  cancellable=True, progress_unit=MODEL_CALLS, link=sampled_task_page))
         job_kind_register(JobKind(name="reproduce", label="Reproduction tests", queue="llm",
                                   run="apps.datasets.execution.reproduce_job_work", subject="tasks.task",
-                                  retry="apps.datasets.execution.reproduce_job_retry", link=task_matrix_page))
+                                  retry="apps.datasets.execution.reproduce_job_retry",
+                                  cancellable=True, progress_unit=MODEL_CALLS, link=task_matrix_page))
         job_kind_register(JobKind(name="verifier_tests", label="Verifier tests", queue="tests",
                                   run="apps.datasets.execution.verifier_tests_job_work", subject="tasks.task",
                                   retry="apps.datasets.execution.verifier_tests_job_retry", link=task_matrix_page))
@@ -71,10 +74,10 @@ class DatasetsConfig(AppConfig):
                                   retry="apps.datasets.execution.execute_job_retry", link=candidate_page))
         job_kind_register(JobKind(name="release", label="Release", queue="curation",
                                   run="apps.datasets.releases.release_job_work", subject="datasets.release",
-                                  cancellable=True, link=release_page))
+                                  cancellable=True, progress_unit="tasks", link=release_page))
         job_kind_register(JobKind(name="export", label="Training export", queue="curation",
                                   run="apps.datasets.releases.export_job_work", subject="datasets.release",
-                                  cancellable=True, link=release_page))
+                                  cancellable=True, progress_unit="tasks", link=release_page))
         job_kind_register(JobKind(name="upload_import", label="Import of an upload", queue="curation",
                                   run="apps.datasets.uploads.upload_import_work", subject="datasets.upload",
                                   retry="apps.datasets.uploads.upload_import_retry", link=upload_page))

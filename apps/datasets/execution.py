@@ -221,15 +221,18 @@ def reproduction_request(task: Task) -> tuple[Prompt, dict[str, str]]:
 
 
 def reproduce_job_work(job, progress) -> None:
-    """The registered `run`: ask the test writer for reproduction tests from the task's issue."""
+    """The registered `run`: ask the test writer for reproduction tests from the task's issue (one call;
+    cancelled during it, nothing is stored)."""
     reproduction = ReproductionTests.objects.select_related("task__repository", "task__commit").get(job=job)
     task = reproduction.task
     prompt, variables = reproduction_request(task)
+    progress.report(0, 1)
     try:
         call, _ = model_call(role="test_writer", prompt=prompt, variables=variables, task=task,
                              max_tokens=REPRODUCTION_TOKENS)
     except ModelError as error:
         raise JobFailed("model_failed", f"{error.code}: {error}") from None
+    progress.report(1)
     files = reproduction_files([text for text in generated_files_from_answer(call.answer) if parses(text)])
     detail = "" if files else "The answer held no Python test file that parses: only regression tests will run."
     progress.complete(lambda: ReproductionTests.objects.filter(id=reproduction.id).update(

@@ -72,12 +72,13 @@ def judge_job_work(job, progress) -> None:
         made = judge_messages(prompt, JudgeInput(issue.text, candidate.patch, candidate.trajectory or None),
                               mode=judging.mode, budget_chars=budget)
         asked[candidate.id], shortenings[candidate.id] = made.messages, asdict(made.shortening)
-    progress.report(0, len(asked))
+    progress.report(0, len(asked))  # one call a candidate
     in_flight = 1 if model_settings.backend == "embedded" else settings.COMMITGYM_JUDGE_IN_FLIGHT
     counts, failures = {"scored": 0, "failed": 0}, []
 
     def stored(candidate_id, call) -> bool:
-        """Each call's score stored as it comes (nothing paid for is lost); False stops the rest."""
+        """Each call's score stored as it comes (nothing paid for is lost); False stops the rest: the job
+        was taken over, or someone cancelled it."""
         if not progress.holding():
             return False
         if call.outcome != ModelCall.Outcome.OK:
@@ -86,13 +87,13 @@ def judge_job_work(job, progress) -> None:
         else:
             _score_store(candidate_id, judging.mode, model, version, call, shortenings[candidate_id])
             counts["scored"] += 1
-        progress.report(counts["scored"] + counts["failed"], len(asked))
-        return not progress.cancel_requested()
+        return progress.go_on(counts["scored"] + counts["failed"])
 
     model_scores(role="judge", prompt=prompt, asked=asked, answers=ANSWERS, task=task, in_flight=in_flight,
                  on_each=stored)
     detail = "\n".join(failures)[:5000]
     Judging.objects.filter(id=judging.id).update(model=model, counts=counts, detail=detail)
+    progress.report(counts["scored"] + counts["failed"])  # cancelled: the scores stored so far stay
     if failures and not counts["scored"]:
         raise JobFailed("model_failed", f"No candidate could be judged: {failures[0]}")
 

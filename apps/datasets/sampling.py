@@ -7,7 +7,6 @@ run `sampler/<model>/<n>` (sample n of every task is that run's), and its gradin
 `tests` queue at once."""
 
 from dataclasses import asdict
-from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -74,14 +73,15 @@ def sampling_estimate(samples: int, budget: AgentBudget) -> dict:
 
 def sample_job_work(job, progress) -> None:
     """The registered `run`: the agent loop on the task at its base commit in its environment; the
-    sample's candidate stored and its grading queued."""
+    sample's candidate stored and its grading queued. Its progress counts the loop's model calls, of
+    its step budget; cancelled, it stops after the call under way and stores no candidate."""
     sampling = Sampling.objects.select_related("task__repository", "task__commit").get(job=job)
     task = sampling.task
     issue = task_current_issue(task=task)
     if issue is None or not issue.text.strip():
         raise JobFailed("no_issue", "The task has no issue text yet: write or import one before sampling.")
     validation = grading_validation(task, settings.COMMITGYM_SANDBOX)
-    result = _sample(task, issue.text, validation, sampling, progress.work_dir() / "sample")
+    result = _sample(task, issue.text, validation, sampling, progress)
     stored = []
     progress.complete(lambda: stored.append(_sample_store(task, sampling, result)))
     candidate_grade_start(candidate=stored[0])
@@ -95,16 +95,18 @@ def sample_job_retry(job, user):
                           actor=user).job
 
 
-def _sample(task: Task, issue: str, validation, sampling: Sampling, work: Path):
+def _sample(task: Task, issue: str, validation, sampling: Sampling, progress):
     budget = AgentBudget(**sampling.budget)
+    work = progress.work_dir() / "sample"
     try:
         repo = working_copy_write(task.repository.mirror_dir, task_base_sha(task), work)
     except (GitError, OSError) as error:
         raise JobFailed("no_environment", f"the base commit cannot be checked out: {error}") from None
     runner = sandbox_command_runner(environment_builder(task.repository, validation.backend),
                                     built_environment(validation.environment), repo, command_limits(budget))
-    return agent_run(complete=_recorded_completion(task), issue=issue, repo=repo, run_command=runner, budget=budget,
-                     seed=sampling.index, prompt=prompt_load(AGENT_PROMPT), scratch=work.parent)
+    progress.report(0, budget.steps)  # a call a step, at most
+    return agent_run(complete=_recorded_completion(task, progress), issue=issue, repo=repo, run_command=runner,
+                     budget=budget, seed=sampling.index, prompt=prompt_load(AGENT_PROMPT), scratch=work.parent)
 
 
 def _sample_store(task: Task, sampling: Sampling, result) -> Candidate:
@@ -123,15 +125,20 @@ def _sample_store(task: Task, sampling: Sampling, result) -> Candidate:
     return candidate
 
 
-def _recorded_completion(task: Task):
+def _recorded_completion(task: Task, progress):
     """`complete` for the loop: each call recorded as a ModelCall of the `agent` role, cached by its
-    conversation and the sample's seed."""
+    conversation and the sample's seed, and counted on the job's progress (JobCancelled after a call
+    when a cancel was asked)."""
     prompt = prompt_load(AGENT_PROMPT)
+    calls = 0
 
     def complete(messages: list[dict], max_tokens: int, seed: int) -> Completion:
+        nonlocal calls
         parameters = {"max_tokens": max_tokens, "temperature": TEMPERATURE, "seed": seed}
         call, _ = model_messages_call(role="agent", prompt=prompt, messages=messages, parameters=parameters,
                                       task=task)
+        calls += 1
+        progress.report(calls)
         return Completion(text=call.answer, tokens_in=call.tokens_in, tokens_out=call.tokens_out,
                           finish_reason=call.finish_reason, model=call.model)
 

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 from django.utils.module_loading import import_string
 
 JOB_TASK = "worker.tasks.job_run_task"  # the Celery task that runs a job of any kind
+MODEL_CALLS = "model calls"  # what a model job's progress counts: calls done of calls planned
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class JobKind:
     run: str  # dotted path of `run(job, progress)`, which does the work and stores its results
     subject: str = ""  # the model it works on, app_label.model ("" for none)
     cancellable: bool = False  # a running job stops at its next progress report
+    progress_unit: str = ""  # what its progress counts, for people: MODEL_CALLS, "commits" ("" says no unit)
     # Dotted path of `retry(job, user) -> Job`: a new job doing what a failed or cancelled one was
     # for ("" when the kind cannot be retried).
     retry: str = ""

@@ -60,6 +60,20 @@ def jobs_filtered(*, user, kind: str = "", state: str = "", subject: str = "") -
     return jobs.order_by("-created_at", "-id")
 
 
+def job_elapsed_seconds(job: Job) -> Optional[float]:
+    """How long the job has run: until now while it runs, from its worker's claim to its end once it
+    ended; None when it never started."""
+    if job.state == Job.State.RUNNING and job.started_at:
+        return max(0.0, (timezone.now() - job.started_at).total_seconds())
+    if job.state not in Job.ENDED_STATES:
+        return None
+    if job.seconds is not None:
+        return job.seconds
+    if job.started_at and job.finished_at:
+        return max(0.0, (job.finished_at - job.started_at).total_seconds())
+    return None
+
+
 def job_seconds_left(job: Job) -> Optional[float]:
     """A running job's time to go, from its pace so far; None when it cannot be told."""
     if job.state != Job.State.RUNNING or not job.started_at or not job.progress_total or not job.progress_done:

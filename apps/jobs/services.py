@@ -60,10 +60,17 @@ class JobProgress:
 
     def report(self, done: int, total: Optional[int] = None) -> None:
         """Record progress; JobCancelled when a cancel was asked, LeaseLost when another worker took
-        the job over (stop writing: that worker stores its own results)."""
-        self.lease.update(progress_done=done, **({"progress_total": total} if total is not None else {}))
-        if self.cancel_requested():
+        the job over (stop writing: that worker stores its own results). A model job reports its
+        calls: `total` the calls it plans, as soon as it knows them; `done` after each call."""
+        if not self.go_on(done, total):
             raise JobCancelled()
+
+    def go_on(self, done: int, total: Optional[int] = None) -> bool:
+        """Record progress as `report` does, and say whether to go on (False once a cancel was asked)
+        instead of raising: for work that stops on its own when told, such as a pool of model calls
+        that starts no more (apps.llm.calls.model_scores's `on_each`)."""
+        self.lease.update(progress_done=done, **({"progress_total": total} if total is not None else {}))
+        return not self.cancel_requested()
 
     def cancel_requested(self) -> bool:
         return job_kind(self.job.kind).cancellable and self.lease.rows().filter(cancel_requested=True).exists()

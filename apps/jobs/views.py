@@ -30,7 +30,6 @@ def _rows(jobs) -> list[dict]:
             kind = None  # its app is not installed here any more: shown, not acted on
         rows.append({"job": job, "kind": kind, "label": kind.label if kind else job.kind,
                      "link": kind.link(job) if kind and kind.link else "",
-                     "seconds_left": selectors.job_seconds_left(job),
                      "can_cancel": bool(kind and kind.cancellable and job.is_active),
                      "can_retry": bool(kind and kind.retry and job.state in (Job.State.FAILED, Job.State.CANCELLED))})
     return rows

@@ -7,7 +7,7 @@ class LlmConfig(AppConfig):
     verbose_name = "Language models"
 
     def ready(self):
-        from apps.jobs.registry import JobKind, job_kind_register
+        from apps.jobs.registry import MODEL_CALLS, JobKind, job_kind_register
         from apps.tasks.apps import task_page
 
         from . import checks  # noqa: F401 - registers the settings check
@@ -15,4 +15,4 @@ class LlmConfig(AppConfig):
         for name, label in (("backtranslate", "Issue writing"), ("generate_tests", "Test writing")):
             job_kind_register(JobKind(name=name, label=label, queue="llm", run="apps.llm.services.language_job_work",
                                       subject="tasks.task", retry="apps.llm.services.language_job_retry",
-                                      link=task_page))
+                                      cancellable=True, progress_unit=MODEL_CALLS, link=task_page))

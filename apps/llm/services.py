@@ -7,7 +7,8 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
-from apps.jobs.services import JobFailed, job_start
+from apps.jobs.leases import LeaseLost
+from apps.jobs.services import JobCancelled, JobFailed, job_start
 from apps.tasks.backtranslation import task_backtranslate
 from apps.tasks.generation import task_generate_tests
 from worker.engine.llm.clients import ModelError, ModelSettings
@@ -33,12 +34,21 @@ def language_job_start(*, task, kind: str, regenerate: bool = False, user=None) 
 
 
 def language_job_work(job, progress) -> None:
-    """The registered `run` of both kinds: ask the role's model, store what came of it."""
+    """The registered `run` of both kinds: ask the role's model, store what came of it. Cancelled
+    during its call, it stores nothing of what came (the call is recorded all the same: a retry that
+    does not regenerate is answered from it)."""
     language_job = LanguageJob.objects.select_related("task").get(job=job)
     role, work = LANGUAGE_JOB_WORK[language_job.kind]
     model = ModelSettings(**settings.COMMITGYM_MODELS[role])
     try:
-        outcome, detail, model_name = work(task=language_job.task, regenerate=language_job.regenerate)
+        outcome, detail, model_name = work(task=language_job.task, regenerate=language_job.regenerate,
+                                           progress=progress)
+    except JobCancelled:
+        _store(progress, language_job, outcome="", detail="cancelled before its results were stored",
+               model=model.model_name)
+        raise
+    except LeaseLost:
+        raise
     except ModelError as error:
         message = model.redact(f"{error.code}: {error}")
         _store(progress, language_job, outcome="failed", detail=message, model=model.model_name)

@@ -16,4 +16,4 @@ class RepositoriesConfig(AppConfig):
         job_kind_register(JobKind(name="mining", label="Mining", queue="mining",
                                   run="apps.repositories.services.mining_job_work", subject="repositories.repository",
                                   cancellable=True, retry="apps.repositories.services.mining_job_retry_job",
-                                  link=_repository_page))
+                                  progress_unit="commits", link=_repository_page))

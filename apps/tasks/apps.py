@@ -41,7 +41,7 @@ class TasksConfig(AppConfig):
                                   on_failure="apps.tasks.services.validation_job_ended", link=task_page))
         job_kind_register(JobKind(name="bulk_action", label="Bulk action", queue="curation",
                                   run="apps.tasks.bulk.bulk_action_work", subject="tasks.bulkaction", cancellable=True,
-                                  link=_bulk_page))
+                                  progress_unit="tasks", link=_bulk_page))
         job_kind_register(JobKind(name="bulk_undo", label="Bulk undo", queue="curation",
                                   run="apps.tasks.bulk.bulk_undo_work", subject="tasks.bulkaction",
-                                  retry="apps.tasks.bulk.bulk_undo_retry", link=_bulk_page))
+                                  retry="apps.tasks.bulk.bulk_undo_retry", progress_unit="tasks", link=_bulk_page))

@@ -76,9 +76,11 @@ def issue_prompt(task: Task, validation: Validation, source_patch: Optional[str]
         failing_output=_failing_output(validation))
 
 
-def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, str, str]:
+def task_backtranslate(*, task: Task, regenerate: bool = False, progress=None) -> tuple[str, str, str]:
     """Write (or find already written) the task's issue. Returns (outcome, detail, model): outcome
-    is written, cached or skipped; a model that fails raises ModelError and stores nothing."""
+    is written, cached or skipped; a model that fails raises ModelError and stores nothing. `progress`
+    (a job's) counts its one call, and raises JobCancelled after it when a cancel was asked: no issue
+    is written then."""
     model = role_settings("issue_writer").model_name
     if task.state not in VALID_OR_LATER:
         return "skipped", f"the task is {task.state}: issues are written for valid tasks", model
@@ -87,8 +89,12 @@ def task_backtranslate(*, task: Task, regenerate: bool = False) -> tuple[str, st
         return "skipped", "the task has no valid validation to describe", model
     source_patch = _source_patch(task)
     prompt, variables = issue_prompt(task, validation, source_patch)
+    if progress is not None:
+        progress.report(0, 1)
     call, cached = model_call(role="issue_writer", prompt=prompt, variables=variables, task=task,
                               regenerate=regenerate, max_tokens=ISSUE_WRITER_TOKENS)
+    if progress is not None:
+        progress.report(1)
     if cached and IssueVersion.objects.filter(task=task, model_call=call).exists():
         return "cached", "", call.model
     text = issue_text(call.answer)

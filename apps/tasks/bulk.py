@@ -8,11 +8,12 @@ if it is still in a state the action applies to, so running it twice changes not
 import hashlib
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
 from apps.jobs.models import Job
+from apps.jobs.registry import MODEL_CALLS, job_kind
 from apps.jobs.services import job_start
 from apps.llm.services import language_job_start
 
@@ -225,13 +226,17 @@ def _changed_since(task_ids: list[int], since) -> set[int]:
 def bulk_started_jobs(bulk: BulkAction) -> dict[str, int]:
     """The jobs a bulk action started (validations, issue or test writers), counted by state ({} for
     actions that start none): the action's own job ends as soon as they are queued, they run long
-    after."""
+    after. Model jobs add their calls: `calls_done` of `calls_planned` (by the jobs started so far)."""
     if bulk.action not in STARTS_JOBS or not bulk.changed:
         return {}
-    counts = dict(Job.objects.filter(kind=STARTS_JOBS[bulk.action], subject_type="tasks.task",
-                                     subject_id__in=[row[0] for row in bulk.changed], created_at__gte=bulk.created_at)
-                  .values_list("state").annotate(n=Count("id")).values_list("state", "n"))
-    return {state: counts.get(state, 0) for state in Job.State.values} | {"total": sum(counts.values())}
+    jobs = Job.objects.filter(kind=STARTS_JOBS[bulk.action], subject_type="tasks.task",
+                              subject_id__in=[row[0] for row in bulk.changed], created_at__gte=bulk.created_at)
+    counts = dict(jobs.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    started = {state: counts.get(state, 0) for state in Job.State.values} | {"total": sum(counts.values())}
+    if job_kind(STARTS_JOBS[bulk.action]).progress_unit == MODEL_CALLS:
+        calls = jobs.aggregate(done=Sum("progress_done"), planned=Sum("progress_total"))
+        started |= {"calls_done": calls["done"] or 0, "calls_planned": calls["planned"] or 0}
+    return started
 
 
 def bulk_action_state(bulk: BulkAction, started: dict[str, int]) -> str:

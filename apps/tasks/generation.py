@@ -49,18 +49,23 @@ def generation_prompt(task: Task):
         files_before=_files_before(task, source_paths))
 
 
-def task_generate_tests(*, task: Task, regenerate: bool = False) -> tuple[str, str, str]:
+def task_generate_tests(*, task: Task, regenerate: bool = False, progress=None) -> tuple[str, str, str]:
     """Ask the test writer for test files and queue their check. Returns (outcome, detail, model):
     written (files queued), cached (this answer was checked before), skipped, or failed (no test in
-    the answer). A model that fails raises ModelError and stores nothing."""
+    the answer). A model that fails raises ModelError and stores nothing. `progress` (a job's) counts
+    its one call, and raises JobCancelled after it when a cancel was asked: nothing is queued then."""
     model = role_settings("test_writer").model_name
     source = generation_source(task)
     if source is None:
         return "skipped", ("tests are generated for tasks whose validation found no Fail-to-Pass test of "
                            "their own, broke nothing and built an environment"), model
     prompt, variables = generation_prompt(task)
+    if progress is not None:
+        progress.report(0, 1)
     call, cached = model_call(role="test_writer", prompt=prompt, variables=variables, task=task,
                               regenerate=regenerate, max_tokens=TEST_WRITER_TOKENS)
+    if progress is not None:
+        progress.report(1)
     if cached and GeneratedTest.objects.filter(task=task, model_call=call).exists():
         return "cached", "", call.model
     files = generated_files_from_answer(call.answer)

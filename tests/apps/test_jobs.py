@@ -125,9 +125,9 @@ def test_cancelling_stops_a_queued_job_at_once_and_a_running_one_at_its_next_rep
     job_run(job_id=running.id)
     running.refresh_from_db()
     assert running.state == "cancelled" and ChoreRun.objects.get(job=running).finished == 0
-    language = Job.objects.create(kind="backtranslate")
+    validation = Job.objects.create(kind="validation")
     with pytest.raises(JobRefused, match="cannot be cancelled"):
-        job_cancel(job=language)
+        job_cancel(job=validation)
 
 
 @pytest.mark.django_db
@@ -194,9 +194,10 @@ def test_the_jobs_page_shows_every_job_and_polls_only_while_one_runs(curator_cli
     Job.objects.filter(id=job.id).update(state="running", progress_done=1, progress_total=4,
                                          started_at=timezone.now() - timezone.timedelta(seconds=10), worker="w1")
     page = curator_client.get(reverse("jobs:list")).content.decode()
-    assert f'id="job-{job.id}"' in page and "chore page" in page and "1 / 4" in page
+    assert f'id="job-{job.id}"' in page and "chore page" in page and "1 of 4," in page
     # 3 steps left at 10 s a step (the request itself takes a moment longer)
     assert re.search(r"about 3[0-3] s left", page), page
+    assert re.search(r"started <time[^>]*>[\d :-]+</time>, running for <span[^>]*>1[0-3] s<", page), page
     assert 'hx-trigger="every 2s"' in page and ">Cancel<" in page and "w1" in page
     assert f'id="job-{job.id}"' not in curator_client.get(reverse("jobs:list") + "?kind=backtranslate").content.decode()
     assert f'id="job-{job.id}"' in curator_client.get(
@@ -325,7 +326,7 @@ def test_a_killed_workers_job_says_worker_lost_and_re_sent_once_the_sweep_has_se
     assert "badge-running" in row() and "re-sent" not in row()  # its heartbeat is not stale yet
     wait_until(lambda: jobs_sweep()["taken_over"] == 1, timeout=30, what="the sweep to see the worker lost")
     shown = row()
-    assert ">queued</span>" in shown  # it runs nowhere: waiting for a worker, at the front of its queue
+    assert ">Queued</span>" in shown  # it runs nowhere: waiting for a worker, at the front of its queue
     assert re.search(r"worker lost, re-sent at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", shown), shown
     broker.delete("chores", *broker.keys("chores*"))
 

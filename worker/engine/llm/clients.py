@@ -11,7 +11,7 @@ retry what is worth retrying (connection errors, 429, 5xx) with backoff; the res
 
 import math
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,22 +107,32 @@ def model_client(settings: ModelSettings) -> ModelClient:
 
 def calls_collect(call: Callable[[Hashable], object], keys: list, *, in_flight: int,
                   on_each: Optional[Callable[[Hashable, object], bool]] = None) -> dict:
-    """`call` over `keys`, `in_flight` at a time, in the order given (one at a time keeps a shared
-    prompt prefix warm); each result lands on the key it was asked for, whatever order the calls
+    """`call` over `keys`, `in_flight` at a time, started in the order given (one at a time keeps a
+    shared prompt prefix warm); each result lands on the key it was asked for, whatever order the calls
     finish in (an exception too, as the value). `on_each(key, result)` runs in the calling thread as
-    each call ends; when it returns False, calls not yet started are not made."""
+    each call ends, before another call starts in its place: when it returns False (or raises), no
+    call starts after it; those under way end."""
     results: dict = {}
+    waiting = list(reversed(keys))  # the next to start last
     with ThreadPoolExecutor(max_workers=max(1, in_flight)) as pool:
-        asked = {pool.submit(call, key): key for key in keys}
-        for future in as_completed(asked):
-            if future.cancelled():
-                continue
-            error = future.exception()
-            key = asked[future]
-            results[key] = error if error is not None else future.result()
-            if on_each is not None and not on_each(key, results[key]):
-                for waiting in asked:
-                    waiting.cancel()
+        running: dict = {}
+
+        def start_next() -> None:
+            key = waiting.pop()
+            running[pool.submit(call, key)] = key
+
+        for _ in range(min(len(waiting), max(1, in_flight))):
+            start_next()
+        while running:
+            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in ended:
+                key = running.pop(future)
+                error = future.exception()
+                results[key] = error if error is not None else future.result()
+                if on_each is not None and not on_each(key, results[key]):
+                    waiting.clear()
+                if waiting:
+                    start_next()
     return results
 
 
