@@ -64,7 +64,8 @@ class PageProblems:
         # "Failed to load resource" repeats an error response, which `response` judges below.
         page.on("console", lambda msg: msg.type == "error" and not msg.text.startswith("Failed to load resource")
                 and self.items.append(f"console error on {page.url}: {msg.text}"))
-        page.on("requestfailed", lambda request: self.items.append(
+        # A request the page itself gave up (it was left while a poll was under way) is no fault.
+        page.on("requestfailed", lambda request: request.failure != "net::ERR_ABORTED" and self.items.append(
             f"request failed: {request.method} {request.url}: {request.failure}"))
 
         def response(resp):
