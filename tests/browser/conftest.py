@@ -130,3 +130,21 @@ def log_in(page, base_url: str, username: str, password: str, then: str | None =
     expect(page.locator(".who")).to_contain_text(username)
     if then:
         page.goto(base_url + then)
+
+
+def repository_with_a_task_in_review(git_repo):
+    """A curator (carla, password pw-carla) and her repository, mined, with one fix waiting for review:
+    (the repository, that task)."""
+    from apps.repositories.services import repository_register
+    from apps.tasks.models import Task
+    from tests.conftest import mine_now, task_put_in_review, user_with_role
+
+    git_repo.commit("Initial library", {"lib/calc.py": "def add(a, b):\n    return a - b\n"})
+    git_repo.commit("Fix add returning the difference", {
+        "lib/calc.py": "def add(a, b):\n    return a + b\n",
+        "tests/test_add.py": "from lib.calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"})
+    repository = repository_register(location=str(git_repo.path), user=user_with_role("carla", "curator"))
+    mine_now(repository)
+    task = task_put_in_review(Task.objects.get(repository=repository, commit__parent_sha__gt=""),
+                              fail_to_pass=["tests/test_add.py::test_add"], issue="add() subtracts")
+    return repository, task

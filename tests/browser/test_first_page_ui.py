@@ -9,32 +9,21 @@ import pytest
 from playwright.sync_api import expect
 
 from apps.datasets.models import Candidate
-from apps.repositories.services import repository_register
-from apps.tasks.models import Task
-from tests.browser.conftest import log_in, page_screenshot
-from tests.conftest import mine_now, task_put_in_review, user_with_role
+from tests.browser.conftest import log_in, page_screenshot, repository_with_a_task_in_review
 
 pytestmark = pytest.mark.e2e
 
 
-def _repository_in_review(git_repo):
-    git_repo.commit("Initial library", {"lib/calc.py": "def add(a, b):\n    return a - b\n"})
-    git_repo.commit("Fix add returning the difference", {
-        "lib/calc.py": "def add(a, b):\n    return a + b\n",
-        "tests/test_add.py": "from lib.calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"})
-    curator = user_with_role("carla", "curator")
-    repository = repository_register(location=str(git_repo.path), user=curator)
-    mine_now(repository)
-    task = task_put_in_review(Task.objects.get(repository=repository, commit__parent_sha__gt=""),
-                              fail_to_pass=["tests/test_add.py::test_add"], issue="add() subtracts")
+def _repository_with_candidates(git_repo):
+    repository, task = repository_with_a_task_in_review(git_repo)
     Candidate.objects.create(task=task, source="gold", patch="diff --git a/x b/x\n", outcome="resolved")
-    Candidate.objects.create(task=task, source="empty", patch="", outcome="unresolved")
+    Candidate.objects.create(task=task, source="empty", patch="", outcome="no")
     return repository, task
 
 
 def test_the_first_page_says_what_the_product_does_and_leads_along_both_paths(live_server, git_repo, new_page,
                                                                              page_problems, screenshot_dir):
-    repository, task = _repository_in_review(git_repo)
+    repository, task = _repository_with_candidates(git_repo)
     page = new_page()
     log_in(page, live_server.url, "carla", "pw-carla", then=None)
     expect(page.locator("#what-it-does")).to_contain_text("executable software-engineering tasks")

@@ -5,11 +5,8 @@ letter. Screenshots: var/screenshots/phone-*.png."""
 import pytest
 from playwright.sync_api import expect
 
-from apps.repositories.services import repository_register
-from apps.tasks.models import Task
-from tests.browser.conftest import page_screenshot
+from tests.browser.conftest import page_screenshot, repository_with_a_task_in_review
 from tests.browser.test_dataset_ui import judged_dataset
-from tests.conftest import mine_now, task_put_in_review, user_with_role
 
 pytestmark = pytest.mark.e2e
 
@@ -35,15 +32,7 @@ def _fits(page, name: str, screenshot_dir) -> None:
 
 def test_pages_fit_a_phone_and_the_navigation_folds(live_server, browser, git_repo, page_problems, screenshot_dir,
                                                     tmp_path):
-    git_repo.commit("Initial library", {"lib/calc.py": "def add(a, b):\n    return a - b\n"})
-    git_repo.commit("Fix add returning the difference", {
-        "lib/calc.py": "def add(a, b):\n    return a + b\n",
-        "tests/test_add.py": "from lib.calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"})
-    curator = user_with_role("carla", "curator")
-    repository = repository_register(location=str(git_repo.path), user=curator)
-    mine_now(repository)
-    task = task_put_in_review(Task.objects.get(repository=repository, commit__parent_sha__gt=""),
-                              fail_to_pass=["tests/test_add.py::test_add"], issue="add() subtracts")
+    _, task = repository_with_a_task_in_review(git_repo)
     dataset = judged_dataset(tmp_path)
 
     context = browser.new_context(viewport=PHONE, locale="en-US", timezone_id="UTC", is_mobile=True, has_touch=True)
