@@ -261,6 +261,20 @@ def test_the_predictions_command_prints_one_json_line_per_run(tmp_path):
         unreadable.stderr
 
 
+def test_a_file_with_no_rows_is_refused_with_why_by_the_imports_and_the_commands(tmp_path):
+    instances_import(path=jsonl(tmp_path / "verified.jsonl", three_instances()))
+    files = {"empty.jsonl": "", "blank.jsonl": "\n  \n", "list.json": "[]", "keyed.json": "{}"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ImportUnreadable, match=f"^{name} holds no predictions: it has no rows$"):
+            predictions_import(path=tmp_path / name, run_name="agent-a")
+    with pytest.raises(CommandError, match="^nothing imported: empty.jsonl holds no predictions: it has no rows$"):
+        call_command("import_predictions", str(tmp_path / "empty.jsonl"))
+    with pytest.raises(CommandError, match="^nothing imported: list.json holds no instances: it has no rows$"):
+        call_command("import_instances", str(tmp_path / "list.json"))
+    assert not Run.objects.exists() and list(Import.objects.values_list("kind", flat=True)) == [Import.Kind.INSTANCES]
+
+
 def test_trajectories_go_with_their_candidates_and_show_on_the_task_page(tmp_path, curator_client):
     instances_import(path=jsonl(tmp_path / "verified.jsonl", three_instances()))
     steps = jsonl(tmp_path / "steps.jsonl", [

@@ -8,6 +8,7 @@ applied inside the sandbox.
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -17,6 +18,15 @@ from worker.engine.git.repo import GIT_CONFIG, GitError, git_environment, git_ru
 from worker.engine.sandbox.base import Limits, RunResult
 
 PATCH_FILE = ".commitgym.patch"  # beside the repository, never inside it
+# What the worker walks of a working copy, at most. Deeper, Python 3.11's recursive walks (copytree,
+# rmtree, fwalk: a frame a folder) would fail, and longer, the worker's absolute paths into a copy
+# would pass PATH_MAX (4,096 bytes); no repository's own tree comes near either.
+TREE_DEPTH_MAX = 256
+PATH_BYTES_MAX = 2048
+
+
+class TreeTooDeep(ValueError):
+    """A working copy nested deeper, or with a path longer, than the worker walks."""
 
 
 def working_copy_write(mirror_dir: Path, sha: str, workdir: Path) -> Path:
@@ -91,24 +101,51 @@ def patch_apply(sandbox, workdir: Path, patch: str, *, limits: Limits = Limits(w
 
 
 def tree_state(root: Path) -> dict[str, tuple]:
-    """{path relative to root: ("file", mode bits, sha256) | ("link", target) | ("dir",)}, links
-    never followed."""
-    found = {}
-    for folder, dirs, files in os.walk(root, followlinks=False):
+    """{path relative to root: ("file", mode bits, sha256) | ("link", target) | ("dir",) | ("other",)},
+    links never followed, each name looked at through its folder's handle (no path is too long to
+    open). TreeTooDeep where folders nest deeper than TREE_DEPTH_MAX or a path is longer than
+    PATH_BYTES_MAX: nothing below is walked."""
+    found, top = {}, str(root)
+    for folder, dirs, files, folder_fd in os.fwalk(top, follow_symlinks=False, onerror=_raised):
+        prefix = folder[len(top) + 1:]
+        prefix += "/" if prefix else ""
+        if dirs and prefix.count("/") >= TREE_DEPTH_MAX:
+            raise TreeTooDeep(f"it has folders nested more than {TREE_DEPTH_MAX} deep ({_cut(prefix)})")
         for name in dirs + files:
-            path = Path(folder) / name
-            relative = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                found[relative] = ("link", os.readlink(path))
-            elif path.is_dir():
+            relative = prefix + name
+            if len(relative) > PATH_BYTES_MAX // 4 and len(os.fsencode(relative)) > PATH_BYTES_MAX:
+                raise TreeTooDeep(f"it has a path longer than {PATH_BYTES_MAX} bytes ({_cut(relative)})")
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                found[relative] = ("link", os.readlink(name, dir_fd=folder_fd))
+            elif stat.S_ISDIR(info.st_mode):
                 found[relative] = ("dir",)
-            elif path.is_file():
-                with open(path, "rb", opener=_no_follow) as file:  # read in chunks: a file may be large
+            elif stat.S_ISREG(info.st_mode):
+                handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+                with open(handle, "rb") as file:  # read in chunks: a file may be large
                     digest = hashlib.file_digest(file, "sha256").hexdigest()
-                found[relative] = ("file", path.stat().st_mode & 0o111, digest)
+                found[relative] = ("file", info.st_mode & 0o111, digest)
             else:
                 found[relative] = ("other",)
     return found
+
+
+def _raised(error: OSError) -> None:
+    raise error  # a folder that cannot be read would hide what is in it
+
+
+def _cut(path: str) -> str:
+    return path if len(path) <= 80 else f"{path[:80]}…"
+
+
+def tree_remove(path: Path) -> None:
+    """`path` and everything below it, however deep: Python 3.11's rmtree recurses a frame a folder,
+    so a tree nested thousands of folders deep is left to rm, which does not."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _no_follow(path, flags):

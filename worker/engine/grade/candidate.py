@@ -18,6 +18,7 @@ Outcomes come only from runs whose report is trusted (validate/oracle.py: run_ou
 """
 
 import hashlib
+import importlib.machinery
 import os
 import re
 import shutil
@@ -28,14 +29,17 @@ from functools import partial
 from pathlib import Path
 from typing import Optional
 
+import iniconfig
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.git.working_copy import (
     PATCH_FILE,
+    TreeTooDeep,
     patch_apply,
     paths_changed,
+    tree_remove,
     tree_state,
     working_copy_clone,
     working_copy_write,
@@ -47,16 +51,25 @@ from worker.engine.sandbox.base import Limits, hand_over
 from worker.engine.validate.oracle import graded_files, run_outcome, runs_outcome
 from worker.engine.validate.pipeline import fresh_copy_run
 
+# Names are matched in lower case: importlib.metadata and pkg_resources find package metadata so, and
+# a name put back that needs no putting back costs nothing.
 # Files whose changes decide how pytest runs or what Python does at start-up, wherever they are.
-PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml",
                              "sitecustomize.py", "usercustomize.py"})
-PROTECTED_SUFFIXES = (".pth",)
-# Folders whose files declare what a package provides: a pytest11 entry point loads a plugin.
-PROTECTED_FOLDER_SUFFIXES = (".dist-info", ".egg-info")
-CONFIG_BYTES = 1 << 20  # a setup.cfg or pyproject.toml larger than this is not parsed: any change to it counts
+# What Python imports with no source to read (a patch shows them as binary blobs): bytecode and
+# extension modules, by this interpreter's suffixes and those of the others environments run (.pyo:
+# Python 2's and up to 3.4's optimised bytecode; .pyd: extension modules on Windows).
+COMPILED_SUFFIXES = tuple(sorted({*importlib.machinery.BYTECODE_SUFFIXES, *importlib.machinery.EXTENSION_SUFFIXES,
+                                  ".pyo", ".pyd"}))
+PROTECTED_SUFFIXES = (".pth", ".egg-link", *COMPILED_SUFFIXES)
+# Folders whose files declare what a package provides (a pytest11 entry point loads a plugin; an .egg
+# holds its metadata in EGG-INFO), and Python's bytecode caches, loaded in place of their sources.
+PROTECTED_FOLDER_SUFFIXES = (".dist-info", ".egg-info", ".egg")
+PROTECTED_FOLDERS = frozenset({"__pycache__"})
+CONFIG_BYTES = 1 << 20  # a setup.cfg, tox.ini or pyproject.toml larger than this is not parsed: any change to it counts
 BINARY_BYTES = 64 << 20  # what a patch's binary hunks may write, at most (they are compressed in the patch)
 # Files protected only in their pytest sections: a fix may change the rest (a dependency, say).
-PYTEST_SECTION_FILES = ("setup.cfg", "pyproject.toml")
+PYTEST_SECTION_FILES = ("setup.cfg", "tox.ini", "pyproject.toml")
 BASE_IDLE_SECONDS = 24 * 3600
 OUTPUT_KEPT = 2000  # characters of `git apply`'s output kept when a patch does not apply
 
@@ -107,8 +120,10 @@ def candidate_grade(task: TaskToGrade, patch: Optional[str], *, builder: Environ
     try:
         work.mkdir(parents=True)
         result = _grade(task, patch, builder, environment, work, settings)
+    except TreeTooDeep as deep:
+        result = GradeResult("error", detail=f"the working copy cannot be graded: {deep}")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        tree_remove(work)
     result.seconds = time.monotonic() - started
     return result
 
@@ -241,10 +256,10 @@ def _tail(output: bytes) -> str:
 
 
 def _protected(path: str, base: Path, candidate: Path) -> bool:
-    name = Path(path).name
+    *folders, name = path.lower().split("/")
     if name in PROTECTED_NAMES or name.endswith(PROTECTED_SUFFIXES):
         return True
-    if any(part.endswith(PROTECTED_FOLDER_SUFFIXES) for part in Path(path).parts):
+    if any(part in PROTECTED_FOLDERS or part.endswith(PROTECTED_FOLDER_SUFFIXES) for part in (*folders, name)):
         return True
     if any(os.path.islink(root / path) for root in (base, candidate)):
         return True  # a link the candidate made or changed: nothing a fix needs, and it could point anywhere
@@ -254,31 +269,23 @@ def _protected(path: str, base: Path, candidate: Path) -> bool:
 
 
 def _pytest_section(path: Path, name: str):
-    """The pytest configuration a setup.cfg or pyproject.toml holds (None without one). setup.cfg's
-    is read line by line, every section whose header says pytest (parsers differ on odd headers
-    and repeated keys, and pytest's is not ours); a file too large or that does not parse gives its
-    whole text, so that any change to it counts."""
+    """The pytest configuration a setup.cfg, tox.ini or pyproject.toml holds (None without the
+    file), read by the parsers pytest reads them with: iniconfig, as pytest calls it (values whole,
+    continuation lines and comments in them), every section whose name says pytest (pytest reads
+    one of them, which one depends on its version); tomllib, the tool.pytest table. A file too large,
+    or that does not parse, gives its whole text: any change to it counts."""
     if not path.is_file() or path.is_symlink():
         return None
     if path.stat().st_size > CONFIG_BYTES:
         return ("too large", path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
     text = path.read_bytes().decode("utf-8", "replace")
-    if name == "setup.cfg":
-        return _pytest_lines(text)
     try:
-        return tomllib.loads(text).get("tool", {}).get("pytest")
-    except (ValueError, RecursionError, AttributeError):
+        if name == "pyproject.toml":
+            return tomllib.loads(text).get("tool", {}).get("pytest")
+        sections = iniconfig.IniConfig(name, text).sections
+    except (ValueError, RecursionError, AttributeError, iniconfig.ParseError):
         return ("unparsed", text)
-
-
-def _pytest_lines(text: str) -> list[str]:
-    lines, inside = [], False
-    for line in text.splitlines():
-        if line.lstrip().startswith("["):
-            inside = "pytest" in line.lower()
-        if inside or "pytest" in line.lower():
-            lines.append(line.rstrip())
-    return lines
+    return {section: dict(values) for section, values in sections.items() if "pytest" in section.lower()}
 
 
 def _put_back(path: str, base: Path, candidate: Path) -> None:

@@ -85,20 +85,23 @@ class NotARow(ValueError):
 
 
 def instances_read(path: Path) -> Rows:
-    return _rows_read(path, _instance, keyed=False, parquet=True)
+    return _rows_read(path, _instance, keyed=False, parquet=True, what="instances")
 
 
 def predictions_read(path: Path, *, run: str = "") -> Rows:
-    return _rows_read(path, lambda row: _prediction(row, run), keyed=True)
+    return _rows_read(path, lambda row: _prediction(row, run), keyed=True, what="predictions")
 
 
-def _rows_read(path: Path, make, *, keyed: bool, parquet: bool = False) -> Rows:
+def _rows_read(path: Path, make, *, keyed: bool, what: str, parquet: bool = False) -> Rows:
     found = Rows()
     path = Path(path)
     try:
         rows = list(_parquet_rows(path) if parquet and path.suffix == ".parquet" else _json_rows(path, keyed=keyed))
     except NotARow as unreadable:
         found.unreadable = str(unreadable)
+        return found
+    if not rows:  # an empty file, blank lines, [] or {}: most likely not the file meant
+        found.unreadable = f"{path.name} holds no {what}: it has no rows"
         return found
     for number, row in rows:
         found.rows += 1

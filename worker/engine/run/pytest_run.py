@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
+from worker.engine.git.working_copy import tree_remove
 from worker.engine.run.patch_first import PatchFirst, patch_first_served
 from worker.engine.sandbox.base import Limits, RunStatus
 
@@ -102,7 +103,7 @@ def pytest_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection
         finally:
             os.close(report_fd)
     finally:
-        shutil.rmtree(plugin_dir, ignore_errors=True)
+        tree_remove(plugin_dir)  # the run can write in it: thousands of folders deep, say
     checked = report_check(data, key, exit_code=result.exit_code)
     events = [] if checked.untrusted else checked.events
     seconds = result.seconds

@@ -17,7 +17,7 @@ from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuil
 from worker.engine.env.files import environment_files_lay
 from worker.engine.env.recipes import ENV, WORKSPACE, install_recipe, recipe_key
 from worker.engine.git.patches import commit_patches
-from worker.engine.git.working_copy import patch_apply, working_copy_clone, working_copy_write
+from worker.engine.git.working_copy import patch_apply, tree_remove, working_copy_clone, working_copy_write
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import TestRun, pytest_run
@@ -172,7 +172,7 @@ def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, r
                              selection=selection, per_test_timeout=per_test_timeout, limits=limits,
                              mount_at=WORKSPACE, first=first)
     finally:
-        shutil.rmtree(fresh, ignore_errors=True)
+        tree_remove(fresh)  # a plain folder holds what the run made, thousands of folders deep maybe
     return run, copy_seconds
 
 
