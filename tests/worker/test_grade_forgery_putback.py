@@ -31,9 +31,11 @@ def pytest_pycollect_makeitem(collector, name, obj):
         return [pytest.Function.from_parent(collector, name=name, callobj=lambda: None)]
 '''
 PLUGIN_ENTRY_POINT = "[pytest11]\ntextkit_compat = textkit._compat\n"
-# The base the setup.cfg attack needs: pytest's configuration in setup.cfg (pyproject.toml's, which
-# pytest would read first, taken out).
+# The bases the attacks on setup.cfg and tox.ini need: pytest's configuration in one of them
+# (pyproject.toml's, which pytest would read first, taken out).
 SETUP_CFG = "[metadata]\nname = textkit\n\n[tool:pytest]\ntestpaths = tests\npythonpath = .\n"
+TOX_INI = ("[tox]\nenvlist = py\n\n[testenv]\ndeps = pytest\ncommands = pytest\n\n"
+           "[pytest]\ntestpaths = tests\npythonpath = .\n")
 # Made as the tests import the package: trees nested 5,000 folders deep in the run's copy and in the
 # folder beside it where the report plugin lives.
 DEEP_AT_IMPORT = '''
@@ -122,23 +124,25 @@ def test_package_metadata_declaring_a_plugin_is_put_back_in_any_case(textkit, fo
         "no", [f"{folder}/{metadata}", f"{folder}/entry_points.txt"]), declared.detail
 
 
-def test_a_pytest_option_hidden_on_a_continuation_line_of_setup_cfg_is_put_back(textkit):
-    # A base whose pytest configuration is setup.cfg's.
+@pytest.mark.parametrize("name, text, elsewhere", [
+    ("setup.cfg", SETUP_CFG, ("name = textkit", "name = tk")),
+    ("tox.ini", TOX_INI, ("deps = pytest", "deps =\n    pytest\n    hypothesis")),
+], ids=["setup.cfg", "tox.ini"])
+def test_a_pytest_option_hidden_on_a_continuation_line_is_put_back(textkit, name, text, elsewhere):
+    # A base whose pytest configuration is this file's.
     pyproject = textkit.repo.git("show", f"{textkit.parent}:pyproject.toml") + "\n"
     base = diff_commit(textkit.repo, textkit.parent, {
-        "setup.cfg": SETUP_CFG, "pyproject.toml": pyproject.split("[tool.pytest.ini_options]")[0]})
+        name: text, "pyproject.toml": pyproject.split("[tool.pytest.ini_options]")[0]})
     gold = textkit(textkit.gold, base_sha=base)
     assert (gold.outcome, gold.tampering) == ("resolved", [])
     # pytest reads `pythonpath` on to the indented line, then `addopts`: a reader of lines sees the
     # section end at the indented header.
     hidden = textkit(diff(textkit.repo, base, {
-        "textkit/_compat.py": STUB_PLUGIN, "setup.cfg": SETUP_CFG + "    [x]\naddopts = -p textkit._compat\n"}),
-        base_sha=base)
-    assert (hidden.outcome, hidden.tampering) == ("no", ["setup.cfg"]), hidden.detail
-    # Elsewhere in setup.cfg a fix may change what it likes.
-    metadata = textkit(diff(textkit.repo, base, {"setup.cfg": SETUP_CFG.replace("name = textkit", "name = tk")}) +
-                       textkit.gold, base_sha=base)
-    assert (metadata.outcome, metadata.tampering) == ("resolved", [])
+        "textkit/_compat.py": STUB_PLUGIN, name: text + "    [x]\naddopts = -p textkit._compat\n"}), base_sha=base)
+    assert (hidden.outcome, hidden.tampering) == ("no", [name]), hidden.detail
+    # Elsewhere in the file a fix may change what it likes.
+    changed = textkit(diff(textkit.repo, base, {name: text.replace(*elsewhere)}) + textkit.gold, base_sha=base)
+    assert (changed.outcome, changed.tampering) == ("resolved", [])
 
 
 def diff_commit(repo: GitRepo, parent: str, files: dict) -> str:
