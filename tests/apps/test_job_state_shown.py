@@ -1,5 +1,5 @@
-"""Wherever a job's state is shown (the jobs page, a repository's mining jobs, a bulk action's page), it
-says when the job started, how long it has run (counting on while it runs, final once it ended) and, for
+"""Wherever a job's state is shown (the jobs page, a repository's mining jobs, a bulk action's page, a
+task's validation and its issue and test writers), it says when the job started, how long it has run (counting on while it runs, final once it ended) and, for
 a model job, its calls done of calls planned: one snippet, the same words everywhere."""
 
 import re
@@ -12,8 +12,9 @@ from django.utils import timezone
 from apps.jobs.models import Job
 from apps.jobs.services import job_run
 from apps.jobs.templatetags.job_pages import duration
+from apps.llm.models import LanguageJob
 from apps.tasks.models import BulkAction, Task
-from tests.conftest import commits_and_tasks_make
+from tests.conftest import commits_and_tasks_make, validation_make
 
 pytestmark = pytest.mark.django_db
 
@@ -75,3 +76,31 @@ def test_a_bulk_action_page_gives_its_jobs_model_calls_and_its_own_jobs_time(cur
     own = page[page.index(f"job {bulk.job_id}</a>"):]
     assert re.match(rf'job {bulk.job_id}</a>: <span class="job-state"><span class="badge badge-succeeded">Succeeded'
                     r'</span>\s*<span class="job-time small">· ' + STARTED + r", ran", own), own[:600]
+
+
+def test_a_tasks_page_gives_its_validation_and_its_writers_their_start_their_time_and_their_calls(
+        curator_client, small_repository):
+    task = Task.objects.get(repository=small_repository, commit__message__startswith="Fix add")
+    now = timezone.now()
+    validation = validation_make(task, verdict="invalid", reason="no_fail_to_pass")
+    Job.objects.filter(id=validation.job_id).update(started_at=now - timedelta(seconds=200), finished_at=now,
+                                                    seconds=187.4)
+    Task.objects.filter(id=task.id).update(state="invalid", reason="no_fail_to_pass")
+    writers = {}
+    for kind, state, seconds_ago in (("backtranslate", "cancelled", 600), ("generate_tests", "running", 42)):
+        job = Job.objects.create(kind=kind, subject_type="tasks.task", subject_id=task.id,
+                                 subject_label=task.instance_id, state=state, progress_done=1, progress_total=1,
+                                 started_at=now - timedelta(seconds=seconds_ago))
+        writers[kind] = LanguageJob.objects.create(job=job, task=task, kind=kind)
+    Job.objects.filter(kind="backtranslate").update(finished_at=now, seconds=65, progress_done=0)
+    LanguageJob.objects.filter(kind="backtranslate").update(detail="cancelled before its results were stored")
+    page = curator_client.get(reverse("tasks:detail", args=[task.instance_id])).content.decode()
+    facts = page[page.index("<dt>Job</dt>"):]
+    assert re.match(r'<dt>Job</dt><dd><span class="job-state"><span class="badge badge-succeeded">Succeeded</span>\s*'
+                    r'<span class="job-time small">· ' + STARTED + r', ran <span class="job-elapsed">3 min 07 s', facts)
+    issue = re.search(r'<p class="issue-job.*?</p>', page, re.S).group(0)
+    assert re.search(STARTED + r', ran <span class="job-elapsed">1 min 05 s</span>', issue), issue
+    assert "0 of 1 model calls" in issue and ">Cancelled<" in issue and "cancelled before its results" in issue
+    tests = re.search(r'<p class="generation-job.*?</p>', page, re.S).group(0)
+    assert re.search(STARTED + r', running for <span class="job-elapsed" data-elapsed="4[2-4]\.\d">4[2-4] s', tests)
+    assert "1 of 1 model calls" in tests
