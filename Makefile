@@ -26,9 +26,11 @@ $(VENV)/.installed: pyproject.toml uv.lock
 
 install: $(VENV)/.installed
 
+DEMO_ADDRPORT ?= 127.0.0.1:8000
+
 demo: install
 	$(PY) manage.py migrate --verbosity 0
-	$(PY) manage.py demo
+	$(PY) manage.py demo --addrport $(DEMO_ADDRPORT)
 
 test:
 	@$(TIMED) install $(MAKE) --no-print-directory install

@@ -45,15 +45,15 @@ from worker.engine.llm.prompts import Prompt
 from .execution import DONE, REPRODUCTION_TOKENS, execution_under_way, reproduction_request, task_execution_advance
 from .grading import candidate_grade_start, task_controls_ensure
 from .imports import predictions_import
-from .judging import candidates_unjudged, task_judge_start
+from .judging import candidates_unjudged, judge_identity, task_judge_start
 from .matrices import current_test_sets
 from .measures import DEFAULT_SOURCES, measures_compute, measures_snapshot_keep
 from .models import (
     Candidate,
-    Dataset,
     Execution,
     Grade,
     Judging,
+    JudgeScore,
     MeasuresSnapshot,
     ReproductionTests,
     VerifierTestSet,
@@ -155,17 +155,25 @@ def demo_progress() -> Optional[DemoProgress]:
     except DemoStale as stale:
         progress.stopped = str(stale)
         return progress
+    if MeasuresSnapshot.objects.filter(dataset__repository=repository).exists():
+        for step in progress.steps:  # the figures are kept last, once everything else is there
+            step.done = step.total
+        return progress
     for step in progress.steps[CANDIDATES:GRADING + 1]:
         step.total = len(tasks)
-    stops = [_task_progress(task, progress.steps) for task in tasks]
+    try:
+        judge = judge_identity()
+    except ModelError as error:
+        progress.stopped = f"the judge model cannot be used: {error}"
+        return progress
+    stops = [_task_progress(task, progress.steps, judge) for task in tasks]
     progress.stopped = next((f"{task.instance_id}: {why}" for task, why in zip(tasks, stops) if why), "")
-    dataset = Dataset.objects.filter(repository=repository).first()
-    progress.steps[FIGURES].done = int(MeasuresSnapshot.objects.filter(dataset=dataset).exists()) if dataset else 0
     return progress
 
 
-def _task_progress(task: Task, steps: list) -> str:
-    """Count the task in each step it has done; why it cannot go on ("" when it can)."""
+def _task_progress(task: Task, steps: list, judge: tuple[str, int]) -> str:
+    """Count the task in each step it has done; why it cannot go on ("" when it can). `judge`: the judge
+    model's identity and prompt version, whose scores count."""
     bundle = demo_bundle()
     candidates = Candidate.objects.filter(task=task).exclude(source=Candidate.Source.PROBE)
     made = (candidates.filter(run__name__in=[run.name for run in bundle.runs]).count() == len(bundle.runs)
@@ -184,10 +192,9 @@ def _task_progress(task: Task, steps: list) -> str:
             .order_by("-id").first()
         return "" if writing is None or writing.is_active else f"its issue was not written: {writing.detail}"
     steps[ISSUES].done += 1
-    try:
-        judged = made and not candidates_unjudged(candidates, JUDGE_MODE).exists()
-    except ModelError as error:
-        return f"the judge model cannot be used: {error}"
+    model, version = judge
+    scored = JudgeScore.objects.filter(candidate=OuterRef("pk"), mode=JUDGE_MODE, model=model, prompt_version=version)
+    judged = made and not candidates.exclude(Exists(scored)).exists()
     steps[JUDGING].done += judged
     why = ""
     if not judged:
@@ -247,7 +254,7 @@ def demo_advance(*, sample: Path, through: int = FIGURES) -> DemoProgress:
             _task_advance(task)
         progress = demo_progress()
         if progress.current == FIGURES + 1 and not progress.stopped:
-            _figures_keep(repository, tasks)
+            _figures_keep(repository)
     return demo_progress()
 
 
@@ -327,7 +334,7 @@ def answer_record(*, role: str, prompt: Prompt, variables: dict, max_tokens: int
         parameters=parameters, answer=answer, outcome=ModelCall.Outcome.OK, finish_reason="stop", task=task)
 
 
-def _figures_keep(repository: Repository, tasks: list[Task]) -> None:
+def _figures_keep(repository: Repository) -> None:
     """best@k and the rest over the repository's dataset, kept as `verify` keeps them."""
     dataset = repository_dataset_ensure(repository)
     measured = measures_compute(Task.objects.filter(repository=repository), sources=DEFAULT_SOURCES,
