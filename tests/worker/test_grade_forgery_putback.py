@@ -165,8 +165,8 @@ def diff(repo: GitRepo, parent: str, files: dict) -> str:
                           check=True).stdout
 
 
-def deep_file(depth: int) -> str:
-    path = "/".join(["d"] * depth) + "/deep.py"
+def deep_file(depth: int, folder: str = "d") -> str:
+    path = "/".join([folder] * depth) + "/deep.py"
     return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x = 1\n"
 
 
@@ -175,11 +175,18 @@ def test_a_candidate_nesting_folders_thousands_deep_gets_a_verdict(textkit):
     deep = textkit(deep_file(2000))
     assert deep.outcome == "error" and "folders nested more than 256 deep" in deep.detail, deep.detail
     # The same on a candidate that must be applied to the base alone (it edits a line the test patch
-    # changes): its copy is a plain folder of the grade's.
-    conflicting = textkit(deep_file(2000) + diff(textkit.repo, textkit.parent, {
-        "tests/test_slug.py": textkit.repo.git("show", f"{textkit.parent}:tests/test_slug.py").replace(
-            "def test_slugify_max_length", "def test_slugify_max_length_edited") + "\n"}))
+    # changes): its copy is a plain folder of the grade's, copied for each run.
+    test_slug = textkit.repo.git("show", f"{textkit.parent}:tests/test_slug.py") + "\n"
+    conflict = diff(textkit.repo, textkit.parent, {
+        "tests/test_slug.py": test_slug.replace("def test_slugify_max_length", "def test_edited")})
+    conflicting = textkit(deep_file(2000) + conflict)
     assert conflicting.outcome == "error" and "nested more than 256 deep" in conflicting.detail, conflicting.detail
+    # As deep as grading walks, both ways: graded.
+    assert (textkit(deep_file(256)).outcome, textkit(deep_file(256) + conflict).outcome) == ("no", "no")
+    # Shallow, but with a path of 3,521 bytes: the worker's absolute paths into copies would come near
+    # PATH_MAX, where a walk by paths skips what is below (os.walk) or fails (copytree).
+    for long in (textkit(deep_file(14, "f" * 250)), textkit(deep_file(14, "f" * 250) + conflict)):
+        assert long.outcome == "error" and "a path longer than 2048 bytes" in long.detail, long.detail
     # Deeper than any path: git cannot write it.
     assert textkit(deep_file(5000)).outcome == "does_not_apply"
 
