@@ -6,8 +6,9 @@ show the imported runs with their report, the judge's and the tests' scores. A s
 goes to var/screenshots/demo-*.png.
 
 The demo's preparation runs here as `make demo` runs it (apps.datasets.demo.demo_prepare, in a thread
-beside the live server), its jobs in the suite's Celery worker, on PostgreSQL and Redis; the judge is
-the embedded model.
+beside the live server), on PostgreSQL and Redis, its jobs in the suite's Celery worker and, as the
+demo has one, a worker of the `llm` queue's own: the judge (the embedded model) scores while the tests
+run.
 """
 
 import re
@@ -20,7 +21,7 @@ from apps.datasets.demo import demo_prepare, demo_repository, demo_user_reset
 from apps.datasets.models import Candidate, Dataset
 from apps.tasks.models import Review, Task
 from tests.browser.conftest import log_in, page_screenshot
-from tests.conftest import wait_until
+from tests.conftest import process_group_kill, wait_until, worker_start
 from worker.demo.bundle import demo_bundle
 
 pytestmark = pytest.mark.e2e
@@ -33,14 +34,24 @@ def _shot(page, folder, name: str) -> None:
     page_screenshot(page, folder / f"demo-{name}.png")
 
 
-def test_a_newcomer_walks_the_demo_from_the_first_page_to_a_review_and_the_verifiers_figures(
-    live_server, celery_worker, new_page, page_problems, screenshot_dir, tmp_path
-):
-    password = demo_user_reset()
+@pytest.fixture
+def demo_preparing(celery_worker, settings, tmp_path):
+    """The demo's preparation under way in a thread, and a worker of the llm queue's own started beside the
+    suite's: (the thread, [the progress it ends with])."""
     ended = []
     preparing = threading.Thread(target=lambda: ended.append(demo_prepare(sample=tmp_path / "textkit", every=0.5)),
                                  daemon=True)
     preparing.start()
+    worker = worker_start(tmp_path, "llm", "llm", {"COMMITGYM_MIRROR_DIR": str(settings.COMMITGYM_MIRROR_DIR)})
+    yield preparing, ended
+    process_group_kill(worker)
+
+
+def test_a_newcomer_walks_the_demo_from_the_first_page_to_a_review_and_the_verifiers_figures(
+    live_server, demo_preparing, new_page, page_problems, screenshot_dir
+):
+    preparing, ended = demo_preparing
+    password = demo_user_reset()
     wait_until(demo_repository, timeout=30, what="the demo's repository")
     base = live_server.url
     page = new_page()
@@ -51,7 +62,7 @@ def test_a_newcomer_walks_the_demo_from_the_first_page_to_a_review_and_the_verif
     expect(progress).to_contain_text(re.compile(r"The demo is being prepared: step [1-8] of 8"))
     said = progress.inner_text()
     _shot(page, screenshot_dir, "preparing")
-    expect(progress).not_to_have_text(said, timeout=60_000)  # the block asked for the page again
+    expect(progress).not_to_have_text(said, timeout=180_000)  # the block asked for the page again
     page.locator("#path-tasks").get_by_role("link", name="Tasks").click()  # the pages work meanwhile
     expect(page.locator("h1")).to_be_visible()
 
