@@ -17,8 +17,10 @@ from apps.tasks.selectors import task_base_sha, task_patches
 from apps.tasks.services import built_environment, environment_builder
 from worker.engine.git.repo import GitError
 from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
+from worker.engine.grade.second_opinion import Doubts, candidate_doubts
 from worker.engine.sandbox.base import Limits
 
+from .hacking import candidate_hacking_store
 from .imports import GRADED
 from .models import Candidate, Grade
 from .mutants import task_mutation_score_refresh
@@ -54,14 +56,19 @@ def candidate_grade_start(*, candidate: Candidate, actor=None, backend: str = ""
 
 def grade_job_work(job, progress) -> None:
     """The registered `run`: grade the candidate in its task's environment; store the runs and the
-    outcome, and make it the candidate's ground truth, at once."""
+    outcome, and make it the candidate's ground truth, at once. The hacking detector reads its patch;
+    a flagged candidate whose tests passed gets a second opinion from the plain runner (its doubts)."""
     grade = Grade.objects.select_related("candidate__task__commit", "candidate__task__repository").get(job=job)
     candidate, task = grade.candidate, grade.candidate.task
     validation = grading_validation(task, grade.backend)
+    patch = None if candidate.no_patch else candidate.patch
+    to_grade = task_to_grade(task, validation)
     # A time limit or an unexpected error ends the job in words (jobs.services.job_run).
-    result = graded_in_environment(task, validation, task_to_grade(task, validation),
-                                   None if candidate.no_patch else candidate.patch, progress)
-    progress.complete(lambda: _grade_store(grade, validation, result))
+    result = graded_in_environment(task, validation, to_grade, patch, progress)
+    doubts = candidate_doubts(to_grade, patch, result, builder=environment_builder(task.repository, validation.backend),
+                              environment=built_environment(validation.environment), work_root=progress.work_dir(),
+                              settings=_grade_settings(GradeSettings.limits))
+    progress.complete(lambda: _grade_store(grade, validation, result, doubts))
 
 
 def graded_in_environment(task: Task, validation: Validation, to_grade: TaskToGrade, patch: Optional[str], progress,
@@ -70,8 +77,12 @@ def graded_in_environment(task: Task, validation: Validation, to_grade: TaskToGr
     base kept by the worker: how every run of a candidate against a task's tests is made."""
     return candidate_grade(to_grade, patch, builder=environment_builder(task.repository, validation.backend),
                            environment=built_environment(validation.environment), work_root=progress.work_dir(),
-                           settings=GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT, limits=limits,
-                                                  bases=Path(settings.COMMITGYM_WORK_DIR) / GRADE_BASES))
+                           settings=_grade_settings(limits))
+
+
+def _grade_settings(limits: Limits) -> GradeSettings:
+    return GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT, limits=limits,
+                         bases=Path(settings.COMMITGYM_WORK_DIR) / GRADE_BASES)
 
 
 def run_output_kept(run) -> str:
@@ -136,7 +147,19 @@ def _task_to_grade_cached(task: Task, validation_id: int, excluded: tuple) -> Ta
         rules=task.repository.test_file_rules())
 
 
-def _grade_store(grade: Grade, validation: Validation, result: GradeResult) -> None:
+def _storable(value):
+    """JSON whose every text PostgreSQL takes (what tested code raised may hold anything)."""
+    if isinstance(value, str):
+        return text_storable(value)
+    if isinstance(value, dict):
+        return {_storable(key): _storable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    return value
+
+
+def _grade_store(grade: Grade, validation: Validation, result: GradeResult, doubts: Doubts) -> None:
+    flags = _storable([flag.as_json() for flag in doubts.flags])
     runs = [{"status": run.status, "exit_code": run.exit_code, "seconds": round(run.seconds, 3),
              "untrusted": text_storable(run.untrusted), "complete": run.complete,
              "outcomes": {text_storable(test): status for test, status in run.outcomes.items()},
@@ -144,9 +167,11 @@ def _grade_store(grade: Grade, validation: Validation, result: GradeResult) -> N
     Grade.objects.filter(id=grade.id).update(
         environment=validation.environment, outcome=result.outcome, detail=text_storable(result.detail),
         tampering=[text_storable(path) for path in result.tampering],
-        touches_tests=[text_storable(path) for path in result.touches_tests], runs=runs, seconds=result.seconds)
+        touches_tests=[text_storable(path) for path in result.touches_tests], runs=runs, seconds=result.seconds,
+        hacking=flags, second_opinion=_storable(doubts.opinion.as_json()) if doubts.opinion else {})
     Candidate.objects.filter(id=grade.candidate_id).update(
         outcome=result.outcome, outcome_source=GRADED, tampering=bool(result.tampering),
         touches_tests=bool(result.touches_tests), graded_at=timezone.now())
+    candidate_hacking_store(grade.candidate_id, flags)
     if grade.candidate.source == Candidate.Source.MUTANT:
         task_mutation_score_refresh(grade.candidate.task_id)

@@ -19,7 +19,9 @@ from apps.rows import rows_insert, text_storable
 from apps.tasks.models import ImportedInstance, IssueVersion, Task, TaskStateChange
 from worker.engine.grade.swebench import Instance, Report, instances_read, predictions_read, report_read
 from worker.engine.grade.trajectories import Trajectories, trajectories_read
+from worker.engine.mine.filters import TestFileRules
 
+from .hacking import patch_hacking_fields
 from .models import Candidate, Dataset, DatasetTask, Import, Run
 
 
@@ -283,7 +285,7 @@ def _run_import(summary: RunImported, predictions: list, tasks: dict, report: Op
         rows.append(dict(task_id=task_id, source=Candidate.Source.IMPORT, run_id=run.id, kind=summary.run[:64],
                          patch=patch, no_patch=prediction.patch is None, outcome=outcome,
                          outcome_source=outcome_source if outcome else "", graded_at=now if outcome else None,
-                         trajectory=steps or []))
+                         trajectory=steps or [], **patch_hacking_fields(patch, TestFileRules())))
     Candidate.objects.filter(id__in=replaced).delete()
     rows_insert(Candidate, rows)
     # The report's word; without one, a kept candidate keeps the ground truth it had.

@@ -20,7 +20,7 @@ from worker.engine.verify.measures import best_at_k_over_tasks, bootstrap_bands,
 
 from .judging import judge_identity
 from .matrices import task_matrices
-from .models import Candidate, Execution, JudgeScore, MeasuresSnapshot
+from .models import COUNTS_RESOLVED, RESOLVED, Candidate, Execution, JudgeScore, MeasuresSnapshot
 
 SELECTORS = ("random", "execution", "judge", "hybrid", "oracle")
 DEFAULT_SOURCES = Candidate.AGENTS
@@ -186,18 +186,19 @@ def _what_each_gets_wrong(matrices: dict, pools: dict, judge_scores: dict, execu
 
 
 CACHE_SECONDS = 24 * 3600
-MEASURES_SHAPE = 2  # in the cache key: Measures kept in an older shape are not read back
+MEASURES_SHAPE = 3  # in the cache key: Measures kept in an older shape are not read back
 
 
 def scope_fingerprint(tasks: QuerySet) -> list:
     """What can change figures over these tasks: the tasks, their candidates (how many, the newest,
-    which are resolved, when a ground truth last came), the newest judge score and the newest run
-    against verifier tests. A new grade, report, candidate, score or run changes it, so a page never
-    shows stale figures."""
+    which are resolved, which are flagged and which a curator has looked at, when a ground truth last
+    came), the newest judge score and the newest run against verifier tests. A new grade, report,
+    candidate, score, run or word on a flag changes it, so a page never shows stale figures."""
     return [tasks.order_by().aggregate(n=Count("id"), ids=Sum("id"), valid=Sum("id", filter=Q(verdict="valid"))),
             Candidate.objects.filter(task__in=tasks).order_by().aggregate(
                 n=Count("id"), top=Max("id"), graded=Count("id", filter=~Q(outcome="")),
-                resolved=Sum("id", filter=Q(outcome="resolved")), last=Max("graded_at")),
+                resolved=Sum("id", filter=RESOLVED), suspicious=Sum("id", filter=Q(suspicious=True)),
+                reviewed=Sum("id", filter=~Q(hacking_review="")), last=Max("graded_at")),
             JudgeScore.objects.aggregate(top=Max("id")),
             Execution.objects.filter(job__state=Execution.State.SUCCEEDED).aggregate(
                 n=Count("id"), last=Max("job__finished_at"))]
@@ -243,9 +244,9 @@ def measures_cached(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Opt
 def _pools(tasks: QuerySet, sources) -> dict[int, _Pool]:
     pools = {task_id: _Pool() for task_id in tasks.values_list("id", flat=True)}
     rows = Candidate.objects.filter(task__in=tasks, source__in=sources).exclude(outcome="") \
-        .order_by("task_id", "id").values_list("task_id", "id", "outcome")
-    for task_id, candidate_id, outcome in rows:
-        pools[task_id].correct.append(outcome == "resolved")
+        .annotate(counted=COUNTS_RESOLVED).order_by("task_id", "id").values_list("task_id", "id", "counted")
+    for task_id, candidate_id, counted in rows:
+        pools[task_id].correct.append(counted)
         pools[task_id].ids.append(candidate_id)
     return pools
 

@@ -123,6 +123,21 @@ class Run(models.Model):
 OUTCOME_CHOICES = [(outcome, outcome.replace("_", " ")) for outcome in GROUND_TRUTH_OUTCOMES]
 
 
+class HackingReview(models.TextChoices):
+    """A curator's word on a candidate the hacking detector flagged."""
+
+    AWAITING = "", "awaiting a curator"
+    CLEARED = "cleared", "cleared: a real fix"
+    CONFIRMED = "confirmed", "confirmed: it games the tests"
+
+
+# What every measure, selector and export counts as resolved: the one place that says so. A candidate
+# the hacking detector flagged keeps its grade (shown as it is) and counts as not resolved until a
+# curator clears it; confirmed, it never counts.
+RESOLVED = models.Q(outcome="resolved", suspicious=False)
+COUNTS_RESOLVED = models.ExpressionWrapper(RESOLVED, output_field=models.BooleanField())
+
+
 class Candidate(models.Model):
     """A patch that claims to resolve a task, and its ground truth (empty until graded or reported)."""
 
@@ -155,6 +170,15 @@ class Candidate(models.Model):
     touches_tests = models.BooleanField(default=False, help_text="It changed files the task's test patch changes: "
                                                                   "the task's versions were used.")
     graded_at = models.DateTimeField(null=True, blank=True)
+    hacking = models.JSONField(default=list, blank=True, help_text="The hacking detector's flags on its patch: "
+                                                                   "[{reason, path, line, detail, code, parsed}].")
+    suspicious = models.BooleanField(default=False, help_text="Flagged by the hacking detector and not cleared by a "
+                                                              "curator: never counted as resolved.")
+    hacking_review = models.CharField(max_length=16, blank=True, choices=HackingReview.choices)
+    hacking_note = models.TextField(blank=True, help_text="Why the curator cleared or confirmed the flags.")
+    hacking_reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                            on_delete=models.SET_NULL, related_name="+")
+    hacking_reviewed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -176,7 +200,9 @@ class Candidate(models.Model):
 
     @property
     def resolved(self) -> bool:
-        return self.outcome == "resolved"
+        """What every measure counts as resolved (RESOLVED): the ground truth says so and no hacking flag
+        stands (none was raised, or a curator cleared them)."""
+        return self.outcome == "resolved" and not self.suspicious
 
 
 class Grade(JobLife, models.Model):
@@ -195,6 +221,11 @@ class Grade(JobLife, models.Model):
     touches_tests = models.JSONField(default=list, help_text="Paths the task's test patch decided.")
     runs = models.JSONField(default=list, help_text="[{status, exit_code, seconds, untrusted, outcomes, output}] "
                                                     "of every run: per-test outcomes kept.")
+    hacking = models.JSONField(default=list, help_text="The hacking detector's flags, each file read whole after "
+                                                       "the patch where it could be.")
+    second_opinion = models.JSONField(default=dict, help_text="For a flagged candidate: its Fail-to-Pass tests run "
+                                                              "again by the plain runner (not pytest), {outcomes, "
+                                                              "not_run, differs, detail, status, seconds}.")
     seconds = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -12,7 +12,7 @@ from apps.tasks.selectors import task_patches
 from worker.engine.git.repo import BlobReader, GitError
 from worker.engine.grade.mutants import mutants_make
 
-from .models import Candidate
+from .models import RESOLVED, Candidate
 
 FILE_BYTES = 1 << 20  # a source file larger than this is not mutated
 # The outcomes where the hidden tests judged the mutant: one that did not apply or whose run broke
@@ -53,10 +53,10 @@ def files_at_commits(task: Task, paths: list[str], shas: tuple[str, ...]) -> dic
 
 def task_mutation_score_refresh(task_id: int) -> None:
     """The task's mutation score from its graded mutants (none graded: no score)."""
-    outcomes = [outcome for outcome, made in Candidate.objects.filter(
-        task_id=task_id, source=Candidate.Source.MUTANT, outcome__in=TESTS_RAN).values_list("outcome", "made")
-        if not (made or {}).get("equivalent")]
-    score = sum(outcome != "resolved" for outcome in outcomes) / len(outcomes) if outcomes else None
+    survived = [candidate.resolved for candidate in Candidate.objects.filter(
+        task_id=task_id, source=Candidate.Source.MUTANT, outcome__in=TESTS_RAN).only("outcome", "suspicious", "made")
+        if not (candidate.made or {}).get("equivalent")]
+    score = sum(not resolved for resolved in survived) / len(survived) if survived else None
     Task.objects.filter(id=task_id).update(mutation_score=score)
 
 
@@ -70,7 +70,7 @@ def mutant_mark_equivalent(*, candidate: Candidate, equivalent: bool = True) -> 
 def task_tests_flag_weak(*, task: Task, user) -> TaskChange:
     """A curator's word that the hidden tests let wrong fixes through (the surviving mutants named)."""
     survivors = [f"{kind}: {(made or {}).get('description', '')}" for kind, made in Candidate.objects.filter(
-        task=task, source=Candidate.Source.MUTANT, outcome="resolved").values_list("kind", "made")
+        RESOLVED, task=task, source=Candidate.Source.MUTANT).values_list("kind", "made")
         if not (made or {}).get("equivalent")]
     return TaskChange.objects.create(task=task, kind=TaskChange.Kind.TESTS_FLAGGED_WEAK, actor=user,
                                      after={"survivors": survivors},

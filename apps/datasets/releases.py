@@ -43,7 +43,7 @@ from worker.engine.release.training import judge_row, trajectory_row
 from worker.engine.release.writers import MANIFEST, JsonLines, ParquetRows, WrittenFile, manifest_write
 from worker.engine.verify.reproduction import files_added_patch
 
-from .models import Candidate, Dataset, Import, Release
+from .models import RESOLVED, Candidate, Dataset, HackingReview, Import, Release
 from .selectors import dataset_tasks
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -573,10 +573,18 @@ def _export_rows(kind: str, task_ids: list[int], counts: Counter) -> Iterator[di
     issues = _issues(task_ids, Summary())
     candidates = (Candidate.objects.filter(task_id__in=task_ids).exclude(source__in=NOT_FOR_JUDGES)
                   .select_related("run").order_by("task__instance_id", "id"))
+    # A resolved candidate the hacking detector flagged is left out until a curator clears it (its
+    # resolution is in doubt); one a curator confirmed games the tests: a judge learns it is wrong.
+    doubted = candidates.filter(outcome="resolved", suspicious=True)
     if kind == Release.Kind.TRAJECTORIES:
-        candidates = candidates.filter(outcome="resolved").exclude(trajectory=[])
+        doubted = doubted.exclude(trajectory=[])
+        candidates = candidates.filter(RESOLVED).exclude(trajectory=[])
     else:
-        candidates = candidates.filter(outcome__in=list(JUDGE_LABELS))
+        doubted = doubted.exclude(hacking_review=HackingReview.CONFIRMED)
+        candidates = candidates.filter(outcome__in=list(JUDGE_LABELS)).exclude(id__in=doubted.values("id"))
+    left_out = doubted.count()
+    if left_out:
+        counts["suspicious_left_out"] += left_out
     for candidate in candidates.iterator(chunk_size=500):
         task = tasks[candidate.task_id]
         common = dict(instance_id=task.instance_id, candidate_id=candidate.id, run=candidate.run.name
@@ -586,8 +594,9 @@ def _export_rows(kind: str, task_ids: list[int], counts: Counter) -> Iterator[di
             yield trajectory_row(**common, repo=task.repository.name, steps=candidate.trajectory,
                                  patch=candidate.patch)
         else:
-            label = JUDGE_LABELS[candidate.outcome]
+            label = JUDGE_LABELS[candidate.outcome] and candidate.resolved
             counts["right" if label else "wrong"] += 1
             yield judge_row(**common, source=candidate.source, patch=candidate.patch,
                             steps=candidate.trajectory or None, resolved=label,
-                            label_source=f"hidden_tests:{candidate.outcome_source or 'graded'}")
+                            label_source="curator:hacking_confirmed" if JUDGE_LABELS[candidate.outcome] != label else
+                            f"hidden_tests:{candidate.outcome_source or 'graded'}")

@@ -13,7 +13,7 @@ from worker.engine.llm.clients import ModelError
 from worker.engine.run.pytest_run import FAILING, PASSING
 
 from .judging import judge_identity
-from .models import Candidate, Dataset, Grade, Import, JudgeScore, Run
+from .models import COUNTS_RESOLVED, RESOLVED, Candidate, Dataset, Grade, Import, JudgeScore, Run
 
 
 def dataset_tasks(dataset: Dataset) -> QuerySet:
@@ -116,7 +116,7 @@ def runs_summarised(*, tasks: QuerySet, runs: Optional[QuerySet] = None) -> list
     if runs is not None:
         candidates = candidates.filter(run__in=runs)
     counts = candidates.values("run").annotate(
-        tasks=Count("id"), resolved=Count("id", filter=Q(outcome="resolved")),
+        tasks=Count("id"), resolved=Count("id", filter=RESOLVED),
         ungraded=Count("id", filter=Q(outcome="")), no_patch=Count("id", filter=Q(no_patch=True)))
     by_id = {run.pk: run for run in Run.objects.filter(pk__in=[row["run"] for row in counts])}
     return sorted((RunRow(by_id[row["run"]], row["tasks"], row["resolved"], row["ungraded"], row["no_patch"])
@@ -124,11 +124,41 @@ def runs_summarised(*, tasks: QuerySet, runs: Optional[QuerySet] = None) -> list
 
 
 def candidate_counts(*, tasks: QuerySet) -> dict:
-    """{source: {outcome or "ungraded": n}} over the tasks' candidates."""
+    """{source: {outcome or "ungraded": n}} over the tasks' candidates; a resolved one the hacking
+    detector flagged (and no curator cleared) counts as "suspicious", not resolved."""
     counts: dict = {}
-    for row in Candidate.objects.filter(task__in=tasks).values("source", "outcome").annotate(n=Count("id")):
-        counts.setdefault(row["source"], {})[row["outcome"] or "ungraded"] = row["n"]
+    for row in Candidate.objects.filter(task__in=tasks).annotate(counted=COUNTS_RESOLVED).values(
+            "source", "outcome", "counted").annotate(n=Count("id")):
+        key = "suspicious" if row["outcome"] == "resolved" and not row["counted"] else row["outcome"] or "ungraded"
+        by_outcome = counts.setdefault(row["source"], {})
+        by_outcome[key] = by_outcome.get(key, 0) + row["n"]
     return counts
+
+
+@dataclass
+class SuspiciousCounts:
+    flagged: int  # candidates the hacking detector flagged
+    awaiting: int  # of those, no curator's word yet
+    confirmed: int
+    cleared: int
+    reasons: dict  # reason -> candidates flagged for it
+    awaiting_ids: list  # the candidates awaiting a curator, the first few
+
+
+def suspicious_counts(*, tasks: QuerySet, shown: int = 20) -> SuspiciousCounts:
+    """How many of the tasks' candidates the hacking detector flagged, and what curators said of them."""
+    flagged = Candidate.objects.filter(task__in=tasks).exclude(hacking=[])
+    counts = flagged.aggregate(n=Count("id"), awaiting=Count("id", filter=Q(hacking_review="")),
+                               confirmed=Count("id", filter=Q(hacking_review="confirmed")),
+                               cleared=Count("id", filter=Q(hacking_review="cleared")))
+    reasons: dict = {}
+    for flags in flagged.values_list("hacking", flat=True):
+        for reason in {flag.get("reason") for flag in flags}:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    awaiting = list(flagged.filter(hacking_review="").select_related("task").order_by("task__instance_id", "id")
+                    .values_list("id", "task__instance_id")[:shown])
+    return SuspiciousCounts(counts["n"], counts["awaiting"], counts["confirmed"], counts["cleared"],
+                            dict(sorted(reasons.items())), awaiting)
 
 
 def task_candidates(*, task: Task) -> QuerySet:
@@ -162,7 +192,7 @@ def task_candidate_scores(*, task: Task, sources=("import", "sampler")) -> dict[
         if uncertain:
             scores.uncertain.append(mode)
     in_scope = dict(Candidate.objects.filter(task=task, source__in=sources).exclude(outcome="")
-                    .values_list("id", "outcome"))
+                    .annotate(counted=COUNTS_RESOLVED).values_list("id", "counted"))
     for i in in_scope:
         found.setdefault(i, CandidateScores({}, [], []))
     judged = {i: found[i].p_yes["patch"] for i in in_scope if "patch" in found[i].p_yes}
@@ -171,8 +201,8 @@ def task_candidate_scores(*, task: Task, sources=("import", "sampler")) -> dict[
         for i, p in judged.items():
             if p == top:
                 found[i].chosen_by.append("judge")
-    for i, outcome in in_scope.items():
-        if outcome == "resolved":
+    for i, counted in in_scope.items():
+        if counted:
             found[i].chosen_by.append("oracle")
     return found
 

@@ -15,6 +15,7 @@ urlpatterns = [
     path("uploads/<int:pk>/", views.upload_detail, name="upload"),
     path("candidates/<int:pk>/", views.candidate_detail, name="candidate"),
     path("candidates/<int:pk>/equivalent/", views.mutant_equivalent, name="mutant_equivalent"),
+    path("candidates/<int:pk>/hacking/", views.candidate_hacking, name="candidate_hacking"),
     path("grades/<int:pk>/runs/<int:number>/", views.grade_run, name="grade_run"),
     path("tasks/<str:instance_id>/tests-weak/", views.tests_weak, name="tests_weak"),
     path("tasks/<str:instance_id>/candidates/", views.task_candidates, name="task_candidates"),

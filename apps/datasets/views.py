@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from apps.accounts.roles import ADMIN, user_can_mine, user_roles
+from apps.accounts.roles import ADMIN, user_can_mine, user_can_review, user_roles
 from apps.tasks.models import Task
 from apps.tasks.selectors import repositories_named, task_for_page, tasks_visible
 from apps.tasks.views.common import saved_view_task_ids, saved_views_for
@@ -25,6 +25,7 @@ from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
 from .execution import current_test_set, execution_under_way, verifier_test_flag_set
+from .hacking import HackingReviewRefused, candidate_hacking_review, hacking_flags_shown
 from .matrices import execution_said, task_matrix_view, toxic_rows
 from .measures import (
     measures_cached,
@@ -35,6 +36,7 @@ from .measures import (
     self_assessment_probe,
 )
 from .models import (
+    RESOLVED,
     Candidate,
     Dataset,
     Execution,
@@ -119,6 +121,7 @@ def dataset_detail(request, pk: int):
                                         "self_assessment"),
         "style_probe": scope_cached(fingerprint, lambda: style_probe(tasks, fingerprint=fingerprint), "style_probe"),
         "overlap_over_time": overlap_over_time(dataset, judge_mode),
+        "suspicious": scope_cached(fingerprint, lambda: selectors.suspicious_counts(tasks=tasks), "suspicious"),
     }
     return render(request, "datasets/dataset_detail.html", context)
 
@@ -162,12 +165,34 @@ def task_candidates(request, instance_id: str):
         return selectors.grade_runs_shown(grade, selectors.grade_oracle(grade, task=task, known=oracles)) \
             if grade else []
 
+    listed = list(page.object_list)
+    for candidate in listed:
+        candidate.flags_shown = hacking_flags_shown(candidate.hacking)
     candidates = [(candidate, diff_html(candidate.patch) if candidate.patch else "", scores.get(candidate.id),
-                   runs(candidate)) for candidate in page.object_list]
-    survivors = Candidate.objects.filter(task=task, source=Candidate.Source.MUTANT, outcome="resolved").exclude(
+                   runs(candidate)) for candidate in listed]
+    survivors = Candidate.objects.filter(RESOLVED, task=task, source=Candidate.Source.MUTANT).exclude(
         made__equivalent=True).count()
     return render(request, "datasets/task_candidates.html", {"task": task, "candidates": candidates, "page": page,
-                                                             "survivors": survivors})
+                                                             "survivors": survivors,
+                                                             "can_review": user_can_review(request.user)})
+
+
+@require_POST
+def candidate_hacking(request, pk: int):
+    """A curator clears a flagged candidate (a real fix: it counts as its grade says) or confirms it (it
+    games the tests), with a note; recorded with who and when."""
+    require_reviewer(request, "Only curators and admins can clear or confirm a flagged candidate.")
+    candidate = get_object_or_404(Candidate.objects.filter(task__in=tasks_visible(user=request.user))
+                                  .select_related("task"), pk=pk)
+    try:
+        candidate_hacking_review(candidate=candidate, verdict=request.POST.get("verdict", ""),
+                                 note=request.POST.get("note", ""), user=request.user)
+    except HackingReviewRefused as refused:
+        messages.error(request, f"Not recorded: {refused}.")
+    else:
+        messages.success(request, f"Candidate {candidate.pk}: {candidate.get_hacking_review_display()}"
+                                  f"{'' if candidate.suspicious else '; it counts as its grade says'}.")
+    return redirect(reverse("datasets:task_candidates", args=[candidate.task.instance_id]) + f"#candidate-{pk}")
 
 
 def grade_run(request, pk: int, number: int):

@@ -101,12 +101,16 @@ def test_grade_command_through_a_worker(celery_worker, tmp_path, curator_client)
     assert set(by_kind) == {"gold", "empty", "conftest_only", "unrelated", "no_patch", "prints_passed",
                             "rewrites_reports"}
     assert set(lines[0]) == {"task_id", "candidate_id", "source", "kind", "outcome", "tampering", "touches_tests",
-                             "seconds"}
+                             "suspicious", "hacking", "second_opinion_differs", "seconds"}
     assert {kind: (line["outcome"], line["tampering"]) for kind, line in by_kind.items()} == {
         "gold": ("resolved", False), "empty": ("no", False), "conftest_only": ("no", True),
         "unrelated": ("no", False), "no_patch": ("no_patch", False), "prints_passed": ("no", False),
         "rewrites_reports": ("untrusted", False)}
     assert by_kind["gold"]["source"] == "gold" and by_kind["gold"]["task_id"] == task.instance_id
+    # The module patched to rewrite pytest's reports reaches for the harness: flagged, with where.
+    assert {kind for kind, line in by_kind.items() if line["suspicious"]} == {"rewrites_reports"}
+    assert {(flag["reason"], flag["path"]) for flag in by_kind["rewrites_reports"]["hacking"]} == {
+        ("harness_import", module), ("harness_patch", module)}
     assert last == {"counts": {"no": 4, "no_patch": 1, "resolved": 1, "untrusted": 1}}
     # The grades are jobs of the jobs table, on the tests queue, with each run's per-test outcomes.
     gold = Candidate.objects.get(task=task, source="gold")

@@ -135,7 +135,7 @@ def _review_context(request, task: Task, form=None, curation: CurationSettings |
 def _mutants_context(task: Task) -> dict:
     """The gold patch's mutants (candidates of the task) and the survivors among them."""
     mutants = list(task.candidates.filter(source="mutant").order_by("kind", "id"))
-    survivors = [m for m in mutants if m.outcome == "resolved" and not (m.made or {}).get("equivalent")]
+    survivors = [m for m in mutants if m.resolved and not (m.made or {}).get("equivalent")]
     return {"mutants": mutants, "survivors": survivors}
 
 

@@ -146,9 +146,9 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
     for _ in range(max(task.runs, 1)):
         # Each run applies the candidate in its own sandbox, to a fresh copy of the tested base, and
         # the worker puts it right there before the tests start (run/patch_first.py).
-        put_right = GradeResult("")
-        first = PatchFirst(patch, then=[partial(_put_right, put_right, task, tested, before)]) \
-            if applied_first else None
+        put_right, first = GradeResult(""), PatchFirst(patch) if applied_first else None
+        if first is not None:  # what of the candidate it keeps, the run's plugin is told is the candidate's own
+            first.then.append(partial(_put_right, put_right, task, tested, before, first.untrusted))
         run, _ = fresh_copy_run(builder, environment, tested, selection, scratch=work, limits=settings.limits,
                                 per_test_timeout=settings.per_test_timeout, first=first)
         if first is not None and first.error is not None:
@@ -180,21 +180,23 @@ def _applied_to_the_base(result: GradeResult, task: TaskToGrade, patch: str, bui
     if not applied.ok:
         result.outcome, result.detail = "does_not_apply", _tail(applied.output)
         return False
-    _put_right(result, task, base, tree_state(base), candidate)
+    own: list[str] = []
+    _put_right(result, task, base, tree_state(base), candidate, own)
     applied = patch_apply(builder.sandbox(), candidate.parent, task.test_patch)
     if not applied.ok:
         result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
         return False
     for _ in range(max(task.runs, 1)):
         run, _ = fresh_copy_run(builder, environment, candidate, selection, scratch=work, limits=settings.limits,
-                                per_test_timeout=settings.per_test_timeout)
+                                per_test_timeout=settings.per_test_timeout, untrusted=own)
         result.runs.append(run)
     return True
 
 
-def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, before: dict, candidate: Path) -> None:
+def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, before: dict, candidate: Path,
+               own: Optional[list] = None) -> None:
     """Put back, from the copy the candidate was applied to (`origin`, whose `tree_state` is
-    `before`), what it may not change."""
+    `before`), what it may not change; what it keeps goes on `own`."""
     test_paths = patched_paths(task.test_patch)
     for path in sorted(paths_changed(before, tree_state(candidate))):
         if _protected(path, origin, candidate):
@@ -325,3 +327,18 @@ def patched_paths(patch: str) -> frozenset[str]:
             if name and name != "/dev/null":
                 paths.add(name[2:] if name[:2] in ("a/", "b/") else name)
     return frozenset(paths)
+
+
+# --- what a second opinion shares with grading (grade/second_opinion.py) ---------------------
+
+
+def task_tested_base(task: TaskToGrade, builder: EnvironmentBuilder, work: Path, settings: GradeSettings
+                     ) -> Optional[Path]:
+    """The task's base with its test patch, as grading copies it (None: the test patch does not apply)."""
+    return _tested_base(task, builder, work, settings)
+
+
+def patch_first_put_right(task: TaskToGrade, patch: str, tested: Path, result: GradeResult) -> PatchFirst:
+    """The candidate applied first in a run's sandbox to a copy of `tested`, and put right there as
+    grading puts it right (what it put back goes on `result`)."""
+    return PatchFirst(patch, then=[partial(_put_right, result, task, tested, tree_state(tested))])

@@ -150,11 +150,12 @@ class _Validation:
 
 def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, repo: Path, selection: list[str], *,
                    scratch: Path, limits: Limits, per_test_timeout: float,
-                   first: Optional[PatchFirst] = None) -> tuple[TestRun, float]:
+                   first: Optional[PatchFirst] = None, runner=pytest_run) -> tuple[TestRun, float]:
     """One pytest run of `selection` in the environment, in a fresh copy of the working copy `repo`
     made under `scratch` and thrown away after: nothing a run writes is seen by the next. With
     `first`, its patch is applied to the copy in the run's sandbox before the tests, and the
     environment's files are laid after its steps (a file the patch makes wins, as in any copy).
+    `runner` runs the tests (pytest_run's arguments; run/plain_run.py for a second opinion).
     Returns the run and the seconds the copy took."""
     sandbox = builder.sandbox([(environment.path, ENV)], image=environment.image)
     fresh = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
@@ -168,9 +169,9 @@ def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, r
             else:
                 first.then.append(partial(environment_files_lay, environment.path))
             copy_seconds = time.monotonic() - copy_started
-            run = pytest_run(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
-                             selection=selection, per_test_timeout=per_test_timeout, limits=limits,
-                             mount_at=WORKSPACE, first=first)
+            run = runner(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
+                         selection=selection, per_test_timeout=per_test_timeout, limits=limits,
+                         mount_at=WORKSPACE, first=first)
     finally:
         tree_remove(fresh)  # a plain folder holds what the run made, thousands of folders deep maybe
     return run, copy_seconds

@@ -80,15 +80,23 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
 
     def _report(self, candidate: Candidate, grade: Grade, outcome: str, as_json: bool) -> None:
+        candidate.refresh_from_db(fields=["suspicious", "hacking"])
         line = {"task_id": candidate.task.instance_id, "candidate_id": candidate.id, "source": candidate.source,
                 "kind": candidate.kind, "outcome": outcome, "tampering": bool(grade.tampering),
-                "touches_tests": bool(grade.touches_tests), "seconds": round(grade.seconds or 0, 3)}
+                "touches_tests": bool(grade.touches_tests), "suspicious": candidate.suspicious,
+                "hacking": [{key: flag.get(key) for key in ("reason", "path", "line", "detail")}
+                            for flag in candidate.hacking],
+                "second_opinion_differs": [row["test"] for row in (grade.second_opinion or {}).get("differs", [])],
+                "seconds": round(grade.seconds or 0, 3)}
         if as_json:
             self.stdout.write(json.dumps(line))
             if outcome == "error" and grade.job.error_message:
                 self.stderr.write(f"{candidate}: {grade.job.error_message}")
         else:
-            flags = "".join(f", {flag}" for flag in ("tampering", "touches_tests") if line[flag])
+            flags = "".join(f", {flag}" for flag in ("tampering", "touches_tests", "suspicious") if line[flag])
+            flags += "".join(f" ({flag['reason']} at {flag['path']}:{flag['line']})" for flag in line["hacking"])
+            if line["second_opinion_differs"]:
+                flags += f", the plain runner differs on {len(line['second_opinion_differs'])} test(s)"
             why = f": {grade.detail or grade.job.error_message}" if outcome not in ("resolved", "partial", "no") else ""
             self.stdout.write(f"{candidate}: {outcome}{flags} ({line['seconds']:.1f} s){why}")
         self.stdout.flush()
