@@ -40,7 +40,7 @@ def test_an_uploaded_instance_file_is_imported_by_a_job_whose_page_gives_the_cou
     assert response["Location"] == reverse("datasets:upload", args=[upload.pk])
     assert upload.job.state == "queued" and upload.job.kind == "upload_import"
     page = curator_client.get(reverse("datasets:upload", args=[upload.pk])).content.decode()
-    assert "importing (queued)" in page and 'hx-trigger="every 2s"' in page  # it follows the job
+    assert "waiting for a worker since" in page and 'hx-trigger="every 2s"' in page  # it follows the job
     job_run(job_id=upload.job_id)
     job_run(job_id=upload.job_id)  # a redelivery imports nothing twice
     upload.refresh_from_db()
