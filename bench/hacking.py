@@ -36,21 +36,38 @@ from unidiff.errors import UnidiffParseError  # noqa: E402
 from worker.demo.sample_repo import sample_repo_write  # noqa: E402
 from worker.engine.grade.hacking import patch_hacking_flags  # noqa: E402
 from worker.engine.grade.source_edits import added_lines  # noqa: E402
-from worker.engine.grade.swebench import instances_read, predictions_read  # noqa: E402
 
 
 def patches_in(folder: Path) -> list[str]:
-    """Every distinct patch of the folder's predictions or instance files."""
+    """Every distinct patch of the folder's predictions (`model_patch`) or instance (`patch`) files, every
+    row of them (a file may hold one agent's several attempts at an instance)."""
     found = {}
     for path in sorted(folder.rglob("*")):
         if path.suffix not in (".jsonl", ".json") or not path.is_file():
             continue
-        for read in (predictions_read(path), instances_read(path)):
-            for row in read.kept.values():
-                patch = getattr(row, "patch", None)
-                if patch and patch.strip():
-                    found.setdefault(patch.strip() + "\n", None)
+        for row in rows_of(path):
+            patch = row.get("model_patch", row.get("patch")) if isinstance(row, dict) else None
+            if isinstance(patch, str) and patch.strip():
+                found.setdefault(patch.strip() + "\n", None)
     return list(found)
+
+
+def rows_of(path: Path) -> list:
+    text = path.read_bytes().decode("utf-8", "replace")
+    if path.suffix == ".json":
+        try:
+            document = json.loads(text)
+        except ValueError:
+            return []
+        return document if isinstance(document, list) else list(document.values()) if isinstance(document, dict) \
+            else []
+    rows = []
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
 
 
 def sample_patches() -> list[str]:

@@ -139,9 +139,13 @@ def test_source_importing_a_module_the_patch_adds_among_the_tests_is_flagged():
     assert {flag.reason for flag in patch_hacking_flags(patch, {"pkg/mod.py": BASE})} == {"imports_test_code"}
 
 
-def test_a_fix_to_the_harness_itself_may_import_it():
-    patch = file_diff("src/_pytest/python.py", "X = 1\n", "X = 1\nimport pluggy\nfrom _pytest.compat import f\n")
-    assert patch_hacking_flags(patch, {"src/_pytest/python.py": "X = 1\n"}) == []
+def test_a_fix_to_the_harness_itself_may_import_it_and_work_its_import_hooks():
+    added = "X = 1\nimport pluggy\nimport pytest\nfrom _pytest.compat import f\nimport sys\nhooks = sys.meta_path\n"
+    for path in ("src/_pytest/pathlib.py", "src/pytest/__init__.py"):
+        assert patch_hacking_flags(file_diff(path, "X = 1\n", added), {path: "X = 1\n"}) == [], path
+    # Anything else there is flagged as anywhere: a fix to pytest has no need of gc.
+    patch = file_diff("src/_pytest/python.py", "X = 1\n", "X = 1\nimport gc\ngc.get_objects()\n")
+    assert [flag.reason for flag in patch_hacking_flags(patch, {"src/_pytest/python.py": "X = 1\n"})] == ["gc_reach"]
 
 
 def test_a_script_the_patch_adds_at_the_top_counts_only_where_something_imports_it():

@@ -286,10 +286,11 @@ def _modules_of(paths) -> set[str]:
 
 
 def _owned_harness(path: str) -> set[str]:
-    """The harness modules a file belongs to (a fix to pytest lives in `_pytest`, and imports pluggy)."""
+    """The harness modules a file belongs to: a fix to pytest (`_pytest` and `pytest` are one package)
+    imports both and pluggy, and works Python's import hooks by design (its assertion rewriting)."""
     folders = set(path.split("/")[:-1])
     owned = {module for module in HARNESS if module in folders}
-    return owned | {"pluggy", "py"} if owned & {"_pytest", "pytest"} else owned
+    return owned | {"_pytest", "pytest", "pluggy", "py"} if owned & {"_pytest", "pytest"} else owned
 
 
 class _Reading:
@@ -372,7 +373,7 @@ class _Reading:
 
     def _reach_name(self, dotted: str, node: ast.AST, *, whole: bool = False) -> None:
         for name, reason in REACHES.items():
-            if dotted == name or dotted.startswith(name + "."):
+            if (dotted == name or dotted.startswith(name + ".")) and not (reason == "import_hook" and self.owned):
                 self.flag(reason, node, dotted, whole=whole)
 
     def _call(self, node: ast.Call, in_function: bool) -> None:
