@@ -123,7 +123,8 @@ def worktree(repo: Path, rev: str, where: Path) -> Path:
 
 def run_env(checkout: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PYTEST_", "DJANGO_"))}
-    env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1", COLUMNS="200")
+    # None of the suite's own plugins (Django's, the browser's): a run starts in half the time.
+    env.update(PYTHONPATH=str(checkout), PYTHONDONTWRITEBYTECODE="1", COLUMNS="200", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     return env
 
 
