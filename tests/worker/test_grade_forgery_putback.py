@@ -15,7 +15,8 @@ from tests.worker.test_validate import UV
 from worker.demo.sample_repo import sample_repo_write
 from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.git.patches import commit_patches
-from worker.engine.grade.candidate import TaskToGrade, candidate_grade
+from worker.engine.grade.candidate import GradeResult, TaskToGrade, candidate_grade
+from worker.engine.grade.second_opinion import second_opinion
 from worker.engine.mine.filters import TestFileRules
 from worker.engine.sandbox import disk
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
@@ -37,13 +38,13 @@ SETUP_CFG = "[metadata]\nname = textkit\n\n[tool:pytest]\ntestpaths = tests\npyt
 TOX_INI = ("[tox]\nenvlist = py\n\n[testenv]\ndeps = pytest\ncommands = pytest\n\n"
            "[pytest]\ntestpaths = tests\npythonpath = .\n")
 # Made as the tests import the package: trees nested 5,000 folders deep in the run's copy and in the
-# folder beside it where the report plugin lives.
+# folder beside it where the report plugin (or the plain runner) lives.
 DEEP_AT_IMPORT = '''
 import glob as _glob
 import os as _os
 
 _top = _os.open(".", _os.O_RDONLY)
-for _folder in [".", *_glob.glob("../commitgym-pytest-*")]:
+for _folder in [".", *_glob.glob("../commitgym-*")]:
     _os.chdir(_folder)
     for _ in range(5000):
         _os.mkdir("deep")
@@ -79,6 +80,7 @@ def textkit(request, open_module_folder, docker_builder_make):
 
     grade.repo, grade.parent, grade.fix, grade.gold = GitRepo(place / "textkit"), parent, fix.sha, patches.source_patch
     grade.python = ".".join(result.environment.python_version.split(".")[:2])
+    grade.task, grade.builder, grade.environment, grade.place = task, builder, result.environment, place
     return grade
 
 
@@ -201,3 +203,11 @@ def test_a_tree_5000_folders_deep_made_by_the_tests_gets_a_verdict(textkit, monk
     deep = textkit(diff(textkit.repo, textkit.parent, {"textkit/__init__.py": init + DEEP_AT_IMPORT}))
     assert deep.outcome in ({"no"} if capped else {"no", "error"}), deep.detail
     assert deep.tampering == []
+
+
+def test_a_second_opinion_on_a_candidate_making_a_tree_5000_folders_deep_is_had(textkit):
+    init = textkit.repo.git("show", f"{textkit.parent}:textkit/__init__.py") + "\n"
+    patch = diff(textkit.repo, textkit.parent, {"textkit/__init__.py": init + DEEP_AT_IMPORT})
+    opinion = second_opinion(textkit.task, patch, GradeResult("no"), builder=textkit.builder,
+                             environment=textkit.environment, work_root=textkit.place)
+    assert (opinion.outcomes, opinion.detail) == ({F2P: "FAILED"}, "")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from worker.engine.git.working_copy import tree_remove
 from worker.engine.run.patch_first import PatchFirst, patch_first_served
 from worker.engine.sandbox.base import Limits, RunStatus
 
@@ -73,7 +74,7 @@ def plain_run(*, sandbox, workdir: Path, repo_dir: Path, python: str, selection:
         finally:
             os.close(results_fd)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        tree_remove(folder)  # the run can write in it: thousands of folders deep, say
     events, untrusted = results_check(data, key)
     ended = any(event.get("event") == "end" for event in events)
     outcomes, why = {}, {}
