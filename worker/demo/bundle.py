@@ -47,9 +47,10 @@ class DemoBundle:
 def demo_bundle() -> DemoBundle:
     runs = tuple(DemoRun(path.stem, path, DATA_DIR / "reports" / f"{path.stem}.json")
                  for path in sorted((DATA_DIR / "predictions").glob("*.jsonl")))
-    return DemoBundle(issues=json.loads((DATA_DIR / "issues.json").read_text(encoding="utf-8")),
-                      reproduction_answers=json.loads((DATA_DIR / "reproduction_tests.json").read_text(encoding="utf-8")),
-                      runs=runs)
+    def read(name: str) -> dict:
+        return json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+
+    return DemoBundle(issues=read("issues.json"), reproduction_answers=read("reproduction_tests.json"), runs=runs)
 
 
 def demo_sample_write(path: Path) -> list[SampleCommit]:
