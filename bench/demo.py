@@ -111,7 +111,7 @@ def demo_seconds() -> tuple[float, float]:
     finally:
         demo.send_signal(signal.SIGTERM)  # the demo stops its workers
         try:
-            demo.wait(timeout=60)
+            demo.wait(timeout=150)  # its workers end their running jobs first
         except subprocess.TimeoutExpired:
             os.killpg(demo.pid, signal.SIGKILL)
         shutil.rmtree(var, ignore_errors=True)

@@ -418,11 +418,12 @@ def demo_workers_start(*, log_dir: Path, env: Optional[dict] = None, only: tuple
     return workers
 
 
-def demo_workers_stop(workers: list[DemoWorker], *, timeout: float = 30) -> None:
-    """Stop each worker and what it started (a warm shutdown: a running job ends first, within `timeout`)."""
+def demo_workers_stop(workers: list[DemoWorker], *, timeout: float = 60) -> None:
+    """Stop each worker: a warm shutdown, asked of its main process alone (a running job ends first, its
+    sandbox cleaned up), then, after `timeout`, a kill of everything it started."""
     for worker in workers:
         if worker.process.poll() is None:
-            os.killpg(worker.process.pid, signal.SIGTERM)
+            worker.process.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
     for worker in workers:
         try:
