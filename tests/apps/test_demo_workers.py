@@ -1,6 +1,6 @@
 """The demo's workers on the embedded default (SQLite, the filesystem broker): a process per kind of
 work, so a light job never waits behind a long test or model job, and several processes write to the
-one SQLite file at once with no "database is locked" anywhere."""
+one SQLite file at once with no "database is locked" anywhere; stopped, they end their running jobs."""
 
 import json
 import os
@@ -14,10 +14,8 @@ from apps.datasets.demo import demo_workers_start, demo_workers_stop
 from tests.conftest import wait_until
 from worker.demo.sample_repo import sample_repo_write
 
-# Run in a `manage.py shell` of the embedded default: long jobs on the tests and llm queues (a chore
-# of the tests' own, sent there), many short ones writing progress behind them, then, once a long one
-# runs, a mining job (the light queue's). Prints the ids.
-JOBS = """
+# Run in a `manage.py shell` of the embedded default: a chore (a job of the tests' own) sent to a queue.
+SEND = """
 import json, time
 from celery import current_app
 from apps.jobs.models import Job
@@ -30,7 +28,10 @@ def send(queue, **chore):
     job = chore_start(chore=Chore.objects.create(name=queue, **chore))
     current_app.send_task(JOB_TASK, args=[job.id], queue=queue)
     return job.id
-
+"""
+# Long jobs on the tests and llm queues, many short ones writing progress behind them, then, once a long
+# one runs, a mining job (the light queue's). Prints the ids.
+JOBS = SEND + """
 long = [send(queue, steps=40, step_seconds=0.25) for queue in ("tests", "llm")]
 short = [send(queue, steps=60, step_seconds=0.02) for queue in ("tests", "llm") for _ in range(3)]
 deadline = time.monotonic() + 60
@@ -40,9 +41,11 @@ mining = mining_job_start(repository=repository_register(location=SAMPLE))[0].jo
 short += [send("mining", steps=60, step_seconds=0.01) for _ in range(2)]
 print(json.dumps({"long": long, "short": short, "mining": mining}))
 """
+LAST = SEND + "print(send('tests', steps=20, step_seconds=0.3))\n"
 
 
-def test_light_work_runs_beside_long_tests_and_model_jobs_with_no_database_lock(tmp_path):
+def test_light_work_runs_beside_long_tests_and_model_jobs_with_no_database_lock_and_jobs_end_at_a_stop(
+        tmp_path):
     var = tmp_path / "var"
     sample_repo_write(tmp_path / "sample")
     env = {**{name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "CELERY_BROKER_URL")},
@@ -53,6 +56,10 @@ def test_light_work_runs_beside_long_tests_and_model_jobs_with_no_database_lock(
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         return done.stdout
+
+    def one(query: str, *args):
+        with sqlite3.connect(var / "commitgym.sqlite3") as db:
+            return db.execute(query, args).fetchone()[0]
 
     manage("migrate", "--verbosity", "0")
     workers = demo_workers_start(log_dir=var, env=env)
@@ -74,6 +81,10 @@ def test_light_work_runs_beside_long_tests_and_model_jobs_with_no_database_lock(
         ended = wait_until(lambda: (found := jobs()) and all(row[0] not in ("queued", "running")
                                                              for row in found.values()) and found,
                            timeout=180, what="every job's end")
+        # Stopping the workers while a job runs lets it end first (a warm shutdown).
+        last = int(manage("shell", "--verbosity", "0", "-c", LAST).splitlines()[-1])
+        wait_until(lambda: one("SELECT state FROM jobs_job WHERE id = ?", last) == "running", timeout=60,
+                   what="the last job to start")
     finally:
         demo_workers_stop(workers)
     logs = "".join(worker.log.read_text(errors="replace") for worker in workers)
@@ -83,3 +94,6 @@ def test_light_work_runs_beside_long_tests_and_model_jobs_with_no_database_lock(
     # The mining job, sent while a long job ran on each of the other queues, ended before either of them.
     assert ended[ids["mining"]][2] < min(ended[job_id][2] for job_id in ids["long"])
     assert [worker.name for worker in workers] == ["light", "tests", "llm"]
+    # Stopped while it ran, the last job ended first: its worker's main process alone was told to stop.
+    assert one("SELECT state FROM jobs_job WHERE id = ?", last) == "succeeded"
+    assert one("SELECT finished FROM jobkind_chorerun WHERE job_id = ?", last) == 1
