@@ -141,11 +141,12 @@ def test_every_way_of_telling_pytest_not_to_run_the_tests_is_put_back_or_untrust
         "evil.dist-info/METADATA": "Name: evil\nVersion: 1\n"}))
     assert plugin.outcome == "no"
     assert plugin.tampering == ["evil.dist-info/METADATA", "evil.dist-info/entry_points.txt"]
-    # Code run at import that finds pytest's config and sets --setup-only: no test runs, and the run says so.
+    # Code run at import that finds pytest's config (through its import hook: a walk of gc's objects is
+    # untrusted of itself) and sets --setup-only: no test runs, and the run says so.
     by_code = graded(diff(graded.repo, graded.parent, {"calc.py": wrong + (
-        "\n\nimport gc\nfor _found in gc.get_objects():\n"
-        "    if type(_found).__name__ == 'Config' and hasattr(_found, 'option'):\n"
-        "        _found.option.setuponly = True\n")}))
+        "\n\nimport sys\nfor _found in sys.meta_path:\n"
+        "    if hasattr(_found, 'config'):\n"
+        "        _found.config.option.setuponly = True\n")}))
     assert by_code.outcome == "untrusted" and "not to run the tests (setuponly)" in by_code.detail
 
 

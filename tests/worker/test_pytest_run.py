@@ -453,28 +453,60 @@ def start(nodeid):
     return {"event": "start", "nodeid": nodeid}
 
 
-def result(nodeid, status, **extra):
-    return {"event": "result", "nodeid": nodeid, "status": status, "seconds": 0.1, **extra}
+def result(nodeid, status, **forged):
+    """The events a test with this status leaves (its start not included): what the plugin saw each
+    phase raise and pytest's report of it, and its function's call. `forged` sets pytest's report of
+    a phase apart from what the plugin saw (`call="passed"`), or the function's call (`called=...`)."""
+    saw = {"PASSED": ("passed", "passed", "passed"), "FAILED": ("passed", "failed", "passed"),
+           "ERROR": ("failed", None, "passed"), "SKIPPED": ("skipped", None, "passed"),
+           "XFAIL": ("passed", "failed", "passed")}[status]
+    events = []
+    for when, seen in zip(("setup", "call", "teardown"), saw):
+        if seen is None:
+            continue
+        phase = {"event": "phase", "nodeid": nodeid, "when": when, "saw": seen}
+        if when == "call":
+            phase["watched"] = True
+            events.append(phase)
+            events.append({"event": "called", "nodeid": nodeid, "saw": seen,
+                           "raised": None if seen == "passed" else "AssertionError", "at": None,
+                           **forged.get("called", {})})
+        else:
+            events.append(phase)
+        outcome = "skipped" if status == "XFAIL" and when == "call" else seen
+        events.append({"event": "report", "nodeid": nodeid, "when": when, "outcome": forged.get(when, outcome),
+                       "wasxfail": status == "XFAIL" and when == "call", "may_differ": status == "XFAIL",
+                       "seconds": 0.1})
+    return events
 
 
-def end(results, exitstatus=0):
-    return {"event": "end", "exitstatus": exitstatus, "results": results}
+def end(exitstatus=0):
+    return {"event": "end", "exitstatus": exitstatus}
 
 
 def test_results_are_read_by_node_id():
-    assert outcomes(collected("t.py::a", "t.py::b[x y]"), start("t.py::a"), result("t.py::a", "PASSED"),
-                    start("t.py::b[x y]"), result("t.py::b[x y]", "XFAIL"), end(2)) == {
+    assert outcomes(collected("t.py::a", "t.py::b[x y]"), start("t.py::a"), *result("t.py::a", "PASSED"),
+                    start("t.py::b[x y]"), *result("t.py::b[x y]", "XFAIL"), end()) == {
         "t.py::a": "PASSED", "t.py::b[x y]": "XFAIL"}
 
 
+def test_the_worker_decides_each_status_from_pytests_reports_of_the_phases():
+    tests = {f"t.py::{status.lower()}": status for status in ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL")}
+    events = [collected(*tests)]
+    for nodeid, status in tests.items():
+        events += [start(nodeid), *result(nodeid, status)]
+    assert outcomes(*events, end(1)) == tests
+
+
 def test_a_test_started_without_a_result_failed_and_later_ones_are_absent():
-    assert outcomes(collected("t.py::a", "t.py::hangs", "t.py::later"), start("t.py::a"), result("t.py::a", "SKIPPED"),
-                    start("t.py::hangs"), exit_code=None) == {"t.py::a": "SKIPPED", "t.py::hangs": "FAILED"}
+    assert outcomes(collected("t.py::a", "t.py::hangs", "t.py::later"), start("t.py::a"),
+                    *result("t.py::a", "SKIPPED"), start("t.py::hangs"), exit_code=None) == {
+        "t.py::a": "SKIPPED", "t.py::hangs": "FAILED"}
 
 
 def test_a_truncated_last_line_is_skipped():
-    assert outcomes(collected("t.py::a", "t.py::b"), start("t.py::a"), result("t.py::a", "PASSED"), start("t.py::b"),
-                    tail=b'0123 {"event": "result", "nodeid": "t.py::b", "sta', exit_code=None) == {
+    assert outcomes(collected("t.py::a", "t.py::b"), start("t.py::a"), *result("t.py::a", "PASSED"), start("t.py::b"),
+                    tail=b'0123 {"event": "report", "nodeid": "t.py::b", "wh', exit_code=None) == {
         "t.py::a": "PASSED", "t.py::b": "FAILED"}
 
 
@@ -483,9 +515,10 @@ def test_an_empty_report_has_no_outcomes():
 
 
 def test_lines_not_signed_with_the_runs_key_or_out_of_order_are_tampering():
-    honest = [collected("t.py::a"), start("t.py::a"), result("t.py::a", "FAILED"), end(1, 1)]
-    forged = json.dumps({**result("t.py::a", "PASSED"), "seq": 3}, sort_keys=True).encode()
-    assert untrusted(signed(KEY, *honest[:3]) + b"0" * 64 + b" " + forged + b"\n").startswith("report_tampered")
+    honest = [collected("t.py::a"), start("t.py::a"), *result("t.py::a", "FAILED"), end(1)]
+    forged = json.dumps({"event": "report", "nodeid": "t.py::a", "when": "call", "outcome": "passed",
+                         "seq": len(honest) - 1}, sort_keys=True).encode()
+    assert untrusted(signed(KEY, *honest[:-1]) + b"0" * 64 + b" " + forged + b"\n").startswith("report_tampered")
     assert untrusted(signed(b"another key" * 3, *honest)).startswith("report_tampered: line 1")
     swapped = signed(KEY, *honest).split(b"\n")
     swapped[1], swapped[2] = swapped[2], swapped[1]
@@ -493,24 +526,44 @@ def test_lines_not_signed_with_the_runs_key_or_out_of_order_are_tampering():
     assert untrusted(signed(KEY, *honest)) == ""
 
 
-def test_results_for_tests_never_collected_twice_or_flagged_forged_are_untrusted():
-    assert untrusted(signed(KEY, collected("t.py::a"), result("t.py::ghost", "PASSED"), end(1))).startswith(
-        "unknown_test")
-    assert untrusted(signed(KEY, result("t.py::a", "PASSED"), end(1))).startswith("unknown_test")
-    assert untrusted(signed(KEY, collected("t.py::a"), result("t.py::a", "FAILED"), result("t.py::a", "PASSED"),
-                            end(2))).startswith("duplicate_result")
-    assert untrusted(signed(KEY, collected("t.py::a"), result("t.py::a", "PASSED", forged="the call phase failed"),
-                            end(1))) == "forged_result: t.py::a: the call phase failed"
-    assert untrusted(signed(KEY, collected("t.py::a"), {"event": "tampered", "what": "Function.runtest"}, end(0))
-                     ).startswith("pytest_internals_changed")
-    assert untrusted(signed(KEY, collected("t.py::a"), result("t.py::a", "PASSED"), end(2))).startswith(
-        "report_tampered: the end counts 2")
-    assert untrusted(signed(KEY, collected("t.py::a"), end(0), result("t.py::a", "PASSED"))) == (
+def test_results_for_tests_never_collected_twice_or_reported_against_what_ran_are_untrusted():
+    assert untrusted(signed(KEY, collected("t.py::a"), start("t.py::ghost"), *result("t.py::ghost", "PASSED"),
+                            end())).startswith("unknown_test")
+    assert untrusted(signed(KEY, start("t.py::a"), *result("t.py::a", "PASSED"), end())).startswith("unknown_test")
+    assert untrusted(signed(KEY, collected("t.py::a"), start("t.py::a"), *result("t.py::a", "FAILED"),
+                            start("t.py::a"), *result("t.py::a", "PASSED"), end())).startswith("duplicate_result")
+    assert untrusted(signed(KEY, collected("t.py::a"), start("t.py::a"), *result("t.py::a", "FAILED", call="passed"),
+                            end())) == "forged_result: t.py::a: the call phase failed but was reported passed"
+    assert untrusted(signed(KEY, collected("t.py::a"), start("t.py::a"),
+                            *result("t.py::a", "PASSED", called={"saw": "failed", "raised": "AssertionError"}),
+                            end())) == "forged_result: t.py::a: its function raised AssertionError, though its call passed"
+    never_called = [event for event in result("t.py::a", "PASSED") if event["event"] != "called"]
+    assert untrusted(signed(KEY, collected("t.py::a"), start("t.py::a"), *never_called, end())) == (
+        "forged_result: t.py::a: its function never ran, though its call passed")
+    without_phase = [event for event in result("t.py::a", "PASSED") if event["event"] != "phase"]
+    assert untrusted(signed(KEY, collected("t.py::a"), start("t.py::a"), *without_phase, end())) == (
+        "forged_result: t.py::a: a setup report came without the phase running")
+    assert untrusted(signed(KEY, collected("t.py::a"), {"event": "untrusted", "reason": "harness_reached: gc"},
+                            end())) == "harness_reached: gc"
+    assert untrusted(signed(KEY, collected("t.py::a"), end(), start("t.py::a"), *result("t.py::a", "PASSED"))) == (
         "report_tampered: lines follow pytest's end")
 
 
+def test_unittest_and_xfail_phases_may_fail_where_they_are_reported_skipped_or_pass_where_reported_failed():
+    xfailed = result("t.py::a", "FAILED", call="skipped")  # xfail: a failure reported as a skip
+    unexpected = result("t.py::b", "PASSED", call="failed")  # a unittest case's unexpected success
+    for event in xfailed + unexpected:
+        event["may_differ"] = True
+    assert outcomes(collected("t.py::a", "t.py::b"), start("t.py::a"), *xfailed, start("t.py::b"), *unexpected,
+                    end(1)) == {"t.py::a": "SKIPPED", "t.py::b": "FAILED"}
+    for event in unexpected:
+        event["may_differ"] = False
+    assert untrusted(signed(KEY, collected("t.py::b"), start("t.py::b"), *unexpected, end(1))) == (
+        "forged_result: t.py::b: the call phase passed but was reported failed")
+
+
 def test_a_run_that_exits_0_before_pytests_end_is_untrusted():
-    cut = signed(KEY, collected("t.py::a", "t.py::b"), start("t.py::a"), result("t.py::a", "FAILED"))
+    cut = signed(KEY, collected("t.py::a", "t.py::b"), start("t.py::a"), *result("t.py::a", "FAILED"))
     assert untrusted(cut, exit_code=0).startswith("exited_early")
     assert untrusted(cut, exit_code=1) == ""  # a crash: what ran is kept
 
@@ -718,7 +771,7 @@ PYFUNC_CALL_FORGERIES = {
     "an outer wrapper swallows the failure": (
         "import pytest\n\n@pytest.hookimpl(hookwrapper=True, tryfirst=True)\n"
         "def pytest_pyfunc_call(pyfuncitem):\n    outcome = yield\n    outcome.force_result(True)\n",
-        "pytest_pyfunc_call raised AssertionError"),
+        "its function raised AssertionError"),
 }
 
 
@@ -744,7 +797,7 @@ RUNNING_CHANGED = {
 @pytest.mark.parametrize("how", RUNNING_CHANGED)
 def test_a_conftest_that_changes_what_a_test_runs_is_caught(sandboxed, workdir, how):
     result = _forged(sandboxed, workdir, {"tests/conftest.py": RUNNING_CHANGED[how]})
-    assert result.untrusted.startswith("forged_result"), result.untrusted
+    assert result.untrusted.startswith(("forged_result", "test_code_changed")), result.untrusted
     _no_false_pass(result)
 
 

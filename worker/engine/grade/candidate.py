@@ -146,9 +146,9 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
     for _ in range(max(task.runs, 1)):
         # Each run applies the candidate in its own sandbox, to a fresh copy of the tested base, and
         # the worker puts it right there before the tests start (run/patch_first.py).
-        put_right = GradeResult("")
-        first = PatchFirst(patch, then=[partial(_put_right, put_right, task, tested, before)]) \
-            if applied_first else None
+        put_right, first = GradeResult(""), PatchFirst(patch) if applied_first else None
+        if first is not None:  # what of the candidate it keeps, the run's plugin is told is the candidate's own
+            first.then.append(partial(_put_right, put_right, task, tested, before, own=first.untrusted))
         run, _ = fresh_copy_run(builder, environment, tested, selection, scratch=work, limits=settings.limits,
                                 per_test_timeout=settings.per_test_timeout, first=first)
         if first is not None and first.error is not None:
@@ -180,21 +180,23 @@ def _applied_to_the_base(result: GradeResult, task: TaskToGrade, patch: str, bui
     if not applied.ok:
         result.outcome, result.detail = "does_not_apply", _tail(applied.output)
         return False
-    _put_right(result, task, base, tree_state(base), candidate)
+    own: list[str] = []
+    _put_right(result, task, base, tree_state(base), candidate, own)
     applied = patch_apply(builder.sandbox(), candidate.parent, task.test_patch)
     if not applied.ok:
         result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
         return False
     for _ in range(max(task.runs, 1)):
         run, _ = fresh_copy_run(builder, environment, candidate, selection, scratch=work, limits=settings.limits,
-                                per_test_timeout=settings.per_test_timeout)
+                                per_test_timeout=settings.per_test_timeout, untrusted=own)
         result.runs.append(run)
     return True
 
 
-def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, before: dict, candidate: Path) -> None:
+def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, before: dict, candidate: Path,
+               own: Optional[list] = None) -> None:
     """Put back, from the copy the candidate was applied to (`origin`, whose `tree_state` is
-    `before`), what it may not change."""
+    `before`), what it may not change; what it keeps goes on `own`."""
     test_paths = patched_paths(task.test_patch)
     for path in sorted(paths_changed(before, tree_state(candidate))):
         if _protected(path, origin, candidate):
@@ -202,6 +204,8 @@ def _put_right(result: GradeResult, task: TaskToGrade, origin: Path, before: dic
         elif path in test_paths or (path in before and task.rules.kind(path) == "test"):
             result.touches_tests.append(path)
         else:
+            if own is not None:
+                own.append(path)
             continue
         _put_back(path, origin, candidate)
 

@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 from worker.engine.git.working_copy import PATCH_APPLY_ARGV
 from worker.engine.sandbox.base import hand_over
@@ -53,6 +53,9 @@ class PatchFirst:
     applied: Optional[bool] = None  # None: the run ended before git did (its deadline, say)
     released_at: float = 0.0  # time.monotonic() as the tests were let start (0: they never were)
     error: Optional[BaseException] = None
+    # The repository's files that are the patch's own once the steps are done (a step fills it): the
+    # run's plugin is told, before the tests start, and watches what their code does to the run.
+    untrusted: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -94,6 +97,8 @@ def _answer(first: PatchFirst, applied_fd: int, go_fd: int, ended_fd: int, folde
         if first.applied:
             for step in first.then:
                 step(repo)
+            if first.untrusted:
+                untrusted_files_tell(folder, first.untrusted)
             owner = os.stat(folder, follow_symlinks=False).st_uid  # the run's user: the sandbox handed it over
             if owner != os.getuid():
                 hand_over(repo, owner)  # what the steps wrote is the run's, as the rest of its copy
@@ -102,3 +107,11 @@ def _answer(first: PatchFirst, applied_fd: int, go_fd: int, ended_fd: int, folde
         first.error = error
     finally:
         os.write(go_fd, answer)
+
+
+def untrusted_files_tell(plugin_dir: Path, paths: Sequence[str]) -> None:
+    """Tell the run's plugin which of the repository's files are the candidate's own (a file it reads
+    and removes as it starts; written where nothing of the run has run yet, never through a link)."""
+    fd = os.open(plugin_dir / "untrusted", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("".join(f"{path}\n" for path in paths))

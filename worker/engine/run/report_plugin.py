@@ -1,8 +1,8 @@
-"""Our pytest plugin and the script that starts pytest with it: each test's outcome, written to a
-report as the run goes, through a channel the tested code cannot cheaply forge.
+"""Our pytest plugin and the script that starts pytest with it: what each test did, as raw facts
+the worker decides outcomes from, written through a channel the tested code cannot cheaply forge.
 
 pytest_run.py copies this file into a folder beside the repository, with a key file, and runs
-`python -E -s -S <this file> <pytest arguments>` in the sandbox, so it must run wherever an old
+`python -B -E -s -S <this file> <pytest arguments>` in the sandbox, so it must run wherever an old
 commit's tests run: Python 2.7 and 3.7 to 3.14, pytest 4.6 to 9.x, standard library only.
 
 Start-up: `-E -s -S` ignore PYTHON* variables and the user's site folder, and skip `site`, so no
@@ -10,36 +10,51 @@ sitecustomize.py, usercustomize.py or .pth file of the repository runs; the scri
 leaves `sys.path` first thing (what `-I` does, which Python 2 lacks). This script then adds the environment's
 site-packages (their .pth files: an editable install's), imports pytest, and only then puts the
 repository first on `sys.path`, as `python -m pytest` would; the plugin is registered before any
-conftest loads.
+conftest loads. `-B`: nothing compiled is written.
 
-The channel: before anything else the script reads the run's key and the report's path from the
-key file, opens the report, and removes both names (the host reads the report through a handle of
-its own). Each line is `<mac> <json>`: an HMAC of the JSON under the key and a sequence number
-from 0; the host checks every MAC and the order. The key, the report and everything the plugin
-knows live in closures of `_plugin`, not in names a conftest can import and replace.
+Before any code of the repository runs, the script:
+- reads the run's key (a nonce of the worker's), the report's path (a named pipe the worker reads
+  as it is written: a line, once written, is out of the process's reach) and the files that are
+  the candidate's own (see `untrusted` below), and removes their names;
+- reads the test files named on its command line and the conftest.py files above them, and
+  compiles each as pytest will (asserts rewritten by pytest's own rewriter) and plain: what a test
+  module may run is one of these;
+- takes the functions pytest, pluggy, unittest and the builtins run a test with (`_watched`).
 
-The plugin's own account: trylast wrappers of pytest_runtest_setup/call/teardown (inside the
-other wrappers) see what each phase raised before any other hook can rewrite the report; a test
-whose reports disagree is forged. The functions pytest runs a test with are fingerprinted at load
-and checked after every test; a test whose node id, runtest or function's code changed after
-collection is forged. Where anything but pytest itself implements pytest_pyfunc_call (a plugin
-for async tests, or a conftest that returns True without calling the test), a trace of the
-test's own frames shows whether its function ran and whether it raised: a passing call whose
-function never ran, or raised, is forged.
+The account (`_account`) holds all of that, the key and the report; it is the only writer. On
+Python 3.8+ nothing holds it but an audit hook (PEP 578: once added, it cannot be removed), so
+candidate code can reach it only through what the hook sees; it is a generator, whose frame only
+audited attributes reach, and it takes an event only from the hook (or, before 3.8, the plugin's
+courier) and a report event only from the plugin's own code. What it sees as it happens (3.8+):
+gc's object walks; code a test module executes that is not what its source compiles to (a stale or
+foreign .pyc, an import hook that rewrites it); code swapped into functions; tracing and profiling
+hooks set, code built or compiled, Python's own C API looked up, by the candidate's code (files of
+`untrusted`, and code they compiled). Each is written at once as an `untrusted` line.
 
-Lines (JSON):
-  {"seq", "event": "collected", "nodeids"}             the tests collected
-  {"seq", "event": "start", "nodeid"}                  before a test runs
-  {"seq", "event": "result", "nodeid", "status", "seconds"[, "forged"]}  when it has ended
-  {"seq", "event": "collect_error", "nodeid"}          a file or class that failed to collect
-  {"seq", "event": "tampered", "what"}                 pytest's internals were changed, or a repository
-                                                       wrapper runs inside the plugin's account
-  {"seq", "event": "end", "exitstatus", "results"}     when the session ends
+The pytest plugin (`_plugin`) holds no key and decides nothing: its hooks hand plain facts of
+pytest's objects to the account. Before each test's call phase the account checks the function
+pytest will call (the one collected, its code the code compiled from its file, no wrapper of the
+candidate's code), before its setup the fixtures' functions, and after every test that pytest's
+and unittest's functions and the builtins are those taken at start. Around the test's function (or
+its unittest method) the plugin puts a wrapper that tells the account, as it happens, whether the
+function returned or raised, and what and where. Coroutine tests that a plugin runs its own way are
+traced instead. Outcomes are the worker's to decide (pytest_run.py): this plugin reports.
 
-Statuses: PASSED, FAILED, ERROR (setup or teardown failed), SKIPPED, XFAIL. An unexpected
-pass is PASSED, or FAILED when the xfail is strict (pytest reports it failed); a failed subtest
-fails its test. Node ids are relative to the directory pytest was started in (the repository's
-root), even when pytest's rootdir is below it.
+Lines (JSON, each `<mac> <json>`: an HMAC-SHA256 of the JSON under the key; "seq" numbers them from 0):
+  {"event": "collected", "nodeids"}                    the tests collected
+  {"event": "collect_error", "nodeid"}                 a file or class that failed to collect
+  {"event": "start", "nodeid"}                         before a test runs
+  {"event": "phase", "nodeid", "when", "saw"[, "watched"]}  what a phase raised, from the plugin's
+                                                       own wrapper: passed, failed or skipped ("watched":
+                                                       the call phase's function is wrapped or traced)
+  {"event": "called", "nodeid", "saw", "raised", "at"} what the test's own function did
+  {"event": "report", "nodeid", "when", "outcome", "wasxfail", "seconds", "may_differ"}  pytest's report
+  {"event": "subtest_failed", "nodeid"}                a subtest of it failed
+  {"event": "untrusted", "reason"}                     something the run does makes its facts unbelievable
+  {"event": "end", "exitstatus"}                       when the session ends
+
+Node ids are relative to the directory pytest was started in (the repository's root), even when
+pytest's rootdir is below it.
 """
 
 import sys
@@ -69,42 +84,909 @@ if __name__ == "__main__":
 
 import binascii  # noqa: E402 (imported once this file's folder has left sys.path)
 import dis  # noqa: E402
-import hashlib
-import hmac
-import io
-import json
-import os
-import posixpath
-import signal
-import threading
-from contextlib import contextmanager
+import hashlib  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import posixpath  # noqa: E402
+import signal  # noqa: E402
+import threading  # noqa: E402
+import types  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+
+try:
+    import builtins
+except ImportError:  # Python 2
+    import __builtin__ as builtins
+
+AUDITED = hasattr(sys, "addaudithook")  # Python 3.8+
+EVENT = "commitgym"  # the audit event the plugin's facts travel as
+FunctionType, MethodType, CodeType = types.FunctionType, types.MethodType, types.CodeType
+# The hooks that decide how a test runs and what is reported of it: one of these implemented by the
+# candidate's code could change either.
+RUN_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
+             "pytest_pyfunc_call", "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_fixture_setup")
+# Audit events the account looks at (3.8+); the rest pass by at the cost of a set lookup.
+AUDIT_EVENTS = frozenset([EVENT, "exec", "compile", "code.__new__", "function.__new__", "gc.get_objects",
+                          "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
+                          "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
+                          "sys.monitoring.register_callback", "object.__setattr__", "marshal.loads", "marshal.load",
+                          "ctypes.dlsym"])
+HEAP_WALKS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames")
+HOOK_SETTERS = ("sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
+                "sys.monitoring.register_callback")
+FRAMES_SEEN = 256  # frames of a stack the account looks through, at most
 
 
-def _channel():
-    """A writer of MAC'd, numbered lines to the report; the key and the names are gone once this
-    returns. None when the key file is missing (the plugin then writes nothing)."""
-    key_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "key")
+# --- the channel ------------------------------------------------------------------------------
+
+
+def _channel(folder):
+    """(key, the report's descriptor, the candidate's own files) from the run's folder, the names
+    removed; None when the key file is missing (the plugin then writes nothing)."""
     try:
-        with open(key_path) as handle:
+        with open(os.path.join(folder, "key")) as handle:
             key_hex, report_path = handle.read().split("\n")[:2]
     except (EnvironmentError, ValueError):  # EnvironmentError: Python 2's IOError is no OSError
         return None
-    os.unlink(key_path)
-    report = open(report_path, "a")
+    os.unlink(os.path.join(folder, "key"))
+    fd = os.open(report_path, os.O_WRONLY | os.O_APPEND)
     os.unlink(report_path)
-    key, counter, lock = binascii.unhexlify(key_hex), [0], threading.Lock()
-    # Taken now, before the repository's code runs: replacing json.dumps later changes nothing here.
-    dumps, mac, sha256, append, flush = json.dumps, hmac.new, hashlib.sha256, report.write, report.flush
+    untrusted = []
+    try:
+        with io.open(os.path.join(folder, "untrusted"), encoding="utf-8") as handle:
+            untrusted = [line for line in handle.read().split("\n") if line]
+        os.unlink(os.path.join(folder, "untrusted"))
+    except EnvironmentError:
+        pass
+    return binascii.unhexlify(key_hex), fd, untrusted
 
-    def write(line):
+
+def _line_writer(key, fd):
+    """Writes an event as a MAC'd, numbered line. HMAC-SHA256 built from C hash objects keyed once,
+    and JSON from `_encoder`: no Python code of a library (hmac, json) that could be replaced runs
+    while a line is made."""
+    sha256, block = hashlib.sha256, 64
+    if len(key) > block:
+        key = sha256(key).digest()
+    key = bytearray(key) + bytearray(block - len(key))
+    inner, outer = sha256(bytes(bytearray(b ^ 0x36 for b in key))), sha256(bytes(bytearray(b ^ 0x5C for b in key)))
+    encode, write, counter = _encoder(), os.write, [0]
+
+    def written(event):
+        event["seq"] = counter[0]
+        counter[0] += 1
+        body = encode(event).encode("utf-8")
+        digest = inner.copy()
+        digest.update(body)
+        mac = outer.copy()
+        mac.update(digest.digest())
+        data = mac.hexdigest().encode("ascii") + b" " + body + b"\n"
+        while data:
+            data = data[write(fd, data):]
+
+    return written
+
+
+def _encoder():
+    """JSON of dicts, lists, strings, numbers, booleans and None, from builtins taken now."""
+    from json.encoder import encode_basestring_ascii as string  # the C version where there is one
+
+    text_types, number_types = (type(u""), type("")), (int, float) + ((long,) if PYTHON2 else ())  # noqa: F821
+    join, sorted_, repr_, type_, bool_, isinstance_, dict_ = ", ".join, sorted, repr, type, bool, isinstance, dict
+
+    def encode(value):
+        kind = type_(value)
+        if value is None:
+            return "null"
+        if kind is bool_:
+            return "true" if value else "false"
+        if isinstance_(value, text_types):
+            return string(value)
+        if isinstance_(value, number_types):
+            return repr_(value)
+        if isinstance_(value, dict_):
+            return "{" + join([string(key) + ": " + encode(value[key]) for key in sorted_(value)]) + "}"
+        return "[" + join([encode(item) for item in value]) + "]"
+
+    return encode
+
+
+# --- the code the task's test files compile to --------------------------------------------------
+
+
+def _test_files(arguments, root):
+    """The test files named on pytest's command line (a node id's file included), with the conftest.py
+    files of their folders up to the repository's root: their real paths."""
+    found = []
+    for argument in arguments:
+        path = os.path.realpath(os.path.join(root, argument.split("::")[0]))
+        if argument.startswith("-") or not path.endswith(".py") or not os.path.isfile(path):
+            continue
+        found.append(path)
+        folder = os.path.dirname(path)
+        while folder == root or folder.startswith(root + os.sep):
+            conftest = os.path.join(folder, "conftest.py")
+            if os.path.isfile(conftest):
+                found.append(conftest)
+            folder = os.path.dirname(folder)
+    return sorted(set(found))
+
+
+def _compiled(path):
+    """The module codes a test file may run (pytest's rewriting of its asserts, and the plain
+    compile of its source), and its functions' codes by (name, first line). None when unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read()
+        codes = [compile(source, path, "exec", 0, True)]
+    except (EnvironmentError, SyntaxError, ValueError, TypeError):
+        return None
+    rewritten = _rewritten(source, path)
+    if rewritten is not None:
+        codes.append(rewritten)
+    functions = {}
+    for module in codes:
+        pending = [module]
+        while pending:
+            code = pending.pop()
+            if code is not module:
+                functions.setdefault((code.co_name, code.co_firstlineno), []).append(code)
+            pending.extend(const for const in code.co_consts if type(const) is CodeType)
+    return tuple(codes), functions
+
+
+def _rewritten(source, path):
+    """The code pytest's assertion rewriting makes of a test file (None where it cannot say)."""
+    import ast
+
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return None
+    try:
+        tree = ast.parse(source, filename=path)
+        try:
+            rewrite.rewrite_asserts(tree, source, path, None)  # pytest 5+
+        except TypeError:  # pytest 4.6, which writes the file's path into the code it makes
+            import py
+
+            rewrite.rewrite_asserts(tree, py.path.local(path), None)
+        return compile(tree, path, "exec", 0, True)
+    except Exception:  # noqa: BLE001 - a file pytest cannot rewrite is compared with its plain compile
+        return None
+
+
+# --- what pytest, pluggy and unittest run a test with --------------------------------------------
+
+
+def _watched():
+    """(strict, lenient): [(label, holder, name)] of attributes whose replacement during the run
+    forges outcomes. Strict ones are flagged whatever replaced them: pytest's functions that run a
+    test and report it, the helpers tests assert with (raises, approx, warns, ...), pluggy's calls,
+    unittest's cases and results. Lenient ones (pytest's unittest bridge, which pytest-django
+    swaps, and the builtins, which pyfakefs swaps) only when the new value is not a function or is
+    the candidate's code."""
+    import unittest.case
+    import unittest.result
+
+    import _pytest.python
+    import _pytest.reports
+    import _pytest.runner
+    import _pytest.unittest  # noqa: F401 (its TestCaseFunction, below)
+
+    strict, lenient = [], []
+
+    def module(name, *names):
+        found = sys.modules.get(name)
+        if found is None:
+            return
+        for attribute in names or sorted(vars(found)):
+            value = vars(found).get(attribute)
+            if isinstance(value, type) and getattr(value, "__module__", "") == name:
+                klass(name + "." + attribute, value)
+            elif value is not None and callable(value):
+                strict.append((name + "." + attribute, found, attribute))
+
+    def klass(label, cls, *names):
+        for attribute in names or sorted(vars(cls)):
+            value = vars(cls).get(attribute)
+            if attribute not in ("__doc__", "__module__", "__dict__", "__weakref__") and (
+                    callable(value) or isinstance(value, (property, classmethod, staticmethod))):
+                strict.append((label + "." + attribute, cls, attribute))
+
+    module("_pytest.runner", "call_and_report", "call_runtest_hook", "runtestprotocol", "pytest_runtest_makereport",
+           "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown", "check_interactive_exception")
+    module("_pytest.python", "pytest_pyfunc_call")
+    module("_pytest.fixtures", "pytest_fixture_setup", "call_fixture_func")
+    for cls in (_pytest.runner.CallInfo, _pytest.reports.BaseReport, _pytest.reports.TestReport,
+                _pytest.python.Function):
+        for base in cls.__mro__:
+            if base.__module__.startswith("_pytest."):
+                klass(base.__name__, base)
+    for name in ("_pytest.python_api", "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes"):
+        module(name)
+    module("pytest", "raises", "approx", "warns", "deprecated_call", "fail", "skip", "xfail", "importorskip")
+    for name in ("pluggy._manager", "pluggy.manager", "pluggy._callers", "pluggy.callers", "pluggy._result",
+                 "pluggy._hooks", "pluggy.hooks"):
+        module(name)
+    module("unittest.case")
+    module("unittest.result")
+    bridge = sys.modules.get("_pytest.unittest")
+    if bridge is not None:
+        lenient.extend(("TestCaseFunction." + name, bridge.TestCaseFunction, name)
+                       for name in sorted(vars(bridge.TestCaseFunction)) if callable(vars(bridge.TestCaseFunction)[name]))
+    lenient.extend(("builtins." + name, builtins, name) for name in sorted(vars(builtins))
+                   if callable(vars(builtins)[name]) and not name.startswith("__"))
+    return strict, lenient
+
+
+# --- what runs around a test's function ---------------------------------------------------------
+
+
+def _recording(function, courier):
+    """The test's function, wrapped: the account hears what it did as it returns or raises, before
+    any other code of pytest, unittest or the repository's sees it."""
+
+    def called(*args, **kwargs):
+        __tracebackhide__ = True  # pytest leaves this frame out of what it shows
+        try:
+            result = function(*args, **kwargs)
+        except:  # noqa: E722 - Python 2 raises old-style classes, which nothing else catches
+            kind, _, traceback = sys.exc_info()
+            courier(EVENT, "called", function, kind, traceback)
+            raise
+        courier(EVENT, "called", function, None, None)
+        return result
+
+    for name in ("__module__", "__name__", "__doc__", "__qualname__"):
+        if hasattr(function, name):
+            setattr(called, name, getattr(function, name))
+    called.__dict__.update(getattr(getattr(function, "__func__", function), "__dict__", {}))
+    called.__wrapped__ = function
+    return called
+
+
+def _frames_traced(codes, seen, opnames):
+    """A trace function that follows only the frames of `codes`: `seen` gets, for each that ran, how it
+    last left: "ran" by a return instruction, else "raised <the exception>" (a coroutine's frame leaves
+    at every await and is called again; its last exit counts)."""
+    raising = {}
+
+    def local(frame, event, arg):
+        if event == "exception":
+            raising[frame.f_code] = getattr(arg[0], "__name__", "an exception")
+        elif event == "return":
+            instruction = opnames[bytearray(frame.f_code.co_code)[frame.f_lasti]]  # Python 2's code is a str
+            seen[frame.f_code] = "ran" if instruction.startswith("RETURN") else \
+                "raised " + raising.get(frame.f_code, "an exception")
+        return local
+
+    def on_call(frame, event, arg):
+        if frame.f_code in codes:
+            seen[frame.f_code] = "ran"
+            return local
+        return None
+
+    return on_call
+
+
+class PerTestTimeout(BaseException):
+    """Raised inside a test that ran past COMMITGYM_TEST_TIMEOUT (a BaseException, so the
+    test's own `except Exception` does not swallow it)."""
+
+
+# --- the account: all the plugin knows, and its only writer ---------------------------------------
+
+
+def _account(write, root, checked, untrusted, watched, skip_types):
+    """A generator: each event sent to it arrives as (name, args). The first, sent by `_main` before
+    any code of the repository runs, says who may send (the courier's code) and which code may raise
+    the plugin's events; after that, an event from any other sender, or a plugin event raised by other
+    code, is itself what gets written (harness_reached)."""
+    # Every name the account uses is its own, taken before any code of the repository runs: replacing
+    # a module's name or a builtin later changes nothing here.
+    getframe, type_, isinstance_, len_, str_, vars_, dict_get, any_, range_, set_, round_, exception_ = (
+        sys._getframe, type, isinstance, len, str, vars, dict.get, any, range, set, round, Exception)
+    function_type, method_type, code_type, traceback_type = FunctionType, MethodType, CodeType, types.TracebackType
+    classic_class = getattr(types, "ClassType", None)
+    frames_seen, event_name, heap_walks, hook_setters = FRAMES_SEEN, EVENT, HEAP_WALKS, HOOK_SETTERS
+    mro_of, dict_of, name_of = (type.__dict__[name].__get__ for name in ("__mro__", "__dict__", "__name__"))
+    couriers, raisers = yield
+    text_types, int_types = (str, type(u"")), (int, type(1 << 64))  # Python 2's long
+    candidates = bool(untrusted)
+    flagged, place, repo_ids, collected, calling, checked_setups = set_(), {"started_in": root, "prefix": ""}, {}, {}, {}, {}
+    # A file's name as code carries it -> ("checked", its path, its module codes, its functions by
+    # (name, first line), their names) or ("candidate", its path or what compiled it).
+    kinds = {}
+    for path, (codes, functions) in checked.items():
+        kinds[path] = ("checked", path[len(root) + 1:], codes, functions, frozenset(key[0] for key in functions))
+    for path in untrusted:
+        kinds.setdefault(os.path.realpath(os.path.join(root, path)), ("candidate", path))
+        kinds.setdefault(os.path.join(root, path), ("candidate", path))
+
+    def lookup(holder, name):
+        if isinstance_(holder, type_):
+            for klass in mro_of(holder):
+                found = dict_of(klass)
+                if name in found:
+                    return found[name]
+            return None
+        return dict_get(vars_(holder), name)
+
+    strict = [(label, holder, name, lookup(holder, name)) for label, holder, name in watched[0]]
+    lenient = [(label, holder, name, lookup(holder, name)) for label, holder, name in watched[1]]
+
+    def flag(reason):
+        if reason not in flagged:
+            flagged.add(reason)
+            write({"event": "untrusted", "reason": reason})
+
+    def text(value):
+        return str_.__str__(value) if type_(value) is not str_ and isinstance_(value, str_) else \
+            value if isinstance_(value, text_types) else ""
+
+    def under_root(path):
+        return path[len(root) + 1:] if path.startswith(root + "/") else path
+
+    def file_of(code):
+        return text(code.co_filename)
+
+    def named(thing):
+        """A type's name, as a plain string."""
+        return text(name_of(thing))
+
+    def origin(code):
+        """The candidate's file (or what it compiled) a code object comes from; None for any other."""
+        kind = kinds.get(file_of(code)) if type_(code) is code_type else None
+        return kind[1] if kind is not None and kind[0] == "candidate" else None
+
+    def candidate_on_stack(frame):
+        for _ in range_(frames_seen if candidates else 0):
+            if frame is None:
+                break
+            found = origin(frame.f_code)
+            if found:
+                return found
+            frame = frame.f_back
+        return None
+
+    def functions_of(function):
+        """The functions a callable wraps (`__wrapped__`), outermost first, and what in the chain is not
+        a function (None when all are)."""
+        chain = []
+        while function is not None and len_(chain) < 16:
+            if type_(function) is method_type:
+                function = function.__func__
+            if type_(function) is not function_type:
+                return chain, function
+            chain.append(function)
+            function = dict_get(function.__dict__, "__wrapped__")
+        return chain, None
+
+    def compiled_from_source(code):
+        """'' when `code` is one the test files' sources compile to (or comes from no file checked),
+        else why not."""
+        kind = kinds.get(file_of(code))
+        if kind is None or kind[0] != "checked":
+            return ""
+        for expected in kind[3].get((text(code.co_name), code.co_firstlineno), ()):
+            if expected == code:
+                return ""
+        return "is not the code compiled from " + kind[1]
+
+    def function_check(rid, function, collected_function, path, name):
+        """Why the function pytest is about to call for a test is not the one its file defines ('' if it is)."""
+        chain, odd = functions_of(function)
+        if odd is not None:
+            return "forged_result: %s: pytest calls a %s, not a function" % (rid, named(type_(odd)))
+        if not chain:
+            return ""
+        if collected_function is not None and chain[0] is not collected_function:
+            return "forged_result: %s: the function pytest calls is not the one it collected" % rid
+        for function in chain:
+            found = origin(function.__code__)
+            if found:
+                return "forged_result: %s: it runs through code of the candidate's (%s)" % (rid, found)
+        own = kinds.get(path)
+        if dict_get(chain[0].__dict__, "__unittest_skip__") is True:
+            return ""  # unittest skips it without a call (Python 2's skip puts a wrapper of its own in its place)
+        if own is None or own[0] != "checked" or name not in own[4]:
+            why = compiled_from_source(chain[-1].__code__)
+            return "test_code_changed: %s: its function %s" % (rid, why) if why else ""
+        # The file defines the test: its function, compiled from it, must be what runs (reached through
+        # `__wrapped__`, or the closure of a decorator that sets none, as Python 2's functools.wraps).
+        for function in chain + [cell_function for wrapper in chain for cell_function in closed_over(wrapper)]:
+            code = function.__code__
+            if text(code.co_name) == name and any_(
+                    expected == code for expected in own[3].get((name, code.co_firstlineno), ())):
+                return ""
+        return "test_code_changed: %s: its function is not the code compiled from %s" % (rid, own[1])
+
+    def closed_over(function):
+        found = []
+        for cell in function.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if type_(value) is function_type:
+                found.append(value)
+        return found
+
+    def setup_check(rid, label, function):
+        if type_(function) is not function_type or function in checked_setups:
+            return
+        chain, _ = functions_of(function)
+        for function_ in chain:
+            found = origin(function_.__code__)
+            if found:
+                flag("forged_result: %s: its %s runs code of the candidate's (%s)" % (rid, label, found))
+                return
+        why = compiled_from_source(chain[-1].__code__) if chain else ""
+        if why:
+            flag("test_code_changed: %s: its %s %s" % (rid, label, why))
+            return
+        checked_setups[function] = True
+
+    def replacement_why(value):
+        chain, odd = functions_of(value)
+        if odd is not None or not chain:
+            return "by a %s" % named(type_(odd if odd is not None else value))
+        found = origin(chain[0].__code__)
+        return "by code of the candidate's (%s)" % found if found else ""
+
+    def internals_check():
+        for label, holder, name, original in strict:
+            if lookup(holder, name) is not original:
+                flag("pytest_internals_changed: %s was replaced during the run" % label)
+        for label, holder, name, original in lenient:
+            value = lookup(holder, name)
+            if value is not original:
+                why = replacement_why(value)
+                if why:
+                    flag("pytest_internals_changed: %s was replaced during the run %s" % (label, why))
+
+    def implementations_check(implementations):
+        for hook, function, wraps, trylast in implementations if type_(implementations) is list else ():
+            chain, odd = functions_of(function)
+            if odd is not None or not chain:
+                flag("harness_reached: %s is implemented by a %s" % (text(hook), named(type_(odd or function))))
+                continue
+            code = chain[0].__code__
+            found = origin(code)
+            if found:
+                flag("harness_reached: %s is implemented by code of the candidate's (%s)" % (text(hook), found))
+            elif wraps is True and trylast is True and file_of(code).startswith(place["started_in"] + "/") \
+                    and text(hook) in ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown"):
+                # Registered after the plugin, it would run inside its account and could hide what the phase raised.
+                flag("pytest_internals_changed: a trylast wrapper of %s in %s"
+                     % (text(hook), file_of(code)[len(place["started_in"]) + 1:]))
+
+    def told_not_to_run(options):
+        if options and type_(options) is list:
+            flag("pytest_internals_changed: pytest was told not to run the tests (%s)"
+                 % ", ".join(text(option) for option in options))
+
+    def repo_nodeid(nodeid):
+        """Ours for a collected test; otherwise (a collector) pytest's, moved under the rootdir's folder."""
+        nodeid = text(nodeid)
+        if nodeid in repo_ids:
+            return repo_ids[nodeid]
+        path, separator, rest = nodeid.partition("::")
+        return (place["prefix"] + path if place["prefix"] else path) + separator + rest
+
+    def raised(kind):
+        """passed, skipped or failed, from the type of what was raised (None: nothing)."""
+        if kind is None:
+            return "passed"
+        for base in mro_of(kind) if isinstance_(kind, type_) else ():
+            for skipping in skip_types:
+                if base is skipping:
+                    return "skipped"
+        return "failed"
+
+    def kind_name(kind):
+        if isinstance_(kind, type_):
+            return named(kind)
+        if type_(kind) is classic_class:  # Python 2's old-style classes
+            return text(kind.__name__)
+        return "an exception"
+
+    def where(traceback):
+        last = None
+        while type_(traceback) is traceback_type:
+            last, traceback = traceback, traceback.tb_next
+        if last is None:
+            return None
+        return "%s:%d" % (under_root(file_of(last.tb_frame.f_code)), last.tb_lineno)
+
+    # --- the plugin's events --------------------------------------------------------------------
+
+    def configure(started_in, rootdir):
+        started_in, rootdir = text(started_in), text(rootdir)
+        if started_in:
+            place["started_in"] = started_in
+        place["prefix"] = rootdir[len(started_in) + 1:] + "/" if rootdir.startswith(started_in + "/") else ""
+
+    def itemcollected(item_id, nodeid, path, runtest, function):
+        """pytest's node ids start at its rootdir, which is below the repository's root when the ini
+        file is (and a file outside the rootdir loses its path: "::test_x"); ours start at the root:
+        the item's file from there, then the rest of pytest's id."""
+        nodeid, path = text(nodeid), text(path)
+        _, separator, rest = nodeid.partition("::")
+        if separator and path.startswith(place["started_in"] + "/"):
+            repo_ids[nodeid] = path[len(place["started_in"]) + 1:] + separator + rest
+        chain, _ = functions_of(function)
+        if type_(item_id) in int_types:
+            collected[item_id] = (nodeid, runtest, chain[0] if chain else None)
+
+    def collection_finish(nodeids, options, implementations):
+        internals_check()  # every conftest is loaded by now
+        implementations_check(implementations)
+        told_not_to_run(options)
+        nodeids = [repo_nodeid(nodeid) for nodeid in nodeids] if type_(nodeids) is list else []
+        if len_(set_(nodeids)) != len_(nodeids):
+            flag("pytest_internals_changed: a node id was collected twice")
+        write({"event": "collected", "nodeids": nodeids})
+
+    def collectreport(nodeid, failed):
+        if failed is True:
+            write({"event": "collect_error", "nodeid": repo_nodeid(nodeid)})
+
+    def logstart(nodeid):
+        write({"event": "start", "nodeid": repo_nodeid(nodeid)})
+
+    def setup_start(nodeid, setups):
+        rid = repo_nodeid(nodeid)
+        for label, function in setups if type_(setups) is list else ():
+            setup_check(rid, text(label), function)
+
+    def call_start(nodeid, item_id, path, name, function, watched, implementations):
+        internals_check()
+        implementations_check(implementations)
+        rid = repo_nodeid(nodeid)
+        entry = collected.get(item_id) if type_(item_id) in int_types else None
+        why = function_check(rid, function, entry[2] if entry else None, text(path), text(name))
+        if why:
+            flag(why)
+        calling["now"] = (text(nodeid), function, watched is True)
+
+    def phase_end(nodeid, when, kind, stored):
+        event = {"event": "phase", "nodeid": repo_nodeid(nodeid), "when": text(when),
+                 "saw": raised(stored if kind is None else kind)}
+        if event["when"] == "call":
+            now = calling.pop("now", None)
+            event["watched"] = bool(now and now[0] == text(nodeid) and now[2])
+        write(event)
+
+    def called(function, kind, traceback):
+        now = calling.get("now")
+        if now is None:
+            flag("harness_reached: a test's function reported running outside its call phase")
+            return
+        rid = repo_nodeid(now[0])
+        if function is not now[1]:
+            flag("forged_result: %s: the function its wrapper called was swapped" % rid)
+        write({"event": "called", "nodeid": rid, "saw": raised(kind), "raised": kind_name(kind) if kind else None,
+               "at": where(traceback)})
+
+    def traced(nodeid, exit):
+        exit = text(exit)
+        if exit:
+            write({"event": "called", "nodeid": repo_nodeid(nodeid), "saw": "passed" if exit == "ran" else "failed",
+                   "raised": exit[len("raised "):] or None, "at": None})
+
+    def logreport(nodeid, when, outcome, wasxfail, seconds, subtest, may_differ, item_id, nodeid_now, runtest_now,
+                  options):
+        rid = repo_nodeid(nodeid)
+        if subtest is True:  # pytest-subtests, pytest 9's subtests
+            if text(outcome) == "failed":
+                write({"event": "subtest_failed", "nodeid": rid})
+            return
+        if text(when) == "teardown":  # the last phase, run even when setup failed
+            entry = collected.get(item_id) if type_(item_id) in int_types else None
+            if entry is not None and (entry[0] != text(nodeid_now) or entry[1] is not runtest_now):
+                flag("forged_result: %s: its node id or the way it runs was changed after it was collected" % rid)
+            told_not_to_run(options)
+        write({"event": "report", "nodeid": rid, "when": text(when), "outcome": text(outcome),
+               "wasxfail": wasxfail is True, "may_differ": may_differ is True,
+               "seconds": round_(seconds, 6) if type_(seconds) in (int, float) else 0})
+
+    def sessionfinish(exitstatus, implementations):
+        internals_check()
+        implementations_check(implementations)
+        write({"event": "end", "exitstatus": exitstatus if type_(exitstatus) is int else -1})
+
+    handlers = {"configure": configure, "itemcollected": itemcollected, "collection_finish": collection_finish,
+                "collectreport": collectreport, "logstart": logstart, "setup_start": setup_start,
+                "call_start": call_start, "phase_end": phase_end, "called": called, "traced": traced,
+                "logreport": logreport, "sessionfinish": sessionfinish}
+
+    # --- what the interpreter saw (3.8+) --------------------------------------------------------
+
+    def seen(event, args, raiser):
+        if event == "exec":
+            code = args[0] if args else None
+            if type_(code) is code_type and text(code.co_name) == "<module>":
+                kind = kinds.get(file_of(code))
+                if kind is not None and kind[0] == "checked" and not any_(code == expected for expected in kind[2]):
+                    flag("test_code_changed: %s does not run the code compiled from its source" % kind[1])
+        elif event in ("compile", "code.__new__"):
+            # Code the candidate's code makes is the candidate's, whatever file it says it comes from.
+            name = text(args[1]) if len_(args) > 1 else ""
+            found = origin(raiser.f_code) if raiser is not None else None
+            if found and name:
+                kind = kinds.get(name)
+                if kind is not None and kind[0] == "checked":
+                    flag("test_code_changed: the candidate's code (%s) compiled code named %s" % (found, kind[1]))
+                else:
+                    kinds[name] = ("candidate", "%s, compiled by %s" % (name, found))
+        elif event == "function.__new__":
+            code = args[0] if args else None
+            for ours in raisers:
+                if code is ours:
+                    flag("harness_reached: a function was made of the plugin's own code")
+        elif event in heap_walks:
+            flag("harness_reached: %s was called%s" % (
+                event, " (%s)" % where_frame(raiser) if raiser is not None else ""))
+        elif event in hook_setters:
+            found = candidate_on_stack(raiser)
+            if found:
+                flag("harness_reached: %s was called from the candidate's code (%s)" % (event, found))
+        elif event == "object.__setattr__" and len_(args) == 3:
+            target, name = args[0], text(args[1])
+            if name in ("__code__", "__defaults__", "__kwdefaults__") and type_(target) is function_type:
+                kind = kinds.get(file_of(target.__code__))
+                found = candidate_on_stack(raiser)
+                if kind is not None and kind[0] == "checked":
+                    flag("test_code_changed: %s of %s in %s was replaced" % (name, text(target.__name__), kind[1]))
+                elif found:
+                    flag("harness_reached: a function's %s was replaced from the candidate's code (%s)" % (name, found))
+            elif name == "__class__" and text(dict_get(dict_of(type_(target)), "__module__", "")).startswith(
+                    ("_pytest", "pluggy", "unittest")):
+                flag("harness_reached: the class of one of pytest's objects was replaced")
+        elif event in ("marshal.loads", "marshal.load", "ctypes.dlsym"):
+            found = origin(raiser.f_code) if raiser is not None else None
+            name = text(args[1]) if event == "ctypes.dlsym" and len_(args) > 1 else "Py"
+            if found and name.startswith(("Py", "_Py")):
+                flag("harness_reached: %s was called from the candidate's code (%s)" % (event, found))
+
+    def where_frame(frame):
+        return "%s:%d" % (under_root(file_of(frame.f_code)), frame.f_lineno)
+
+    while True:
+        message = yield
+        try:
+            caller = getframe(1)
+            if caller.f_code is not couriers[0] and caller.f_code is not couriers[-1]:
+                flag("harness_reached: the plugin's account was handed an event by other code")
+                continue
+            event, args, raiser = message[0], message[1], caller.f_back
+            if event != event_name:
+                seen(event, args, raiser)
+                continue
+            if raiser is None or not any_(raiser.f_code is code for code in raisers):
+                flag("harness_reached: a report event was raised by code other than the plugin's (%s)"
+                     % (where_frame(raiser) if raiser is not None else "no frame"))
+                continue
+            found = candidate_on_stack(raiser)
+            if found:
+                flag("harness_reached: a report event was raised with the candidate's code running (%s)" % found)
+            handler = handlers.get(args[0]) if args and isinstance_(args[0], str_) else None
+            if handler is not None:
+                handler(*args[1:])
+        except exception_ as error:  # noqa: BLE001 - whatever broke the account, the run says so
+            flag("harness_reached: the plugin's account failed (%s)" % named(type_(error)))
+
+
+def _audit_courier(account, lock, events):
+    """The audit hook: the events the account looks at go to it, one at a time; those its own work
+    raises do not (the account is running already in this thread)."""
+    send, running_here, exception_ = account.send, lock._is_owned, Exception
+
+    def hook(event, args):
+        if event in events and not running_here():
+            with lock:
+                try:
+                    send((event, args))
+                except exception_:  # noqa: S110 - an audit hook that raises would fail the audited call
+                    pass
+
+    return hook
+
+
+def _direct_courier(account, lock):
+    """Before Python 3.8 (no audit hooks): the plugin's events go straight to the account."""
+    send = account.send
+
+    def courier(event, *args):
         with lock:
-            line["seq"] = counter[0]
-            counter[0] += 1
-            body = dumps(line, sort_keys=True)
-            append(mac(key, body.encode("utf-8"), sha256).hexdigest() + " " + body + "\n")
-            flush()  # the host reads it once the process has ended: the kernel has it
+            send((event, args))
 
-    return write
+    return courier
+
+
+# --- the pytest plugin: pytest's facts handed to the account --------------------------------------
+
+
+def _plugin(pytest, courier, test_timeout):
+    """The plugin object. It holds no key and decides nothing: replaced, unregistered or called by
+    other code, it can only fall silent or be caught lying (its events come from its code alone)."""
+    recording, traced_by, timeout_error, run_hooks = _recording, _frames_traced, PerTestTimeout, RUN_HOOKS
+    opnames, signals, get_id, hookimpl = tuple(dis.opname), (signal.signal, signal.setitimer if hasattr(
+        signal, "setitimer") else None), id, pytest.hookimpl
+    function_item = pytest.Function
+    state = {"config": None}
+    items = {}  # pytest's node id -> the item, while it runs
+    setup_names = ("setUp", "tearDown", "setUpClass", "tearDownClass", "setup_method", "teardown_method",
+                   "setup_class", "teardown_class")
+
+    def implementations():
+        found, config = [], state["config"]
+        for name in run_hooks if config is not None else ():
+            caller = getattr(config.pluginmanager.hook, name, None)
+            for impl in caller.get_hookimpls() if caller is not None else ():
+                found.append((name, impl.function, bool(getattr(impl, "hookwrapper", False) or
+                                                        getattr(impl, "wrapper", False)), bool(impl.trylast)))
+        return found
+
+    def told_not_to_run(config):
+        """The options that make pytest go through the motions without running a test, set from a
+        config file or by code at import: what such a run reports says nothing."""
+        return [name for name in ("setuponly", "setupplan", "collectonly")
+                if config is not None and getattr(config.option, name, False)]
+
+    def function_of(item):
+        return item.obj if isinstance(item, function_item) else None
+
+    def codes_of(function):
+        """The code objects of a function and of those it wraps, outermost first."""
+        found = []
+        while function is not None and len(found) < 16:
+            code = getattr(getattr(function, "__func__", function), "__code__", None)
+            if code is not None and code not in found:
+                found.append(code)
+            function = getattr(function, "__wrapped__", None)
+        return found
+
+    def coroutine(function):
+        """A coroutine's, or a wrapper around one (an async plugin's): a plugin runs it its own way."""
+        return any(code.co_flags & 0x380 for code in codes_of(function))  # CO_COROUTINE, _ITERABLE_, CO_ASYNC_GENERATOR
+
+    def unittest_case(item):
+        case = item.__dict__.get("_testcase") or item.__dict__.get("_instance")
+        return case if case is not None and hasattr(case, "_testMethodName") else None
+
+    def setups(item):
+        found = []
+        for name, defs in sorted((getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", None) or {}).items()):
+            found.extend(("fixture " + name, getattr(fixturedef, "func", None)) for fixturedef in defs)
+        cls = getattr(item, "cls", None)
+        for name in setup_names if cls is not None else ():
+            value = cls.__dict__.get(name)
+            if value is not None:
+                found.append((name, getattr(value, "__func__", value)))
+        return found
+
+    @contextmanager
+    def alarm_after_timeout():
+        """SIGALRM raises PerTestTimeout in the test; only where signals reach us (POSIX, main thread)."""
+        if not (test_timeout > 0 and signals[1] is not None
+                and isinstance(threading.current_thread(), threading._MainThread)):  # Python 2 has no main_thread()
+            yield
+            return
+
+        def on_alarm(signum, frame):
+            raise timeout_error("the test ran past its timeout of %g seconds" % test_timeout)
+
+        previous = signals[0](signal.SIGALRM, on_alarm)
+        signals[1](signal.ITIMER_REAL, test_timeout)
+        try:
+            yield
+        finally:
+            signals[1](signal.ITIMER_REAL, 0)
+            signals[0](signal.SIGALRM, previous)
+
+    def phase(when):
+        # trylast: inside every wrapper but the conftests' own trylast ones, so it sees what the
+        # phase raised before the others, any hook or report can change it.
+        @hookimpl(hookwrapper=True, trylast=True)
+        def wrapper(self, item):
+            items[item.nodeid] = item
+            function = wrapped = case = None
+            if when == "setup":
+                courier(EVENT, "setup_start", item.nodeid, setups(item))
+            elif when == "call":
+                function = function_of(item)
+                if function is not None and not coroutine(function):
+                    wrapped = recording(function, courier)
+                courier(EVENT, "call_start", item.nodeid, get_id(item), str(getattr(item, "path", None) or item.fspath),
+                        getattr(item, "originalname", None) or item.name.partition("[")[0], function,
+                        wrapped is not None or (function is not None and coroutine(function)), implementations())
+                if wrapped is not None:
+                    item.obj, case = wrapped, unittest_case(item)
+                    if case is not None:  # pytest 5+ sets it itself from item.obj; pytest 4.6 does not
+                        setattr(case, item.name, wrapped)
+            try:
+                with alarm_after_timeout():
+                    outcome = yield
+            finally:
+                if wrapped is not None:
+                    item.obj = function
+                    if case is not None and case.__dict__.get(item.name) is wrapped:
+                        delattr(case, item.name)
+            stored = getattr(item, "_excinfo", None) if when == "call" else None
+            courier(EVENT, "phase_end", item.nodeid, when, outcome.excinfo[0] if outcome.excinfo else None,
+                    getattr(stored[0], "type", None) if stored else None)
+        return wrapper
+
+    class Report(object):
+        def pytest_configure(self, config):
+            state["config"] = config
+            invocation = getattr(config, "invocation_params", None)  # pytest 5.1+
+            started_in = str(invocation.dir) if invocation is not None else os.getcwd()
+            courier(EVENT, "configure", started_in, str(getattr(config, "rootpath", None) or config.rootdir))
+
+        @hookimpl(tryfirst=True)
+        def pytest_itemcollected(self, item):
+            courier(EVENT, "itemcollected", get_id(item), item.nodeid, str(getattr(item, "path", None) or item.fspath),
+                    item.__dict__.get("runtest"), function_of(item))
+
+        @hookimpl(trylast=True)
+        def pytest_collection_finish(self, session):
+            courier(EVENT, "collection_finish", [item.nodeid for item in session.items],
+                    told_not_to_run(session.config), implementations())
+
+        def pytest_collectreport(self, report):
+            courier(EVENT, "collectreport", report.nodeid, bool(report.failed))
+
+        def pytest_runtest_logstart(self, nodeid, location):
+            courier(EVENT, "logstart", nodeid)
+
+        def pytest_runtest_logreport(self, report):
+            item = items.pop(report.nodeid, None) if report.when == "teardown" else items.get(report.nodeid)
+            courier(EVENT, "logreport", report.nodeid, report.when, report.outcome, hasattr(report, "wasxfail"),
+                    getattr(report, "duration", 0) or 0, type(report).__name__ == "SubTestReport",
+                    item is not None and (item.get_closest_marker("xfail") is not None or hasattr(item, "_excinfo")),
+                    get_id(item) if item is not None else None, item.nodeid if item is not None else None,
+                    item.__dict__.get("runtest") if item is not None else None, told_not_to_run(state["config"]))
+
+        def pytest_sessionfinish(self, session, exitstatus):
+            courier(EVENT, "sessionfinish", int(exitstatus), implementations())
+
+        @hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_pyfunc_call(self, pyfuncitem):
+            """A coroutine test runs as a plugin of its own runs it (pytest's wrapper around the function
+            would make it look like none): its own frames, traced, say whether it ran and how it left."""
+            function = pyfuncitem.obj
+            if not coroutine(function):
+                yield
+                return
+            codes, seen = codes_of(function), {}
+            previous = sys.gettrace()
+            sys.settrace(traced_by(set(codes), seen, opnames))
+            try:
+                yield
+            finally:
+                sys.settrace(previous)
+            exits = [seen[code] for code in codes if code in seen]  # the outermost that ran: its exit is the test's
+            courier(EVENT, "traced", pyfuncitem.nodeid, exits[0] if exits else "")
+
+        pytest_runtest_setup = phase("setup")
+        pytest_runtest_call = phase("call")
+        pytest_runtest_teardown = phase("teardown")
+
+    return Report()
+
+
+def _plugin_codes(plugin):
+    """The code objects that may raise the plugin's events: its hooks' and the wrapper around a test."""
+    codes = [_recording(None, None).__code__]
+    for value in vars(type(plugin)).values():
+        code = getattr(value, "__code__", None)
+        if code is not None and code not in codes:
+            codes.append(code)
+    return tuple(codes)
 
 
 def _site_packages():
@@ -152,330 +1034,6 @@ def _site_packages_python2():
     for path in added:
         if os.path.exists(path) and path not in sys.path:
             sys.path.append(path)
-
-
-def _fingerprint():
-    """The functions pytest runs a test with: a repository that replaces one forges outcomes."""
-    import _pytest.python
-    import _pytest.reports
-    import _pytest.runner
-
-    def attribute(cls, name):
-        """The class's own object for `name` (a classmethod or property itself: the same every time)."""
-        for klass in cls.__mro__:
-            if name in klass.__dict__:
-                return klass.__dict__[name]
-        return None
-
-    found = {}
-    for name in ("call_and_report", "call_runtest_hook", "runtestprotocol", "pytest_runtest_makereport",
-                 "pytest_runtest_call", "check_interactive_exception"):
-        found["runner." + name] = getattr(_pytest.runner, name, None)
-    found["python.pytest_pyfunc_call"] = getattr(_pytest.python, "pytest_pyfunc_call", None)
-    for cls, names in ((_pytest.runner.CallInfo, ("from_call",)), (_pytest.reports.TestReport, ("from_item_and_call",)),
-                       (_pytest.python.Function, ("runtest",)),
-                       (_pytest.reports.BaseReport, ("passed", "failed", "skipped"))):
-        for name in names:
-            found[cls.__name__ + "." + name] = attribute(cls, name)
-    return found
-
-
-class PerTestTimeout(BaseException):
-    """Raised inside a test that ran past COMMITGYM_TEST_TIMEOUT (a BaseException, so the
-    test's own `except Exception` does not swallow it)."""
-
-
-def _plugin(pytest, write, test_timeout):
-    """The plugin object; its state is in this function's closure."""
-    skip_exception, xfail_exception = pytest.skip.Exception, pytest.xfail.Exception
-    opnames = tuple(dis.opname)
-    fingerprint = _fingerprint
-    as_loaded = fingerprint()
-    tampered = set()
-    place = {"started_in": os.getcwd(), "prefix": ""}  # the repository's root; pytest's rootdir below it
-    repo_ids = {}  # pytest's node id -> ours, for each collected test
-    collected_as = {}  # id(item) -> (its node id, its own runtest) when collected
-    phases = {}  # node id -> (when, outcome, wasxfail, seconds) of its reports so far
-    happened = {}  # node id -> {phase: "passed" | "failed" | "skipped"}, from what the phase raised
-    items = {}  # node id -> the item, while it runs
-    collected_codes = {}  # id(item) -> the code of its function and of those it wraps, when collected
-    belied_calls = {}  # node id -> what its function did that a passing call phase would belie
-    subtest_failed = set()
-    results = [0]
-    config_of = [None]  # the session's config, once collected
-
-    def check_internals():
-        for name, value in fingerprint().items():
-            if value is not as_loaded[name] and name not in tampered:
-                tampered.add(name)
-                write({"event": "tampered", "what": name + " was replaced during the run"})
-        for what in wrappers_inside():
-            if what not in tampered:
-                tampered.add(what)
-                write({"event": "tampered", "what": what})
-
-    def wrappers_inside():
-        """The repository's own trylast wrappers of a phase: registered after this plugin, they run
-        inside its account and could hide what the phase raised."""
-        config, root = place.get("config"), os.path.join(place["started_in"], "")
-        for name in ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown") if config else ():
-            for impl in getattr(config.pluginmanager.hook, name).get_hookimpls():
-                wraps = getattr(impl, "hookwrapper", False) or getattr(impl, "wrapper", False)
-                code = getattr(impl.function, "__code__", None)
-                if wraps and impl.trylast and code is not None and os.path.abspath(code.co_filename).startswith(root):
-                    yield "a trylast wrapper of %s in %s" % (name, os.path.relpath(code.co_filename, root))
-
-    def repo_nodeid(nodeid):
-        """Ours for a collected test; otherwise (a collector) pytest's, moved under the rootdir's folder."""
-        if nodeid in repo_ids:
-            return repo_ids[nodeid]
-        if not place["prefix"]:
-            return nodeid
-        path, separator, rest = nodeid.partition("::")
-        return posixpath.normpath(place["prefix"] + path) + separator + rest
-
-    def outcome_of(when, excinfo, item):
-        """What the phase did, from the exception it raised (for a unittest case, the first it stored)."""
-        if excinfo is None:
-            stored = getattr(item, "_excinfo", None) if when == "call" else None
-            if not stored:
-                return "passed"
-            kind = getattr(stored[0], "type", None)
-        else:
-            kind = excinfo[0]
-        if kind is not None and issubclass(kind, (skip_exception, xfail_exception)):
-            return "skipped"
-        return "failed"
-
-    def status_of(nodeid, reported):
-        by_phase = dict((when, (outcome, wasxfail)) for when, outcome, wasxfail, _ in reported)
-        setup, call, teardown = by_phase.get("setup"), by_phase.get("call"), by_phase.get("teardown")
-        if (setup is not None and setup[0] == "failed") or (teardown is not None and teardown[0] == "failed"):
-            return "ERROR"
-        for phase in (setup, call):
-            if phase is not None and phase[0] == "skipped":
-                return "XFAIL" if phase[1] else "SKIPPED"
-        if (call is not None and call[0] == "failed") or nodeid in subtest_failed:
-            return "FAILED"
-        if call is None:
-            return "ERROR"  # set up and torn down, never run (--setup-only, --setup-plan)
-        return "PASSED"  # a non-strict unexpected pass included
-
-    def forgery(nodeid, reported):
-        """Why the reports of this test are not what happened in it ("" when they are)."""
-        seen_phases = happened.pop(nodeid, {})
-        item = items.pop(nodeid, None)
-        belied = belied_calls.pop(nodeid, "")
-        if item is not None and collected_as.get(id(item)) != (item.nodeid, item.__dict__.get("runtest")):
-            return "its node id or the way it runs was changed after it was collected"
-        codes = collected_codes.get(id(item), ())
-        if codes and codes[-1] not in codes_of(item):
-            return "its function's code was changed after it was collected"
-        if belied and seen_phases.get("call") == "passed":
-            return belied + ", though its call passed"
-        may_differ = item is not None and (item.get_closest_marker("xfail") is not None or hasattr(item, "_excinfo"))
-        for when, outcome, _, _ in reported:
-            seen = seen_phases.get(when)
-            if seen is None:
-                return "a %s report came without the phase running" % when
-            if outcome == seen:
-                continue
-            # xfail turns a failure (of any phase) into a skip and a strict unexpected pass into a
-            # failure; a unittest case's unexpected success fails it without an exception.
-            if may_differ and ((seen, outcome) == ("failed", "skipped")
-                               or (when == "call" and (seen, outcome) == ("passed", "failed"))):
-                continue
-            return "the %s phase %s but was reported %s" % (when, seen, outcome)
-        return ""
-
-    def runs_nothing(config):
-        """The options that make pytest go through the motions without running a test, set from
-        a config file or by code at import: what such a run reports says nothing."""
-        if config is None:
-            return
-        asked = [name for name in ("setuponly", "setupplan", "collectonly")
-                 if getattr(config.option, name, False)]
-        if asked:
-            write({"event": "tampered", "what": "pytest was told not to run the tests (%s)" % ", ".join(asked)})
-
-    @contextmanager
-    def alarm_after_timeout():
-        """SIGALRM raises PerTestTimeout in the test; only where signals reach us (POSIX, main thread)."""
-        if not (test_timeout > 0 and hasattr(signal, "setitimer")
-                and isinstance(threading.current_thread(), threading._MainThread)):  # Python 2 has no main_thread()
-            yield
-            return
-
-        def on_alarm(signum, frame):
-            raise PerTestTimeout("the test ran past its timeout of %g seconds" % test_timeout)
-
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, test_timeout)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-
-    def codes_of(item):
-        """The code objects of the test's function and of the functions it wraps, outermost first."""
-        found, function = [], getattr(item, "obj", None) if isinstance(item, pytest.Function) else None
-        while function is not None and len(found) < 16:
-            code = getattr(getattr(function, "__func__", function), "__code__", None)
-            if code is not None and code not in found:
-                found.append(code)
-            function = getattr(function, "__wrapped__", None)
-        return found
-
-    def others_call_tests():
-        """Whether anything but pytest's own implementation may call (or not call) a test's function."""
-        import _pytest.python
-
-        hook = place["config"].pluginmanager.hook.pytest_pyfunc_call
-        callers = [impl.function for impl in hook.get_hookimpls()
-                   if not (getattr(impl, "hookwrapper", False) or getattr(impl, "wrapper", False))]
-        return callers != [_pytest.python.pytest_pyfunc_call]
-
-    @contextmanager
-    def frames_watched(codes, seen):
-        """Trace only the frames of `codes`: `seen` gets, for each that ran, how it last left: "ran"
-        by a return instruction, else "raised <the exception>" (a coroutine's frame leaves at every
-        await and is called again; its last exit counts)."""
-        raising = {}
-
-        def local(frame, event, arg):
-            if event == "exception":
-                raising[frame.f_code] = getattr(arg[0], "__name__", "an exception")
-            elif event == "return":
-                instruction = opnames[bytearray(frame.f_code.co_code)[frame.f_lasti]]  # Python 2's code is a str
-                seen[frame.f_code] = "ran" if instruction.startswith("RETURN") else \
-                    "raised " + raising.get(frame.f_code, "an exception")
-            return local
-
-        def on_call(frame, event, arg):
-            if frame.f_code in codes:
-                seen[frame.f_code] = "ran"
-                return local
-            return None
-
-        if not codes:
-            yield
-            return
-        previous = sys.gettrace()
-        sys.settrace(on_call)
-        try:
-            yield
-        finally:
-            sys.settrace(previous)
-
-    def function_account(excinfo, codes, seen):
-        """What the test's function did, where a passing call phase would contradict it ("" otherwise)."""
-        if excinfo is not None:  # an outer wrapper of pytest_pyfunc_call may have swallowed it
-            return "pytest_pyfunc_call raised " + getattr(excinfo[0], "__name__", "an exception")
-        exits = [seen[code] for code in codes if code in seen]
-        if codes and not exits:
-            return "its function never ran"
-        if exits and exits[0].startswith("raised "):
-            return "its function " + exits[0]  # the outermost that ran: the one whose exit is the test's
-        return ""
-
-    def phase(when):
-        # trylast: inside every wrapper but the conftests' own trylast ones, so it sees what the
-        # phase raised before the others, any hook or report can change it.
-        @pytest.hookimpl(hookwrapper=True, trylast=True)
-        def wrapper(self, item):
-            items[item.nodeid] = item
-            with alarm_after_timeout():
-                outcome = yield
-            happened.setdefault(item.nodeid, {})[when] = outcome_of(when, outcome.excinfo, item)
-        return wrapper
-
-    class Report(object):
-        def pytest_configure(self, config):
-            place["config"] = config
-            invocation = getattr(config, "invocation_params", None)  # pytest 5.1+
-            if invocation is not None:
-                place["started_in"] = str(invocation.dir)
-            rootdir = str(getattr(config, "rootpath", None) or config.rootdir)
-            relative = os.path.relpath(rootdir, place["started_in"]).replace(os.sep, "/")
-            place["prefix"] = "" if relative == "." or relative.startswith("..") else relative + "/"
-
-        @pytest.hookimpl(tryfirst=True)
-        def pytest_itemcollected(self, item):
-            """pytest's node ids start at its rootdir, which is below the repository's root when
-            the ini file is (and a file outside the rootdir loses its path: "::test_x"); ours
-            start at the root: the item's file from there, then the rest of pytest's id."""
-            path, separator, rest = item.nodeid.partition("::")
-            if separator:
-                relative = os.path.relpath(str(getattr(item, "path", None) or item.fspath), place["started_in"])
-                if not relative.startswith(".."):
-                    repo_ids[item.nodeid] = relative.replace(os.sep, "/") + separator + rest
-            collected_as[id(item)] = (item.nodeid, item.__dict__.get("runtest"))
-            collected_codes[id(item)] = tuple(codes_of(item))
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_collection_finish(self, session):
-            check_internals()  # every conftest is loaded by now
-            config_of[0] = session.config
-            runs_nothing(session.config)
-            nodeids = [repo_nodeid(item.nodeid) for item in session.items]
-            if len(set(nodeids)) != len(nodeids):
-                write({"event": "tampered", "what": "a node id was collected twice"})
-            write({"event": "collected", "nodeids": nodeids})
-
-        def pytest_collectreport(self, report):
-            if report.failed:
-                write({"event": "collect_error", "nodeid": repo_nodeid(report.nodeid)})
-
-        def pytest_runtest_logstart(self, nodeid, location):
-            phases[nodeid] = []
-            write({"event": "start", "nodeid": repo_nodeid(nodeid)})
-
-        def pytest_runtest_logreport(self, report):
-            if type(report).__name__ == "SubTestReport":  # pytest-subtests, pytest 9's subtests
-                if report.failed:
-                    subtest_failed.add(report.nodeid)
-                return
-            reported = phases.setdefault(report.nodeid, [])
-            reported.append((report.when, report.outcome, hasattr(report, "wasxfail"),
-                             getattr(report, "duration", 0) or 0))
-            if report.when != "teardown":  # teardown is the last phase, run even when setup failed
-                return
-            del phases[report.nodeid]
-            check_internals()
-            runs_nothing(config_of[0])
-            line = {"event": "result", "nodeid": repo_nodeid(report.nodeid),
-                    "status": status_of(report.nodeid, reported),
-                    "seconds": round(sum(phase[3] for phase in reported), 6)}
-            subtest_failed.discard(report.nodeid)
-            forged = forgery(report.nodeid, reported)
-            if forged:
-                line["forged"] = forged
-            results[0] += 1
-            write(line)
-
-        def pytest_sessionfinish(self, session, exitstatus):
-            check_internals()
-            write({"event": "end", "exitstatus": int(exitstatus), "results": results[0]})
-
-        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-        def pytest_pyfunc_call(self, pyfuncitem):
-            # Python 2's pluggy drops what is not a BaseException (an old-style class raised) without a
-            # word: the test's own frames say whether it raised.
-            watched = others_call_tests() or PYTHON2
-            codes = collected_codes.get(id(pyfuncitem), ()) if watched else ()
-            seen = {}
-            with frames_watched(codes, seen):
-                outcome = yield
-            belied = function_account(outcome.excinfo, codes, seen)
-            if belied:
-                belied_calls[pyfuncitem.nodeid] = belied
-
-        pytest_runtest_setup = phase("setup")
-        pytest_runtest_call = phase("call")
-        pytest_runtest_teardown = phase("teardown")
-
-    return Report()
 
 
 def _plugin_options():
@@ -563,9 +1121,11 @@ def _inside(path, folder):
     return path == folder or path.startswith(folder + os.sep)
 
 
+
 def _main():
     """Start pytest as `python -m pytest` would, with the plugin (see the docstring)."""
-    write = _channel() or (lambda line: None)
+    folder = os.path.dirname(os.path.abspath(__file__))
+    channel = _channel(folder)
     test_timeout = float(os.environ.pop("COMMITGYM_TEST_TIMEOUT", "0") or 0)
     _site_packages()
     sys.dont_write_bytecode = True
@@ -574,9 +1134,25 @@ def _main():
     # import (enum on Python 2, nt, org) would otherwise run before the plugin's account begins.
     repository, every_path = os.path.realpath(os.getcwd()), list(sys.path)
     sys.path[:] = [path for path in every_path if not _inside(path, repository)]
+    import unittest
+
     import pytest  # after the channel and the site folders: nothing of the repository has run yet
 
-    plugin = _plugin(pytest, write, test_timeout)
+    write = _line_writer(channel[0], channel[1]) if channel else (lambda event: None)
+    checked = dict((path, _compiled(path)) for path in _test_files(sys.argv[1:], repository))
+    account = _account(write, repository, dict((path, found) for path, found in checked.items() if found),
+                       channel[2] if channel else [], _watched(),
+                       (pytest.skip.Exception, pytest.xfail.Exception, unittest.SkipTest))
+    next(account)
+    lock = threading.RLock()
+    courier = _audit_courier(account, lock, AUDIT_EVENTS) if AUDITED else _direct_courier(account, lock)
+    plugin = _plugin(pytest, sys.audit if AUDITED else courier, test_timeout)
+    account.send(((courier.__code__,), _plugin_codes(plugin)))
+    if AUDITED:
+        sys.addaudithook(courier)
+    # From here on the account is reached only through the courier: this frame, which lasts the whole
+    # run, keeps nothing that could write.
+    del write, checked, channel, account, courier
     options = _legacy_config_options(pytest.__version__) + sys.argv[1:] + _plugin_options()
     sys.path[:] = [os.getcwd()] + every_path
     sys.argv[0] = "pytest"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence
 
 from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed, failure_reason
 from worker.engine.env.files import environment_files_lay
@@ -150,13 +150,15 @@ class _Validation:
 
 def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, repo: Path, selection: list[str], *,
                    scratch: Path, limits: Limits, per_test_timeout: float,
-                   first: Optional[PatchFirst] = None, runner=pytest_run) -> tuple[TestRun, float]:
+                   first: Optional[PatchFirst] = None, runner=pytest_run,
+                   untrusted: Sequence[str] = ()) -> tuple[TestRun, float]:
     """One pytest run of `selection` in the environment, in a fresh copy of the working copy `repo`
     made under `scratch` and thrown away after: nothing a run writes is seen by the next. With
     `first`, its patch is applied to the copy in the run's sandbox before the tests, and the
     environment's files are laid after its steps (a file the patch makes wins, as in any copy).
     `runner` runs the tests (pytest_run's arguments; run/plain_run.py for a second opinion).
-    Returns the run and the seconds the copy took."""
+    `untrusted`: the copy's files that are a candidate's own (pytest_run's; a patch applied first
+    brings its own). Returns the run and the seconds the copy took."""
     sandbox = builder.sandbox([(environment.path, ENV)], image=environment.image)
     fresh = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
     try:
@@ -171,7 +173,7 @@ def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, r
             copy_seconds = time.monotonic() - copy_started
             run = runner(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
                          selection=selection, per_test_timeout=per_test_timeout, limits=limits,
-                         mount_at=WORKSPACE, first=first)
+                         mount_at=WORKSPACE, first=first, **({"untrusted": untrusted} if untrusted else {}))
     finally:
         tree_remove(fresh)  # a plain folder holds what the run made, thousands of folders deep maybe
     return run, copy_seconds
