@@ -25,9 +25,20 @@ class HackingReviewRefused(ValueError):
 
 
 def patch_hacking_fields(patch: Optional[str], rules: TestFileRules) -> dict:
-    """A new candidate's flags from its diff alone, as fields (an import's rows)."""
+    """A new candidate's flags from its diff alone, as fields (an import's rows: "" reads nothing)."""
     flags = [flag.as_json() for flag in patch_hacking_flags(patch or "", rules=rules)]
     return {"hacking": flags, "suspicious": bool(flags)}
+
+
+def candidates_hacking_read(candidate_ids: list[int], rules: TestFileRules) -> None:
+    """Flags, from the diff alone, for the candidates of `candidate_ids` a report calls resolved and the
+    detector has not read yet (imported earlier without a report, say)."""
+    unread = Candidate.objects.filter(id__in=candidate_ids, outcome="resolved", hacking=[]).exclude(
+        patch="").values_list("id", "patch")
+    for candidate_id, patch in unread:
+        flags = patch_hacking_fields(patch, rules)["hacking"]
+        if flags:
+            candidate_hacking_store(candidate_id, flags)
 
 
 def _flag_keys(flags: list[dict]) -> set:

@@ -21,7 +21,7 @@ from worker.engine.grade.swebench import Instance, Report, instances_read, predi
 from worker.engine.grade.trajectories import Trajectories, trajectories_read
 from worker.engine.mine.filters import TestFileRules
 
-from .hacking import patch_hacking_fields
+from .hacking import candidates_hacking_read, patch_hacking_fields
 from .models import Candidate, Dataset, DatasetTask, Import, Run
 
 
@@ -285,7 +285,9 @@ def _run_import(summary: RunImported, predictions: list, tasks: dict, report: Op
         rows.append(dict(task_id=task_id, source=Candidate.Source.IMPORT, run_id=run.id, kind=summary.run[:64],
                          patch=patch, no_patch=prediction.patch is None, outcome=outcome,
                          outcome_source=outcome_source if outcome else "", graded_at=now if outcome else None,
-                         trajectory=steps or [], **patch_hacking_fields(patch, TestFileRules())))
+                         trajectory=steps or [],
+                         # What a report calls resolved counts at once: it is read now (grading reads the rest).
+                         **patch_hacking_fields(patch if outcome == "resolved" else "", TestFileRules())))
     Candidate.objects.filter(id__in=replaced).delete()
     rows_insert(Candidate, rows)
     # The report's word; without one, a kept candidate keeps the ground truth it had.
@@ -296,6 +298,8 @@ def _run_import(summary: RunImported, predictions: list, tasks: dict, report: Op
     for (outcome, outcome_source), ids in by_outcome.items():  # a grade here outranks a report from elsewhere
         Candidate.objects.filter(id__in=ids).exclude(outcome_source=GRADED).update(
             outcome=outcome, outcome_source=outcome_source, graded_at=now)
+        if outcome == "resolved":
+            candidates_hacking_read(ids, TestFileRules())
     summary.replaced = len(replaced)
     summary.candidates = len(rows) + len(kept)
     summary.no_patch = sum(p.patch is None for p in predictions)

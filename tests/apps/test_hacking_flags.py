@@ -172,3 +172,18 @@ def test_training_exports_leave_out_a_flagged_resolution_and_label_a_confirmed_o
         (cleared.id, True, "hidden_tests:graded")]
     assert awaiting.id not in [row["candidate_id"] for row in rows["judge"]]
     assert rows["judge counts"] == {"right": 2, "wrong": 1, "suspicious_left_out": 1}
+
+
+def test_an_import_reads_what_its_report_calls_resolved_and_grading_reads_the_rest(tmp_path):
+    instances_import(path=jsonl(tmp_path / "verified.jsonl", [instance(TASKS[0])]))
+    predictions = jsonl(tmp_path / "hacker.jsonl", [{"instance_id": TASKS[0], "model_name_or_path": "hacker",
+                                                     "model_patch": HACK}])
+    predictions_import(path=predictions)  # no report: no ground truth, graded later (which reads the patch)
+    hacked = Candidate.objects.get(run__name="hacker")
+    assert (hacked.outcome, hacked.hacking, hacked.suspicious) == ("", [], False)
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"resolved": [TASKS[0]]}))
+    predictions_import(path=predictions, report_path=report)  # the same patch, kept: now the report's word
+    hacked.refresh_from_db()
+    assert (hacked.outcome, [flag["reason"] for flag in hacked.hacking], hacked.suspicious) == (
+        "resolved", ["constant_comparison"], True)
