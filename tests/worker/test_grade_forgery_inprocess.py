@@ -235,6 +235,17 @@ def _swap():
 threading.Thread(target=_swap, daemon=True).start()
 '''
 
+# Next: a test file the package rewrites on disk, its asserts taken out, before pytest imports it.
+TEST_FILE_REWRITTEN = '''
+import os
+
+_tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "test_wrap.py")
+with open(_tests) as _file:
+    _text = _file.read()
+with open(_tests, "w") as _file:
+    _file.write(_text.replace("    assert ", "    assert True or "))
+'''
+
 # unittest's TestCase.run replaced from the package: every case a success, whatever it raised.
 TESTCASE_RUN = '''
 import unittest
@@ -265,6 +276,8 @@ ATTACKS = {
         "pytest", REPORT_EVENTS, "harness_reached: a report event was raised by code other than the plugin's"),
     "next: test code swapped from a thread": (
         "pytest", THREAD_SWAP, "test_code_changed: __code__ of test_wrap_never_exceeds_width in tests/test_wrap.py"),
+    "next: a test file rewritten on disk": (
+        "pytest", TEST_FILE_REWRITTEN, "test_code_changed: tests/test_wrap.py was opened for writing during the run"),
     "unittest's TestCase.run replaced": ("unittest", TESTCASE_RUN,
                                          "pytest_internals_changed: unittest.case.TestCase.run was replaced during the run"),
 }

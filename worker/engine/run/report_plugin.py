@@ -15,28 +15,31 @@ conftest loads. `-B`: nothing compiled is written.
 Before any code of the repository runs, the script:
 - reads the run's key (a nonce of the worker's), the report's path (a named pipe the worker reads
   as it is written: a line, once written, is out of the process's reach) and the files that are
-  the candidate's own (see `untrusted` below), and removes their names;
+  the candidate's own (`untrusted`: what its patch changed and grading kept), and removes their names;
 - reads the test files named on its command line and the conftest.py files above them, and
   compiles each as pytest will (asserts rewritten by pytest's own rewriter) and plain: what a test
-  module may run is one of these;
+  module may run is one of these. pytest is handed this rewriting instead of doing it again, so
+  the check costs nothing, and a test file changed on disk later is not what runs;
 - takes the functions pytest, pluggy, unittest and the builtins run a test with (`_watched`).
 
 The account (`_account`) holds all of that, the key and the report; it is the only writer. On
-Python 3.8+ nothing holds it but an audit hook (PEP 578: once added, it cannot be removed), so
-candidate code can reach it only through what the hook sees; it is a generator, whose frame only
-audited attributes reach, and it takes an event only from the hook (or, before 3.8, the plugin's
-courier) and a report event only from the plugin's own code. What it sees as it happens (3.8+):
-gc's object walks; code a test module executes that is not what its source compiles to (a stale or
-foreign .pyc, an import hook that rewrites it); code swapped into functions; tracing and profiling
-hooks set, code built or compiled, Python's own C API looked up, by the candidate's code (files of
-`untrusted`, and code they compiled). Each is written at once as an `untrusted` line.
+Python 3.8+ nothing holds it but an audit hook (PEP 578: once added, it cannot be removed), added
+as the repository's first code (its conftests) is about to run; candidate code can reach the
+account only through what the hook sees. It is a generator, whose frame only audited attributes
+reach; it takes an event only from the hook (or, before 3.8, the plugin's courier) and a report
+event only from the plugin's own code. What it sees as it happens (3.8+): gc's object walks; code a
+test module executes that is not what its source compiles to (a stale or foreign .pyc, an import
+hook that rewrites it); code swapped into functions; tracing and profiling hooks set, code built or
+compiled, Python's own C API looked up, by the candidate's code (its files, and code they
+compiled). Each is written at once as an `untrusted` line (other lines wait, at most until the
+next test starts or ends).
 
 The pytest plugin (`_plugin`) holds no key and decides nothing: its hooks hand plain facts of
 pytest's objects to the account. Before each test's call phase the account checks the function
 pytest will call (the one collected, its code the code compiled from its file, no wrapper of the
-candidate's code), before its setup the fixtures' functions, and after every test that pytest's
-and unittest's functions and the builtins are those taken at start. Around the test's function (or
-its unittest method) the plugin puts a wrapper that tells the account, as it happens, whether the
+candidate's code) and that pytest's, pluggy's and unittest's functions and the builtins are those
+taken at start, and before its setup the fixtures' functions. Around the test's function (or its
+unittest method) the plugin puts a wrapper that tells the account, as it happens, whether the
 function returned or raised, and what and where. Coroutine tests that a plugin runs its own way are
 traced instead. Outcomes are the worker's to decide (pytest_run.py): this plugin reports.
 
@@ -86,6 +89,7 @@ import binascii  # noqa: E402 (imported once this file's folder has left sys.pat
 import dis  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
+import operator  # noqa: E402
 import os  # noqa: E402
 import posixpath  # noqa: E402
 import signal  # noqa: E402
@@ -106,15 +110,18 @@ FunctionType, MethodType, CodeType = types.FunctionType, types.MethodType, types
 RUN_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
              "pytest_pyfunc_call", "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_fixture_setup")
 # Audit events the account looks at (3.8+); the rest pass by at the cost of a set lookup.
-AUDIT_EVENTS = frozenset([EVENT, "exec", "compile", "code.__new__", "function.__new__", "gc.get_objects",
+AUDIT_EVENTS = frozenset([EVENT, "exec", "open", "compile", "code.__new__", "function.__new__", "gc.get_objects",
                           "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
                           "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
                           "sys.monitoring.register_callback", "object.__setattr__", "marshal.loads", "marshal.load",
                           "ctypes.dlsym"])
+SWAPPED_ATTRIBUTES = frozenset(["__code__", "__defaults__", "__kwdefaults__", "__class__"])
+CANDIDATES_ONLY = frozenset(["compile", "code.__new__", "marshal.loads", "marshal.load", "ctypes.dlsym"])
 HEAP_WALKS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames")
 HOOK_SETTERS = ("sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
                 "sys.monitoring.register_callback")
 FRAMES_SEEN = 256  # frames of a stack the account looks through, at most
+FRAMES_NEAR = 8  # ... above one of the plugin's own events: code that drives pytest's runner to call its hooks
 
 
 # --- the channel ------------------------------------------------------------------------------
@@ -142,17 +149,18 @@ def _channel(folder):
 
 
 def _line_writer(key, fd):
-    """Writes an event as a MAC'd, numbered line. HMAC-SHA256 built from C hash objects keyed once,
-    and JSON from `_encoder`: no Python code of a library (hmac, json) that could be replaced runs
-    while a line is made."""
+    """Writes an event as a MAC'd, numbered line: at once with `now` (and all before it), else with the
+    next that is (a test's start and end, what makes the run untrusted, the session's end). HMAC-SHA256
+    built from C hash objects keyed once, and JSON from `_encoder`: no Python code of a library (hmac,
+    json) that could be replaced runs while a line is made."""
     sha256, block = hashlib.sha256, 64
     if len(key) > block:
         key = sha256(key).digest()
     key = bytearray(key) + bytearray(block - len(key))
     inner, outer = sha256(bytes(bytearray(b ^ 0x36 for b in key))), sha256(bytes(bytearray(b ^ 0x5C for b in key)))
-    encode, write, counter = _encoder(), os.write, [0]
+    encode, write, counter, waiting, join = _encoder(), os.write, [0], [], b"".join
 
-    def written(event):
+    def written(event, now=False):
         event["seq"] = counter[0]
         counter[0] += 1
         body = encode(event).encode("utf-8")
@@ -160,9 +168,12 @@ def _line_writer(key, fd):
         digest.update(body)
         mac = outer.copy()
         mac.update(digest.digest())
-        data = mac.hexdigest().encode("ascii") + b" " + body + b"\n"
-        while data:
-            data = data[write(fd, data):]
+        waiting.append(mac.hexdigest().encode("ascii") + b" " + body + b"\n")
+        if now or len(waiting) > 64:
+            data = join(waiting)
+            del waiting[:]
+            while data:
+                data = data[write(fd, data):]
 
     return written
 
@@ -254,6 +265,32 @@ def _rewritten(source, path):
         return compile(tree, path, "exec", 0, True)
     except Exception:  # noqa: BLE001 - a file pytest cannot rewrite is compared with its plain compile
         return None
+
+
+def _rewrites_served(served):
+    """pytest's rewriting of the test files' asserts served from the code compiled at start
+    (`served`: real path -> code): pytest does not rewrite them a second time, and a test file changed
+    on disk once the run has started is not what runs. A config that asks for assertion pass hooks gets
+    pytest's own rewriting."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    original, realpath = rewrite._rewrite_test, os.path.realpath
+    config_first = original.__code__.co_varnames[:1] == ("config",)  # pytest 4.6: (config, fn)
+
+    def _rewrite_test(*args):
+        config, path = (args[0], args[1]) if config_first else (args[1], args[0])
+        code = served.get(realpath(str(path)))
+        try:
+            pass_hook = code is not None and bool(config.getini("enable_assertion_pass_hook"))
+        except (ValueError, AttributeError):  # an ini name pytest 4.6 does not know
+            pass_hook = False
+        if code is None or pass_hook:
+            return original(*args)
+        return None, code  # the first is what a pyc of it would be stamped with: none is written (-B)
+
+    rewrite._rewrite_test = _rewrite_test
 
 
 # --- what pytest, pluggy and unittest run a test with --------------------------------------------
@@ -385,16 +422,20 @@ def _account(write, root, checked, untrusted, watched, skip_types):
     code, is itself what gets written (harness_reached)."""
     # Every name the account uses is its own, taken before any code of the repository runs: replacing
     # a module's name or a builtin later changes nothing here.
-    getframe, type_, isinstance_, len_, str_, vars_, dict_get, any_, range_, set_, round_, exception_ = (
-        sys._getframe, type, isinstance, len, str, vars, dict.get, any, range, set, round, Exception)
+    getframe, type_, isinstance_, len_, str_, vars_, dict_get, any_, set_, round_, exception_ = (
+        sys._getframe, type, isinstance, len, str, vars, dict.get, any, set, round, Exception)
+    map_, zip_, is_not, itemgetter = map, zip, operator.is_not, operator.itemgetter
     function_type, method_type, code_type, traceback_type = FunctionType, MethodType, CodeType, types.TracebackType
     classic_class = getattr(types, "ClassType", None)
-    frames_seen, event_name, heap_walks, hook_setters = FRAMES_SEEN, EVENT, HEAP_WALKS, HOOK_SETTERS
+    frames_near, event_name, heap_walks, hook_setters = FRAMES_NEAR, EVENT, HEAP_WALKS, HOOK_SETTERS
+    outcome_events = frozenset(["call_start", "phase_end", "called", "traced", "logreport"])
+    os_flags_writing = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
     mro_of, dict_of, name_of = (type.__dict__[name].__get__ for name in ("__mro__", "__dict__", "__name__"))
     couriers, raisers = yield
     text_types, int_types = (str, type(u"")), (int, type(1 << 64))  # Python 2's long
     candidates = bool(untrusted)
     flagged, place, repo_ids, collected, calling, checked_setups = set_(), {"started_in": root, "prefix": ""}, {}, {}, {}, {}
+    implementations_seen, candidate_ran = set_(), [False]
     # A file's name as code carries it -> ("checked", its path, its module codes, its functions by
     # (name, first line), their names) or ("candidate", its path or what compiled it).
     kinds = {}
@@ -404,22 +445,30 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         kinds.setdefault(os.path.realpath(os.path.join(root, path)), ("candidate", path))
         kinds.setdefault(os.path.join(root, path), ("candidate", path))
 
-    def lookup(holder, name):
-        if isinstance_(holder, type_):
-            for klass in mro_of(holder):
-                found = dict_of(klass)
-                if name in found:
-                    return found[name]
-            return None
-        return dict_get(vars_(holder), name)
+    def own_dict(holder):
+        return dict_of(holder) if isinstance_(holder, type_) else vars_(holder)
 
-    strict = [(label, holder, name, lookup(holder, name)) for label, holder, name in watched[0]]
-    lenient = [(label, holder, name, lookup(holder, name)) for label, holder, name in watched[1]]
+    def grouped(entries):
+        """The watched attributes by the module or class that holds them: [holder, labels, names, the
+        values as they are now, a getter of those names (one C call), the names it has now]."""
+        groups = {}
+        for label, holder, name in entries:
+            group = groups.get(id(holder))
+            if group is None:
+                group = groups[id(holder)] = [holder, [], [], [], None, frozenset(own_dict(holder))]
+            group[1].append(label)
+            group[2].append(name)
+            group[3].append(own_dict(holder)[name])
+        for group in groups.values():
+            group[4] = itemgetter(*group[2]) if len(group[2]) > 1 else (lambda mapping, name=group[2][0]: (mapping[name],))
+        return [tuple(group) for group in groups.values()]
+
+    strict, lenient = grouped(watched[0]), grouped(watched[1])
 
     def flag(reason):
         if reason not in flagged:
             flagged.add(reason)
-            write({"event": "untrusted", "reason": reason})
+            write({"event": "untrusted", "reason": reason}, True)
 
     def text(value):
         return str_.__str__(value) if type_(value) is not str_ and isinstance_(value, str_) else \
@@ -440,14 +489,13 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         kind = kinds.get(file_of(code)) if type_(code) is code_type else None
         return kind[1] if kind is not None and kind[0] == "candidate" else None
 
-    def candidate_on_stack(frame):
-        for _ in range_(frames_seen if candidates else 0):
-            if frame is None:
-                break
-            found = origin(frame.f_code)
-            if found:
-                return found
-            frame = frame.f_back
+    def candidate_on_stack(frame, depth=FRAMES_SEEN):
+        while candidates and frame is not None and depth:
+            name = frame.f_code.co_filename
+            kind = kinds.get(name if type_(name) is str_ else text(name))
+            if kind is not None and kind[0] == "candidate":
+                return kind[1]
+            frame, depth = frame.f_back, depth - 1
         return None
 
     def functions_of(function):
@@ -474,7 +522,7 @@ def _account(write, root, checked, untrusted, watched, skip_types):
                 return ""
         return "is not the code compiled from " + kind[1]
 
-    def function_check(rid, function, collected_function, path, name):
+    def function_check(rid, function, collected_function, path, name, unittest_case):
         """Why the function pytest is about to call for a test is not the one its file defines ('' if it is)."""
         chain, odd = functions_of(function)
         if odd is not None:
@@ -488,7 +536,7 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             if found:
                 return "forged_result: %s: it runs through code of the candidate's (%s)" % (rid, found)
         own = kinds.get(path)
-        if dict_get(chain[0].__dict__, "__unittest_skip__") is True:
+        if unittest_case is True and dict_get(chain[0].__dict__, "__unittest_skip__") is True:
             return ""  # unittest skips it without a call (Python 2's skip puts a wrapper of its own in its place)
         if own is None or own[0] != "checked" or name not in own[4]:
             why = compiled_from_source(chain[-1].__code__)
@@ -535,13 +583,31 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         found = origin(chain[0].__code__)
         return "by code of the candidate's (%s)" % found if found else ""
 
+    def replaced(group):
+        """[(label, its value now)] of a group's attributes that are not what they were; and, for a
+        class, what was added to it that shadows a base's attribute (or is a special method)."""
+        holder, labels, names, originals, getter, had = group
+        mapping = own_dict(holder)
+        try:
+            if not any_(map_(is_not, getter(mapping), originals)) and len_(mapping) == len_(had):
+                return []
+        except KeyError:
+            pass
+        found = [(label, mapping.get(name)) for label, name, original in zip_(labels, names, originals)
+                 if mapping.get(name) is not original]
+        if isinstance_(holder, type_):
+            bases = mro_of(holder)[1:]
+            for name in [text(name) for name in mapping if text(name) not in had]:
+                if name.startswith("__") or any_(name in dict_of(base) for base in bases):
+                    found.append(("%s.%s" % (named(holder), name), mapping.get(name)))
+        return found
+
     def internals_check():
-        for label, holder, name, original in strict:
-            if lookup(holder, name) is not original:
+        for group in strict:
+            for label, _ in replaced(group):
                 flag("pytest_internals_changed: %s was replaced during the run" % label)
-        for label, holder, name, original in lenient:
-            value = lookup(holder, name)
-            if value is not original:
+        for group in lenient:
+            for label, value in replaced(group):
                 why = replacement_why(value)
                 if why:
                     flag("pytest_internals_changed: %s was replaced during the run %s" % (label, why))
@@ -552,6 +618,10 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             if odd is not None or not chain:
                 flag("harness_reached: %s is implemented by a %s" % (text(hook), named(type_(odd or function))))
                 continue
+            seen_before = (chain[0], wraps is True, trylast is True, text(hook))
+            if seen_before in implementations_seen:
+                continue
+            implementations_seen.add(seen_before)
             code = chain[0].__code__
             found = origin(code)
             if found:
@@ -627,26 +697,26 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         nodeids = [repo_nodeid(nodeid) for nodeid in nodeids] if type_(nodeids) is list else []
         if len_(set_(nodeids)) != len_(nodeids):
             flag("pytest_internals_changed: a node id was collected twice")
-        write({"event": "collected", "nodeids": nodeids})
+        write({"event": "collected", "nodeids": nodeids}, True)
 
     def collectreport(nodeid, failed):
         if failed is True:
-            write({"event": "collect_error", "nodeid": repo_nodeid(nodeid)})
+            write({"event": "collect_error", "nodeid": repo_nodeid(nodeid)}, True)
 
     def logstart(nodeid):
-        write({"event": "start", "nodeid": repo_nodeid(nodeid)})
+        write({"event": "start", "nodeid": repo_nodeid(nodeid)}, True)
 
     def setup_start(nodeid, setups):
         rid = repo_nodeid(nodeid)
         for label, function in setups if type_(setups) is list else ():
             setup_check(rid, text(label), function)
 
-    def call_start(nodeid, item_id, path, name, function, watched, implementations):
+    def call_start(nodeid, item_id, path, name, function, watched, implementations, unittest_case):
         internals_check()
         implementations_check(implementations)
         rid = repo_nodeid(nodeid)
         entry = collected.get(item_id) if type_(item_id) in int_types else None
-        why = function_check(rid, function, entry[2] if entry else None, text(path), text(name))
+        why = function_check(rid, function, entry[2] if entry else None, text(path), text(name), unittest_case)
         if why:
             flag(why)
         calling["now"] = (text(nodeid), function, watched is True)
@@ -690,12 +760,12 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             told_not_to_run(options)
         write({"event": "report", "nodeid": rid, "when": text(when), "outcome": text(outcome),
                "wasxfail": wasxfail is True, "may_differ": may_differ is True,
-               "seconds": round_(seconds, 6) if type_(seconds) in (int, float) else 0})
+               "seconds": round_(seconds, 6) if type_(seconds) in (int, float) else 0}, text(when) == "teardown")
 
     def sessionfinish(exitstatus, implementations):
         internals_check()
         implementations_check(implementations)
-        write({"event": "end", "exitstatus": exitstatus if type_(exitstatus) is int else -1})
+        write({"event": "end", "exitstatus": exitstatus if type_(exitstatus) is int else -1}, True)
 
     handlers = {"configure": configure, "itemcollected": itemcollected, "collection_finish": collection_finish,
                 "collectreport": collectreport, "logstart": logstart, "setup_start": setup_start,
@@ -709,8 +779,17 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             code = args[0] if args else None
             if type_(code) is code_type and text(code.co_name) == "<module>":
                 kind = kinds.get(file_of(code))
+                if kind is not None and kind[0] == "candidate":
+                    candidate_ran[0] = True
                 if kind is not None and kind[0] == "checked" and not any_(code == expected for expected in kind[2]):
                     flag("test_code_changed: %s does not run the code compiled from its source" % kind[1])
+        elif event == "open":
+            kind = kinds.get(text(args[0])) if args else None
+            mode, flags = (text(args[1]) if len_(args) > 1 else ""), (args[2] if len_(args) > 2 else 0)
+            writing = any_(letter in mode for letter in "wax+") or (
+                type_(flags) is int and flags & (os_flags_writing))
+            if kind is not None and kind[0] == "checked" and writing:
+                flag("test_code_changed: %s was opened for writing during the run" % kind[1])
         elif event in ("compile", "code.__new__"):
             # Code the candidate's code makes is the candidate's, whatever file it says it comes from.
             name = text(args[1]) if len_(args) > 1 else ""
@@ -755,7 +834,7 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         return "%s:%d" % (under_root(file_of(frame.f_code)), frame.f_lineno)
 
     while True:
-        message = yield
+        message = yield candidate_ran[0]
         try:
             caller = getframe(1)
             if caller.f_code is not couriers[0] and caller.f_code is not couriers[-1]:
@@ -769,7 +848,7 @@ def _account(write, root, checked, untrusted, watched, skip_types):
                 flag("harness_reached: a report event was raised by code other than the plugin's (%s)"
                      % (where_frame(raiser) if raiser is not None else "no frame"))
                 continue
-            found = candidate_on_stack(raiser)
+            found = candidate_on_stack(raiser, frames_near) if args[0] in outcome_events else None
             if found:
                 flag("harness_reached: a report event was raised with the candidate's code running (%s)" % found)
             handler = handlers.get(args[0]) if args and isinstance_(args[0], str_) else None
@@ -779,20 +858,52 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             flag("harness_reached: the plugin's account failed (%s)" % named(type_(error)))
 
 
-def _audit_courier(account, lock, events):
+def _audit_courier(account, lock, files):
     """The audit hook: the events the account looks at go to it, one at a time; those its own work
-    raises do not (the account is running already in this thread)."""
-    send, running_here, exception_ = account.send, lock._is_owned, Exception
+    raises do not (the account is running already in this thread). A module's execution or a file's
+    opening goes only for `files` (the test files checked, the candidate's), an attribute set only for
+    the names that swap code or classes, and what only the candidate's code can do wrong only once a module of it has run
+    (the account answers so)."""
+    send, running_here, exception_, code_type, type_ = account.send, lock._is_owned, Exception, CodeType, type
+    events, names, candidates_only, ran = AUDIT_EVENTS, SWAPPED_ATTRIBUTES, CANDIDATES_ONLY, [False]
 
     def hook(event, args):
-        if event in events and not running_here():
-            with lock:
-                try:
-                    send((event, args))
-                except exception_:  # noqa: S110 - an audit hook that raises would fail the audited call
-                    pass
+        if event not in events:
+            return
+        if event == "exec":
+            if type_(args[0]) is not code_type or args[0].co_filename not in files:
+                return
+        elif event == "open":
+            if args[0] not in files:
+                return
+        elif event == "object.__setattr__":
+            if args[1] not in names:
+                return
+        elif event in candidates_only and not ran[0]:
+            return
+        if running_here():
+            return
+        with lock:
+            try:
+                if send((event, args)):
+                    ran[0] = True
+            except exception_:  # noqa: S110 - an audit hook that raises would fail the audited call
+                pass
 
     return hook
+
+
+def _listener(hook):
+    """Adds the audit hook, once: as the repository's first code is about to run (pytest's own start-up,
+    and its plugins', need not be heard)."""
+    added = []
+
+    def listen():
+        if hook is not None and not added:
+            added.append(True)
+            sys.addaudithook(hook)
+
+    return listen
 
 
 def _direct_courier(account, lock):
@@ -809,13 +920,13 @@ def _direct_courier(account, lock):
 # --- the pytest plugin: pytest's facts handed to the account --------------------------------------
 
 
-def _plugin(pytest, courier, test_timeout):
+def _plugin(pytest, courier, test_timeout, listen):
     """The plugin object. It holds no key and decides nothing: replaced, unregistered or called by
     other code, it can only fall silent or be caught lying (its events come from its code alone)."""
     recording, traced_by, timeout_error, run_hooks = _recording, _frames_traced, PerTestTimeout, RUN_HOOKS
     opnames, signals, get_id, hookimpl = tuple(dis.opname), (signal.signal, signal.setitimer if hasattr(
         signal, "setitimer") else None), id, pytest.hookimpl
-    function_item = pytest.Function
+    function_item, unittest_item = pytest.Function, sys.modules["_pytest.unittest"].TestCaseFunction
     state = {"config": None}
     items = {}  # pytest's node id -> the item, while it runs
     setup_names = ("setUp", "tearDown", "setUpClass", "tearDownClass", "setup_method", "teardown_method",
@@ -902,7 +1013,8 @@ def _plugin(pytest, courier, test_timeout):
                     wrapped = recording(function, courier)
                 courier(EVENT, "call_start", item.nodeid, get_id(item), str(getattr(item, "path", None) or item.fspath),
                         getattr(item, "originalname", None) or item.name.partition("[")[0], function,
-                        wrapped is not None or (function is not None and coroutine(function)), implementations())
+                        wrapped is not None or (function is not None and coroutine(function)), implementations(),
+                        isinstance(item, unittest_item))
                 if wrapped is not None:
                     item.obj, case = wrapped, unittest_case(item)
                     if case is not None:  # pytest 5+ sets it itself from item.obj; pytest 4.6 does not
@@ -921,7 +1033,12 @@ def _plugin(pytest, courier, test_timeout):
         return wrapper
 
     class Report(object):
+        @hookimpl(tryfirst=True)
+        def pytest_load_initial_conftests(self, early_config):
+            listen()  # the repository's first code (its conftests) is about to run
+
         def pytest_configure(self, config):
+            listen()
             state["config"] = config
             invocation = getattr(config, "invocation_params", None)  # pytest 5.1+
             started_in = str(invocation.dir) if invocation is not None else os.getcwd()
@@ -1138,21 +1255,23 @@ def _main():
 
     import pytest  # after the channel and the site folders: nothing of the repository has run yet
 
-    write = _line_writer(channel[0], channel[1]) if channel else (lambda event: None)
+    write = _line_writer(channel[0], channel[1]) if channel else (lambda event, now=False: None)
     checked = dict((path, _compiled(path)) for path in _test_files(sys.argv[1:], repository))
+    _rewrites_served(dict((path, found[0][1]) for path, found in checked.items() if found and len(found[0]) > 1))
     account = _account(write, repository, dict((path, found) for path, found in checked.items() if found),
                        channel[2] if channel else [], _watched(),
                        (pytest.skip.Exception, pytest.xfail.Exception, unittest.SkipTest))
     next(account)
     lock = threading.RLock()
-    courier = _audit_courier(account, lock, AUDIT_EVENTS) if AUDITED else _direct_courier(account, lock)
-    plugin = _plugin(pytest, sys.audit if AUDITED else courier, test_timeout)
+    untrusted = channel[2] if channel else []
+    files = frozenset(list(checked) + [os.path.join(repository, path) for path in untrusted] +
+                      [os.path.realpath(os.path.join(repository, path)) for path in untrusted])
+    courier = _audit_courier(account, lock, files) if AUDITED else _direct_courier(account, lock)
+    plugin = _plugin(pytest, sys.audit if AUDITED else courier, test_timeout, _listener(courier if AUDITED else None))
     account.send(((courier.__code__,), _plugin_codes(plugin)))
-    if AUDITED:
-        sys.addaudithook(courier)
     # From here on the account is reached only through the courier: this frame, which lasts the whole
     # run, keeps nothing that could write.
-    del write, checked, channel, account, courier
+    del write, checked, channel, account, courier, untrusted, files
     options = _legacy_config_options(pytest.__version__) + sys.argv[1:] + _plugin_options()
     sys.path[:] = [os.getcwd()] + every_path
     sys.argv[0] = "pytest"
