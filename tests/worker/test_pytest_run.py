@@ -254,6 +254,20 @@ def test_node_ids_are_relative_to_the_repository_even_when_pytests_rootdir_is_be
                                "other/test_outside.py::test_three": "PASSED"}
 
 
+def test_a_suite_of_unittest_cases_and_plain_tests_runs_trusted(venv, workdir):
+    """pytest 7+ marks a node class the first time it makes an item of it (nodes.py): made first, the
+    flag set on TestCaseFunction shadows the one set on Function later, and is pytest's own."""
+    repo = make_repo(workdir, {
+        "tests/__init__.py": "",
+        "tests/test_cases.py": "import unittest\n\n\nclass Case(unittest.TestCase):\n"
+                               "    def test_method(self):\n        self.assertEqual(1, 1)\n",
+        "tests/test_plain.py": "def test_plain():\n    pass\n"})
+    result = run(venv, workdir, repo, [])
+    assert result.untrusted == ""
+    assert result.outcomes == {"tests/test_cases.py::Case::test_method": "PASSED",
+                               "tests/test_plain.py::test_plain": "PASSED"}
+
+
 def test_one_test_selected_by_its_node_id(venv, workdir):
     repo = make_repo(workdir, {"tests/test_outcomes.py": OUTCOMES_FILE})
     for node_id in ["tests/test_outcomes.py::test_x[odd [id] here]", "tests/test_outcomes.py::test_x[a b-1]"]:

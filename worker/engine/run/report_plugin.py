@@ -122,6 +122,8 @@ HOOK_SETTERS = ("sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sy
                 "sys.monitoring.register_callback")
 FRAMES_SEEN = 256  # frames of a stack the account looks through, at most
 FRAMES_NEAR = 8  # ... above one of the plugin's own events: code that drives pytest's runner to call its hooks
+# Flags pytest itself sets on a node class the first time it makes one of its items (nodes.py, 7.0+).
+PYTEST_OWN_FLAGS = frozenset(["_pytest_diamond_inheritance_warning_shown"])
 
 
 # --- the channel ------------------------------------------------------------------------------
@@ -428,6 +430,7 @@ def _account(write, root, checked, untrusted, watched, skip_types):
     function_type, method_type, code_type, traceback_type = FunctionType, MethodType, CodeType, types.TracebackType
     classic_class = getattr(types, "ClassType", None)
     frames_near, event_name, heap_walks, hook_setters = FRAMES_NEAR, EVENT, HEAP_WALKS, HOOK_SETTERS
+    pytest_own_flags = PYTEST_OWN_FLAGS
     outcome_events = frozenset(["call_start", "phase_end", "called", "traced", "logreport"])
     os_flags_writing = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
     mro_of, dict_of, name_of = (type.__dict__[name].__get__ for name in ("__mro__", "__dict__", "__name__"))
@@ -598,6 +601,8 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         if isinstance_(holder, type_):
             bases = mro_of(holder)[1:]
             for name in [text(name) for name in mapping if text(name) not in had]:
+                if name in pytest_own_flags and mapping.get(name) is True:
+                    continue
                 if name.startswith("__") or any_(name in dict_of(base) for base in bases):
                     found.append(("%s.%s" % (named(holder), name), mapping.get(name)))
         return found
