@@ -542,7 +542,10 @@ class EnvironmentBuilder:
         """`uv pip install` as of the cutoffs, lifting a cutoff a step for each package it held back
         or that did not build, until the install works or nothing more can be lifted."""
         for _ in range(MAX_LIFTS):
-            argv = [UV, "pip", "install", "--python", f"{ENV}/bin/python", *cutoffs.args(), *requirements]
+            # Compiled here once, read-only after: with -B a run could never keep what it compiles, and
+            # compiling pytest and the packages at every run was half of a small suite's run time.
+            argv = [UV, "pip", "install", "--compile-bytecode", "--python", f"{ENV}/bin/python", *cutoffs.args(),
+                    *requirements]
             if run.step("install", argv, network=True, required=False):
                 return True
             held = lifts_wanted(run.last_output, cutoffs.build)
