@@ -39,11 +39,11 @@ test:
 		/usr/sbin/mkfs.ext4 e2fsprogs
 	@$(TIMED) docker deploy/dev/docker.sh
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker -q -p no:cacheprovider
+	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker -q -p no:cacheprovider --durations=10
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-	  $(TIMED) "suite: apps" $(PY) -m pytest tests/apps -q -p no:cacheprovider
+	  $(TIMED) "suite: apps" $(PY) -m pytest tests/apps -q -p no:cacheprovider --durations=10
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-	  $(TIMED) "suite: browser" $(PY) -m pytest tests/browser -q -p no:cacheprovider
+	  $(TIMED) "suite: browser" $(PY) -m pytest tests/browser -q -p no:cacheprovider --durations=10
 
 # Each bench/<name>.py prints "name: value unit (baseline: value unit, ratio: r)" lines;
 # files starting with "_" are their helpers.
