@@ -268,6 +268,18 @@ def test_a_suite_of_unittest_cases_and_plain_tests_runs_trusted(venv, workdir):
                                "tests/test_plain.py::test_plain": "PASSED"}
 
 
+def test_a_candidates_module_importing_asyncio_runs_trusted(venv, workdir):
+    """asyncio's import sets a function's __code__ (types.coroutine): the standard library's doing,
+    though the candidate's import started it; a fix that imports asyncio is graded like any other."""
+    repo = make_repo(workdir, {"pkg/__init__.py": "", "pkg/mod.py": "import asyncio\n\n\ndef value():\n    return 2\n",
+                               "tests/test_mod.py": "from pkg.mod import value\n\n\ndef test_value():\n"
+                                                    "    assert value() == 2\n"})
+    result = pytest_run(sandbox=LocalSandbox(read_only=[venv]), workdir=workdir, repo_dir=repo,
+                        python=str(venv / "bin" / "python"), selection=["tests/test_mod.py"], per_test_timeout=10.0,
+                        limits=LIMITS, untrusted=["pkg/mod.py"])
+    assert (result.untrusted, result.outcomes) == ("", {"tests/test_mod.py::test_value": "PASSED"})
+
+
 def test_one_test_selected_by_its_node_id(venv, workdir):
     repo = make_repo(workdir, {"tests/test_outcomes.py": OUTCOMES_FILE})
     for node_id in ["tests/test_outcomes.py::test_x[odd [id] here]", "tests/test_outcomes.py::test_x[a b-1]"]:

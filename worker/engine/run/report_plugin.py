@@ -492,12 +492,17 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         kind = kinds.get(file_of(code)) if type_(code) is code_type else None
         return kind[1] if kind is not None and kind[0] == "candidate" else None
 
-    def candidate_on_stack(frame, depth=FRAMES_SEEN):
+    def candidate_on_stack(frame, depth=FRAMES_SEEN, through_imports=True):
+        """The candidate's file whose code is running at `frame` or below it; with `through_imports`
+        False, not past the import system (a module the candidate imports runs its own code)."""
         while candidates and frame is not None and depth:
             name = frame.f_code.co_filename
-            kind = kinds.get(name if type_(name) is str_ else text(name))
+            name = name if type_(name) is str_ else text(name)
+            kind = kinds.get(name)
             if kind is not None and kind[0] == "candidate":
                 return kind[1]
+            if not through_imports and name.startswith("<frozen importlib"):
+                return None
             frame, depth = frame.f_back, depth - 1
         return None
 
@@ -821,7 +826,7 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             target, name = args[0], text(args[1])
             if name in ("__code__", "__defaults__", "__kwdefaults__") and type_(target) is function_type:
                 kind = kinds.get(file_of(target.__code__))
-                found = candidate_on_stack(raiser)
+                found = candidate_on_stack(raiser, through_imports=False)  # asyncio's import sets one
                 if kind is not None and kind[0] == "checked":
                     flag("test_code_changed: %s of %s in %s was replaced" % (name, text(target.__name__), kind[1]))
                 elif found:
