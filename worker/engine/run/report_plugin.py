@@ -110,7 +110,7 @@ FunctionType, MethodType, CodeType = types.FunctionType, types.MethodType, types
 RUN_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
              "pytest_pyfunc_call", "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_fixture_setup")
 # Audit events the account looks at (3.8+); the rest pass by at the cost of a set lookup.
-AUDIT_EVENTS = frozenset([EVENT, "exec", "open", "compile", "code.__new__", "function.__new__", "gc.get_objects",
+AUDIT_EVENTS = frozenset([EVENT, "exec", "open", "object.__getattr__", "compile", "code.__new__", "function.__new__", "gc.get_objects",
                           "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
                           "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
                           "sys.monitoring.register_callback", "object.__setattr__", "marshal.loads", "marshal.load",
@@ -124,6 +124,13 @@ FRAMES_SEEN = 256  # frames of a stack the account looks through, at most
 FRAMES_NEAR = 8  # ... above one of the plugin's own events: code that drives pytest's runner to call its hooks
 # Flags pytest itself sets on a node class the first time it makes one of its items (nodes.py, 7.0+).
 PYTEST_OWN_FLAGS = frozenset(["_pytest_diamond_inheritance_warning_shown"])
+
+
+def _of_type(value, types, issubclass=issubclass, type=type):
+    """isinstance by the value's type alone: isinstance reads `__class__` when the type does not
+    match, and a candidate's object can make that a property, whose code would then run inside the
+    account."""
+    return issubclass(type(value), types)
 
 
 # --- the channel ------------------------------------------------------------------------------
@@ -185,7 +192,7 @@ def _encoder():
     from json.encoder import encode_basestring_ascii as string  # the C version where there is one
 
     text_types, number_types = (type(u""), type("")), (int, float) + ((long,) if PYTHON2 else ())  # noqa: F821
-    join, sorted_, repr_, type_, bool_, isinstance_, dict_ = ", ".join, sorted, repr, type, bool, isinstance, dict
+    join, sorted_, repr_, type_, bool_, isinstance_, dict_ = ", ".join, sorted, repr, type, bool, _of_type, dict
 
     def encode(value):
         kind = type_(value)
@@ -425,7 +432,7 @@ def _account(write, root, checked, untrusted, watched, skip_types):
     # Every name the account uses is its own, taken before any code of the repository runs: replacing
     # a module's name or a builtin later changes nothing here.
     getframe, type_, isinstance_, len_, str_, vars_, dict_get, any_, set_, round_, exception_ = (
-        sys._getframe, type, isinstance, len, str, vars, dict.get, any, set, round, Exception)
+        sys._getframe, type, _of_type, len, str, vars, dict.get, any, set, round, Exception)
     map_, zip_, is_not, itemgetter = map, zip, operator.is_not, operator.itemgetter
     function_type, method_type, code_type, traceback_type = FunctionType, MethodType, CodeType, types.TracebackType
     classic_class = getattr(types, "ClassType", None)
@@ -785,7 +792,9 @@ def _account(write, root, checked, untrusted, watched, skip_types):
     # --- what the interpreter saw (3.8+) --------------------------------------------------------
 
     def seen(event, args, raiser):
-        if event == "exec":
+        if event == "object.__getattr__":  # the hook passes on only reads of the account's own frame
+            flag("harness_reached: the plugin's account was looked into (%s)" % text(args[1] if len_(args) > 1 else ""))
+        elif event == "exec":
             code = args[0] if args else None
             if type_(code) is code_type and text(code.co_name) == "<module>":
                 kind = kinds.get(file_of(code))
@@ -876,18 +885,26 @@ def _audit_courier(account, lock, files):
     (the account answers so)."""
     send, running_here, exception_, code_type, type_ = account.send, lock._is_owned, Exception, CodeType, type
     events, names, candidates_only, ran = AUDIT_EVENTS, SWAPPED_ATTRIBUTES, CANDIDATES_ONLY, [False]
+    str_, of_type, as_str = str, _of_type, str.__str__
+
+    def plain(value):
+        """A str as an exact str (a subclass's own `__hash__` or `__eq__` never runs here), else None."""
+        return value if type_(value) is str_ else as_str(value) if of_type(value, str_) else None
 
     def hook(event, args):
-        if event not in events:
+        if type_(event) is not str_ or event not in events:  # sys.audit() takes a str subclass too
             return
         if event == "exec":
-            if type_(args[0]) is not code_type or args[0].co_filename not in files:
+            if type_(args[0]) is not code_type or plain(args[0].co_filename) not in files:
                 return
         elif event == "open":
-            if args[0] not in files:
+            if plain(args[0]) not in files:
                 return
         elif event == "object.__setattr__":
-            if args[1] not in names:
+            if plain(args[1]) not in names:
+                return
+        elif event == "object.__getattr__":
+            if args[0] is not account:  # its frame, read through gi_frame, holds all it knows
                 return
         elif event in candidates_only and not ran[0]:
             return
