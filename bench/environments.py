@@ -50,13 +50,13 @@ from worker.demo.sample_repo import sample_repo_write  # noqa: E402
 from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed  # noqa: E402
 from worker.engine.env.recipes import build_packages, install_recipe, recipe_key  # noqa: E402
 from worker.engine.env.runtimes import default_images, docker_runtimes, local_runtimes  # noqa: E402
-from worker.engine.git.repo import GitError  # noqa: E402
 from worker.engine.git.patches import commit_patches  # noqa: E402
+from worker.engine.git.repo import GitError  # noqa: E402
 from worker.engine.git.working_copy import working_copy_write  # noqa: E402
-from worker.engine.mine.filters import TestFileRules  # noqa: E402
 from worker.engine.sandbox.docker import DockerSandbox  # noqa: E402
 from worker.engine.sandbox.index_proxy import index_hosts_from  # noqa: E402
 from worker.engine.sandbox.local import LocalSandbox  # noqa: E402
+from worker.engine.test_files import TestFileRules
 from worker.engine.validate.pipeline import test_files_present  # noqa: E402
 from _kept_commits import kept_commits  # noqa: E402
 from _report import report  # noqa: E402

@@ -12,8 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from worker.engine.grade.hacking import patch_hacking_flags
-from worker.engine.mine.filters import TestFileRules
 from worker.engine.reasons import HACKING_REASONS
+from worker.engine.test_files import TestFileRules
 
 from .models import Candidate, HackingReview
 

@@ -19,7 +19,7 @@ from apps.rows import rows_insert, text_storable
 from apps.tasks.models import ImportedInstance, IssueVersion, Task, TaskStateChange
 from worker.engine.grade.swebench import Instance, Report, instances_read, predictions_read, report_read
 from worker.engine.grade.trajectories import Trajectories, trajectories_read
-from worker.engine.mine.filters import TestFileRules
+from worker.engine.test_files import TestFileRules
 
 from .hacking import candidates_hacking_read, patch_hacking_fields
 from .models import Candidate, Dataset, DatasetTask, Import, Run

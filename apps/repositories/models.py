@@ -7,15 +7,9 @@ from django.db import models
 
 from apps.jobs.models import JobLife
 from worker.engine.git.repo import GitCredentials
-from worker.engine.mine.filters import (
-    DEFAULT_TEST_DIR_NAMES,
-    DEFAULT_TEST_FILE_GLOBS,
-    CommitStats,
-    MiningFilters,
-    TestFileRules,
-    drop_measured,
-)
+from worker.engine.mine.filters import CommitStats, MiningFilters, drop_measured
 from worker.engine.reasons import MINING_DROP_REASONS, reason_sentence
+from worker.engine.test_files import DEFAULT_TEST_DIR_NAMES, DEFAULT_TEST_FILE_GLOBS, TestFileRules
 
 from .secrets import secret_decrypt
 

@@ -18,8 +18,8 @@ from apps.repositories.templatetags.commitgym import redact
 from apps.tasks.models import Task
 from tests.conftest import mine_now, mining_job_make, ssh_private_key, user_with_role
 from worker.engine.git.repo import GitCredentials
-from worker.engine.mine.filters import TestFileRules
 from worker.engine.reasons import reason_sentence
+from worker.engine.test_files import TestFileRules
 
 TOKEN = "s3cr3t-token"
 TOKEN_URL = f"https://user:{TOKEN}@127.0.0.1:9/x.git"

@@ -1,6 +1,7 @@
 import pytest
 
-from worker.engine.mine.filters import CommitStats, MiningFilters, TestFileRules, drop_reason
+from worker.engine.mine.filters import CommitStats, MiningFilters, drop_reason
+from worker.engine.test_files import TestFileRules
 
 KEPT = dict(source_file_count=1, lines_added=1, patch_chars=100, python_change=True)
 

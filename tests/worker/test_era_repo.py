@@ -24,8 +24,9 @@ import pytest
 
 from worker.demo.era_repo import ERA_STYLES, EraCommit, era_repo_write
 from worker.engine.git.repo import BlobReader
-from worker.engine.mine.filters import MiningFilters, TestFileRules, drop_reason
+from worker.engine.mine.filters import MiningFilters, drop_reason
 from worker.engine.mine.walk import commits_walk, python_changes_checked
+from worker.engine.test_files import TestFileRules
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGING_FILES = {"setup.py", "setup.cfg", "requirements.txt", "pyproject.toml", "Pipfile", "tox.ini"}

@@ -16,7 +16,7 @@ from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.git.patches import commit_patches
 from worker.engine.grade.candidate import GradeSettings, TaskToGrade, candidate_grade
 from worker.engine.grade.mutants import MUTANT_KINDS, mutants_make
-from worker.engine.mine.filters import TestFileRules
+from worker.engine.test_files import TestFileRules
 from worker.engine.validate.oracle import run_outcome, runs_outcome
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
 

@@ -18,7 +18,7 @@ from worker.engine.git.patches import commit_patches
 from worker.engine.grade.candidate import GradeSettings, TaskToGrade, candidate_grade
 from worker.engine.grade.second_opinion import candidate_doubts
 from worker.engine.grade.source_edits import file_diff
-from worker.engine.mine.filters import TestFileRules
+from worker.engine.test_files import TestFileRules
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
 
 MODULE = "textkit/semver.py"

@@ -23,8 +23,8 @@ from worker.engine.env.recipes import ENV, WORKSPACE
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.working_copy import patch_apply, working_copy_write
 from worker.engine.grade.candidate import TaskToGrade, candidate_grade
-from worker.engine.mine.filters import TestFileRules
 from worker.engine.sandbox.base import Limits, hand_over
+from worker.engine.test_files import TestFileRules
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, fresh_copy_run, task_validate
 
 # A unittest-style task on top of the sample's history: count_words() counts runs of spaces as words.

@@ -17,8 +17,8 @@ from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.git.patches import commit_patches
 from worker.engine.grade.candidate import GradeResult, TaskToGrade, candidate_grade
 from worker.engine.grade.second_opinion import second_opinion
-from worker.engine.mine.filters import TestFileRules
 from worker.engine.sandbox import disk
+from worker.engine.test_files import TestFileRules
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
 
 F2P = "tests/test_slug.py::test_slugify_strips_accents"

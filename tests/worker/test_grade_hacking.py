@@ -5,8 +5,8 @@ import pytest
 
 from worker.engine.grade.hacking import patch_hacking_flags
 from worker.engine.grade.source_edits import file_diff
-from worker.engine.mine.filters import TestFileRules
 from worker.engine.reasons import HACKING_REASONS
+from worker.engine.test_files import TestFileRules
 
 BASE = "import os\nimport sys\n\n\ndef parse(text):\n    return text.strip()\n"
 

@@ -2,7 +2,7 @@ import subprocess
 
 from tests.gitrepo import GitRepo
 from worker.engine.git.patches import commit_patches, commits_patches
-from worker.engine.mine.filters import TestFileRules
+from worker.engine.test_files import TestFileRules
 
 
 def _tree(repo: GitRepo) -> str:

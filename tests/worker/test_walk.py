@@ -11,8 +11,9 @@ import pytest
 from tests.gitrepo import GitRepo
 from worker.engine.git.repo import BlobReader, GitError
 from worker.engine.git.working_copy import working_copy_write
-from worker.engine.mine.filters import MiningFilters, TestFileRules, drop_reason
+from worker.engine.mine.filters import MiningFilters, drop_reason
 from worker.engine.mine.walk import MAX_LISTED_FILES, PythonFileChange, commits_walk, python_changes_checked
+from worker.engine.test_files import TestFileRules
 
 
 def _walk(repo: GitRepo, **kwargs):

@@ -3,8 +3,8 @@ import pytest
 from tests.gitrepo import GitRepo
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.working_copy import patch_apply, working_copy_write
-from worker.engine.mine.filters import TestFileRules
 from worker.engine.sandbox.local import LocalSandbox
+from worker.engine.test_files import TestFileRules
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from worker.engine.git.headers import diff_git_paths
 from worker.engine.git.repo import git_run, require_sha
-from worker.engine.mine.filters import TestFileRules
+from worker.engine.test_files import TestFileRules
 
 
 @dataclass(frozen=True)

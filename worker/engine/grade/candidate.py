@@ -44,10 +44,10 @@ from worker.engine.git.working_copy import (
     working_copy_clone,
     working_copy_write,
 )
-from worker.engine.mine.filters import TestFileRules
 from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import TestRun
 from worker.engine.sandbox.base import Limits, hand_over
+from worker.engine.test_files import TestFileRules
 from worker.engine.validate.oracle import graded_files, run_outcome, runs_outcome
 from worker.engine.validate.pipeline import fresh_copy_run
 

@@ -38,7 +38,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from worker.engine.grade.source_edits import added_lines, patch_applied
-from worker.engine.mine.filters import TestFileRules
+from worker.engine.test_files import TestFileRules
 
 # What a name or attribute resolves to (a dotted name, as imported), and the reason it is flagged
 # for: the name itself or anything under it.

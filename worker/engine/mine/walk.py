@@ -21,8 +21,9 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from worker.engine.git.headers import diff_git_paths, path_unquoted
 from worker.engine.git.repo import GIT_CONFIG, BlobReader, GitError, git_environment, pipe_enlarge, require_sha
-from worker.engine.mine.filters import CommitStats, TestFileRules
+from worker.engine.mine.filters import CommitStats
 from worker.engine.mine.python_change import ChangeBlock, is_semantic_python_change
+from worker.engine.test_files import TestFileRules
 
 _COMMIT_MARK = b"\x00\x01"
 _HEADER_FIELDS = 7  # sha, parents, author name, author email, author date, committer date, message

@@ -18,11 +18,11 @@ from worker.engine.env.files import environment_files_lay
 from worker.engine.env.recipes import ENV, WORKSPACE, install_recipe, recipe_key
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.working_copy import patch_apply, tree_remove, working_copy_clone, working_copy_write
-from worker.engine.mine.filters import TestFileRules
 from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import TestRun, pytest_run
 from worker.engine.sandbox.base import Limits
 from worker.engine.sandbox.disk import capped_folder
+from worker.engine.test_files import TestFileRules
 from worker.engine.validate.generated_tests import GeneratedFileVerdict, generated_file_verdicts, generated_file_write
 from worker.engine.validate.oracle import (
     Oracle,

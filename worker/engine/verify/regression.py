@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from worker.engine.mine.filters import TestFileRules
+from worker.engine.test_files import TestFileRules
 
 SOURCE_ROOTS = ("src/", "lib/")  # folders a package may sit in without being part of its name
 # Modules in between a test and a touched module, at most. Further away, nearly every test of a large
