@@ -43,6 +43,12 @@ class DatasetsConfig(AppConfig):
 
         from apps.jobs.registry import MODEL_CALLS, JobKind, job_kind_register
         from apps.repositories.models import Repository
+        from apps.tasks.registry import DASHBOARD_FIGURES, TASK_REVIEW_PAGE
+
+        from .panels import dashboard_overlaps, task_review_panels
+
+        TASK_REVIEW_PAGE.register(task_review_panels)
+        DASHBOARD_FIGURES.register(dashboard_overlaps)
 
         def repository_saved(sender, instance, created, raw=False, **kwargs):
             if created and not raw:

@@ -32,10 +32,10 @@ from django.db.models import Exists, OuterRef
 from apps.jobs.models import Job
 from apps.llm.calls import model_call_cache_key, role_settings
 from apps.llm.models import LanguageJob, ModelCall
-from apps.llm.services import language_job_start
 from apps.repositories.models import MiningJob, Repository
 from apps.repositories.services import mining_job_start, repository_register
 from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt, valid_validation
+from apps.tasks.language_jobs import language_job_start
 from apps.tasks.models import IssueVersion, Task, Validation
 from apps.tasks.services import task_validation_start
 from worker.demo.bundle import REPOSITORY_NAME, demo_bundle, demo_sample_write

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, render
 from apps.repositories.selectors import repositories_visible
 
 from . import selectors
+from .registry import ENVIRONMENT_PAGE
 
 ENVIRONMENTS_PER_PAGE = 50
 
@@ -35,7 +36,6 @@ def environment_list(request):
 def environment_detail(request, key: str):
     environment = get_object_or_404(selectors.environments_visible(user=request.user).select_related("repository"),
                                     key=key)
-    validations = selectors.validations_of_environment(environment=environment, user=request.user)
     repository = environment.repository
     if repository and not repositories_visible(user=request.user).filter(pk=repository.pk).exists():
         repository = None  # seen through a validation of another repository: the builder's name stays hidden
@@ -43,6 +43,6 @@ def environment_detail(request, key: str):
         "environment": environment,
         "repository": repository,
         "build_network": build_network_sentence(environment.build_network),
-        "validations": validations,
+        **ENVIRONMENT_PAGE.context(request, environment),
     }
     return render(request, "environments/environment_detail.html", context)

@@ -65,3 +65,16 @@ def job_kind(name: str) -> JobKind:
 def job_kinds() -> list[JobKind]:
     return sorted(_KINDS.values(), key=lambda kind: kind.label)
 
+
+# Subjects whose jobs people see when they may see the subject (a repository, a task of one),
+# registered by the subject's app: subject type (app_label.model) -> `subject_ids(user=)`, the ids of
+# those the user may see. A job on any other subject is seen by who asked for it.
+_SUBJECTS_VISIBLE: dict[str, Callable] = {}
+
+
+def job_subject_visibility_register(subject_type: str, subject_ids: Callable) -> None:
+    _SUBJECTS_VISIBLE[subject_type] = subject_ids
+
+
+def job_subjects_visible() -> dict[str, Callable]:
+    return dict(_SUBJECTS_VISIBLE)

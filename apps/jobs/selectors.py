@@ -16,32 +16,27 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
-from apps.repositories.selectors import repositories_visible
-from apps.tasks.models import Task
 
 from .leases import Lease
 from .models import Job, Worker
+from .registry import job_subjects_visible
 
 INSPECT_SECONDS = 1.0
 WORKERS_CACHE_SECONDS = 5
 _INSPECTING = threading.Lock()  # one inspect at a time per process
 
 
-# Subjects whose visibility follows a repository's; a job on anything else is seen by who asked.
-REPOSITORY_SUBJECTS = ("repositories.repository", "tasks.task")
-
-
 def jobs_visible(*, user) -> QuerySet:
-    """Admins see every job; others the jobs on what they may see (a repository, or a task of one),
-    and the other jobs they asked for themselves."""
+    """Admins see every job; others the jobs on what they may see (the subjects whose visibility an
+    app registered: a repository, or a task of one), and the other jobs they asked for themselves."""
     jobs = Job.objects.select_related("requested_by")
     if ADMIN in user_roles(user):
         return jobs
-    repositories = repositories_visible(user=user).values("pk")
-    return jobs.filter(Q(subject_type="repositories.repository", subject_id__in=repositories)
-                       | Q(subject_type="tasks.task",
-                           subject_id__in=Task.objects.filter(repository__in=repositories).values("pk"))
-                       | (~Q(subject_type__in=REPOSITORY_SUBJECTS) & Q(requested_by=user)))
+    visible = job_subjects_visible()
+    seen = ~Q(subject_type__in=list(visible)) & Q(requested_by=user)
+    for subject_type, subject_ids in visible.items():
+        seen |= Q(subject_type=subject_type, subject_id__in=subject_ids(user=user))
+    return jobs.filter(seen)
 
 
 def jobs_filtered(*, user, kind: str = "", state: str = "", subject: str = "") -> QuerySet:

@@ -28,7 +28,6 @@ from apps.jobs.services import (
     job_start,
 )
 from apps.rows import commits_flushed_later, rows_insert
-from apps.tasks.states import tasks_create_for_commits, tasks_delete_unstarted
 from worker.engine.git.location import (
     LocationCheck,
     local_repository_refusal,
@@ -51,13 +50,13 @@ from worker.engine.mine.walk import MinedCommit, commits_walk, python_changes_ch
 from worker.engine.reasons import IMPORT_REASONS
 
 from .models import Commit, MiningJob, Repository
+from .registry import COMMITS_DROPPED, COMMITS_KEPT, REPOSITORY_DELETING
 from .secrets import secret_encrypt
 
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 500
 MERGE_COMMIT = "merge_commit"  # a reason of its own: no filter measures a merge
-TASKS_AT_ONCE = 5000  # well under the parameters one statement may carry (SQLite: 32,766)
 
 
 # --- repositories -------------------------------------------------------------
@@ -227,8 +226,8 @@ def repository_delete(*, repository: Repository) -> None:
     finds the job gone at its next report and stops."""
     mirror = repository.mirror_dir
     with transaction.atomic():
-        Job.objects.filter(Q(subject_type="repositories.repository", subject_id=repository.pk)
-                           | Q(subject_type="tasks.task", subject_id__in=repository.tasks.values("pk"))).delete()
+        REPOSITORY_DELETING.call(repository)
+        Job.objects.filter(subject_type="repositories.repository", subject_id=repository.pk).delete()
         repository.delete()
     shutil.rmtree(mirror, ignore_errors=True)
 
@@ -304,8 +303,8 @@ def commits_refilter(*, repository: Repository) -> dict[str, int]:
             blobs.close()
     with transaction.atomic():
         Commit.objects.bulk_update(changed, ["drop_reason", "python_change"], batch_size=1000)
-        _tasks_for_kept_commits(repository)
-        tasks_delete_unstarted(commit_ids=[c.id for c in newly_dropped])
+        COMMITS_KEPT.call(repository)
+        COMMITS_DROPPED.call([c.id for c in newly_dropped])
     return {"kept": len(newly_kept), "dropped": len(newly_dropped)}
 
 
@@ -330,7 +329,7 @@ def commit_keep(*, commit: Commit, user, note: str) -> Commit:
     with transaction.atomic():
         Commit.objects.filter(id=commit.id).update(kept_by=user, kept_note=note[:5000], kept_at=timezone.now(),
                                                    kept_reason=commit.drop_reason, drop_reason="")
-        _tasks_for_kept_commits(commit.repository)
+        COMMITS_KEPT.call(commit.repository)
     return Commit.objects.get(id=commit.id)
 
 
@@ -364,7 +363,7 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
 
     Commits stored before (measured again after the test-file rules changed)
     are updated in place, and the tasks of those now dropped go; kept commits get
-    their tasks from `_tasks_for_kept_commits` once the walk ends. A caller that
+    their tasks from COMMITS_KEPT once the walk ends. A caller that
     knows none of the batch can be stored yet says `maybe_stored=False`."""
     filters = repository.mining_filters()
     rows = [_commit_row(repository, mined, MERGE_COMMIT if mined.merge else drop_reason(mined.stats, filters) or "")
@@ -381,16 +380,8 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
                     row["drop_reason"] = ""
             remeasured = [Commit(id=known[row["sha"]], **row) for row in rows if row["sha"] in known]
             Commit.objects.bulk_update(remeasured, _MEASURED_FIELDS, batch_size=500)
-            tasks_delete_unstarted(commit_ids=[row.pk for row in remeasured if row.drop_reason])
+            COMMITS_DROPPED.call([row.pk for row in remeasured if row.drop_reason])
     return len(rows) - len(known)
-
-
-def _tasks_for_kept_commits(repository: Repository) -> None:
-    """Every kept commit without a task gets one: once per job rather than per batch, and so
-    also those of an earlier job that stopped before this step (a worker that died)."""
-    waiting = Commit.objects.filter(repository=repository, drop_reason="", tasks__isnull=True).only("id", "sha")
-    for commits in _batches(list(waiting), TASKS_AT_ONCE):
-        tasks_create_for_commits(repository=repository, commits=commits)
 
 
 # --- mining jobs ------------------------------------------------------------------
@@ -502,10 +493,10 @@ def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
                 done += len(batch)
                 progress.report(done)
         except (JobCancelled, SoftTimeLimitExceeded, GitError):
-            _tasks_for_kept_commits(repository)  # what was stored stays whole
+            COMMITS_KEPT.call(repository)  # what was stored stays whole
             raise
         finally:
             walk.close()
-        _tasks_for_kept_commits(repository)
+        COMMITS_KEPT.call(repository)
     Repository.objects.filter(id=repository.id).update(mined_head=tip, default_branch=branch)
     return new, time.monotonic() - started

@@ -14,7 +14,6 @@ urlpatterns = [
     path("<int:pk>/jobs/<int:job_id>/cancel/", views.mining_job_cancel, name="job_cancel"),
     path("<int:pk>/jobs/<int:job_id>/retry/", views.mining_job_retry, name="job_retry"),
     path("<int:pk>/commits/", views.commit_list, name="commits"),
-    path("<int:pk>/act/", views.repository_act, name="act"),
     path("<int:pk>/commits/<str:sha>/", views.commit_detail, name="commit"),
     path("<int:pk>/commits/<str:sha>/keep/", views.commit_keep_view, name="commit_keep"),
 ]

@@ -14,16 +14,15 @@ from django.views.decorators.http import require_http_methods, require_POST
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from apps.accounts.roles import user_can_mine, user_can_review
-from apps.tasks.bulk import repository_action_start, repository_actions
-from apps.tasks.review import ReviewRefused
-from apps.web import diff_html, page_render, redirect_back, require_miner, require_reviewer
+from apps.accounts.roles import user_can_mine
+from apps.web import diff_html, page_render, redirect_back, require_miner
 from worker.engine.git.repo import GitError, commit_patch
 from worker.engine.reasons import MINING_DROP_REASONS
 
 from . import selectors, services
 from .forms import CommitFilterForm, RepositoryFiltersForm, RepositoryRegisterForm
 from .models import Commit, MiningJob
+from .registry import REPOSITORY_PAGE
 
 COMMITS_PER_PAGE = 50
 
@@ -83,8 +82,7 @@ def _detail_context(request, repository, *, filters_form=None) -> dict:
         "jobs": jobs,
         "filters_form": filters_form or RepositoryFiltersForm.for_repository(repository),
         "can_mine": user_can_mine(request.user),
-        "task_actions": repository_actions(user=request.user, repository=repository)
-        if user_can_review(request.user) else [],
+        **REPOSITORY_PAGE.context(request, repository),
     }
 
 
@@ -126,20 +124,6 @@ def repository_filters(request, pk: int):
 
 def _counted(count: int, thing: str) -> str:
     return f"{count:,} {thing}{'' if count == 1 else 's'}"
-
-
-@require_POST
-def repository_act(request, pk: int):
-    """One of the repository page's actions on its tasks, as a bulk action (its page follows its jobs)."""
-    repository = _visible_repository(request, pk)
-    require_reviewer(request)
-    try:
-        bulk = repository_action_start(user=request.user, repository=repository, action=request.POST.get("action", ""),
-                                       expected=int(request.POST.get("expected") or -1))
-    except (ReviewRefused, ValueError) as refused:
-        messages.error(request, f"Nothing started: {refused}")
-        return redirect("repositories:detail", pk=repository.pk)
-    return redirect("tasks:bulk", pk=bulk.pk)
 
 
 @require_http_methods(["GET", "POST"])

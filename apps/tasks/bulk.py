@@ -15,7 +15,7 @@ from apps.accounts.roles import ADMIN, user_roles
 from apps.jobs.models import Job
 from apps.jobs.registry import MODEL_CALLS, job_kind
 from apps.jobs.services import job_start
-from apps.llm.services import language_job_start
+from apps.tasks.language_jobs import language_job_start
 
 from .generation import generation_source
 from .models import BulkAction, Review, Task, TaskChange, TaskStateChange

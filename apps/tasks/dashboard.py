@@ -1,6 +1,6 @@
 """The figures of the curation dashboard: each repository's funnel from commits to accepted tasks,
-why tasks were rejected, how much each reviewer reviewed and agreed with the others, and how often
-both verifiers are wrong together on each dataset."""
+why tasks were rejected, how much each reviewer reviewed and agreed with the others; and those the
+apps above register (DASHBOARD_FIGURES: how often both verifiers are wrong together on each dataset)."""
 
 from collections import Counter
 from datetime import timedelta
@@ -10,13 +10,12 @@ from django.db.models.functions import TruncWeek
 from django.utils import timezone
 
 from apps.charts import Series, line_chart
-from apps.datasets.measures import verifier_overlaps
-from apps.datasets.selectors import datasets_listed
 from apps.repositories.models import Commit
 from apps.repositories.selectors import repositories_visible
 from worker.engine.label.agreement import Judgement, pairwise_agreement
 
 from .models import Review, Task
+from .registry import DASHBOARD_FIGURES
 from .states import REVIEWED_STATES, VALID_OR_LATER
 
 
@@ -93,10 +92,8 @@ def dashboard_figures(*, user) -> dict:
                   .order_by("-week", "-total"))
     reviewers = [{**row, "agreed": per_reviewer[row["reviewer"]][0], "pairs": per_reviewer[row["reviewer"]][1]}
                  for row in throughput]
-    datasets = [row.dataset for row in datasets_listed(user=user)]
     weeks = review_weeks(tasks)
     return {"funnels": _funnels(repositories), "reasons": reasons.most_common(),
             "weeks": weeks, "review_charts": review_charts(weeks),
-            "verifier_overlaps": verifier_overlaps(datasets),
             "reviewers": reviewers, "agreed": agreement.agreed, "pairs": agreement.pairs,
-            "disagreements": tasks.filter(disagree=True).count()}
+            "disagreements": tasks.filter(disagree=True).count(), **DASHBOARD_FIGURES.context(user=user)}

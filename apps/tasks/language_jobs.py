@@ -1,6 +1,6 @@
 """Language jobs: a model writes something for a task (its issue, generated tests) in the
-background, on the `llm` queue. Their life is the jobs table's (apps.jobs); here is only the work
-and what it stores."""
+background, on the `llm` queue. Their life is the jobs table's (apps.jobs), their rows the llm app's
+(LanguageJob); here is only the work and what it stores."""
 
 import logging
 
@@ -9,11 +9,11 @@ from django.db import transaction
 
 from apps.jobs.leases import LeaseLost
 from apps.jobs.services import JobCancelled, JobFailed, job_start
-from apps.tasks.backtranslation import task_backtranslate
-from apps.tasks.generation import task_generate_tests
+from apps.llm.models import LanguageJob
 from worker.engine.llm.clients import ModelError, ModelSettings
 
-from .models import LanguageJob
+from .backtranslation import task_backtranslate
+from .generation import task_generate_tests
 
 log = logging.getLogger(__name__)
 

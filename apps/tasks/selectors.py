@@ -396,3 +396,36 @@ def task_language_job(*, task: Task, kind: str):
 
 def task_generated_tests(*, task: Task) -> QuerySet:
     return GeneratedTest.objects.filter(task=task).select_related("model_call").order_by("-id")
+
+
+# --- environments: how often validations shared one, and those that used one ---------------------
+
+
+@dataclass(frozen=True)
+class EnvironmentReuse:
+    validations: int  # finished validations that got an environment
+    reused: int  # of those, how many reused one built before
+    environments: int  # distinct environments they ran in
+
+    @property
+    def percent(self) -> float:
+        return 100 * self.reused / self.validations if self.validations else 0.0
+
+
+def environment_reuse(*, validations: QuerySet) -> EnvironmentReuse:
+    """How often validations found an environment to share (the builder tries reuse first)."""
+    # A check of generated tests runs in the environment of the validation before it: not a reuse.
+    with_environment = validations.filter(job__state=Validation.State.SUCCEEDED, environment__isnull=False,
+                                          generated=False)
+    counts = with_environment.aggregate(total=Count("id"), reused=Count("id", filter=Q(environment_reused=True)),
+                                        environments=Count("environment", distinct=True))
+    return EnvironmentReuse(counts["total"], counts["reused"], counts["environments"])
+
+
+def validations_of_environment(*, environment, user, limit: int = 200) -> QuerySet:
+    visible = repositories_visible(user=user).values("pk")
+    return (Validation.objects.filter(environment=environment, task__repository__in=visible)
+            .select_related("task", "job")
+            .only("id", "job__state", "job__started_at", "verdict", "reason", "created_at", "environment_reused",
+                  "task__instance_id", "task__state")
+            .order_by("-created_at", "-id")[:limit])

@@ -11,17 +11,21 @@ group of states.
 
 import re
 from dataclasses import replace
+from itertools import islice
 from typing import Optional
 
 from django.db import transaction
 from django.utils import timezone
 
+from apps.repositories.models import Commit
 from apps.rows import rows_insert
 from worker.engine.curate.rubric import Merged, Scores, scores_merge
 
 from .models import GeneratedTest, IssueVersion, Review, Task, TaskChange, TaskStateChange, Validation, current_issue
 
 State = Task.State
+
+TASKS_AT_ONCE = 5000  # well under the parameters one statement may carry (SQLite: 32,766)
 
 # No job works on the task and no person has decided it: it may be validated (again).
 VALIDATABLE_STATES = (State.MINED, State.VALID, State.INVALID, State.ENVIRONMENT_FAILED)
@@ -92,8 +96,18 @@ def tasks_create_for_commits(*, repository, commits) -> None:
                                   for task_id in created])
 
 
-def tasks_delete_unstarted(*, commit_ids) -> int:
-    """Tasks of commits the filters now drop go away while nothing has been done with them yet."""
+def tasks_create_for_kept_commits(repository) -> None:
+    """Every kept commit without a task gets one: once per job rather than per batch, and so
+    also those of an earlier job that stopped before this step (a worker that died). Registered
+    with repositories (COMMITS_KEPT)."""
+    waiting = iter(Commit.objects.filter(repository=repository, drop_reason="", tasks__isnull=True).only("id", "sha"))
+    while commits := list(islice(waiting, TASKS_AT_ONCE)):
+        tasks_create_for_commits(repository=repository, commits=commits)
+
+
+def tasks_delete_unstarted(commit_ids) -> int:
+    """Tasks of commits the filters now drop go away while nothing has been done with them yet.
+    Registered with repositories (COMMITS_DROPPED)."""
     deleted, _ = Task.objects.filter(commit_id__in=commit_ids, state=State.MINED).delete()
     return deleted
 

@@ -8,6 +8,7 @@ app_name = "tasks"
 urlpatterns = [
     path("tasks/", tasks.task_list, name="all"),
     path("repositories/<int:pk>/tasks/", tasks.task_list, name="list"),
+    path("repositories/<int:pk>/act/", curation.repository_act, name="repository_act"),
     path("tasks/bulk/", curation.bulk_confirm, name="bulk_confirm"),
     path("tasks/bulk/<int:pk>/", curation.bulk_detail, name="bulk"),
     path("tasks/bulk/<int:pk>/undo/", curation.bulk_undo, name="bulk_undo"),

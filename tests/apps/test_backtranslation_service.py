@@ -6,8 +6,8 @@ import pytest
 from apps.jobs.services import job_run
 from apps.llm.calls import model_call
 from apps.llm.models import ModelCall
-from apps.llm.services import language_job_start
 from apps.tasks.backtranslation import ISSUE_WRITER_TOKENS, issue_prompt, task_backtranslate, task_current_issue
+from apps.tasks.language_jobs import language_job_start
 from apps.tasks.models import IssueVersion, Task, TestRunRecord, Validation
 from tests.conftest import record_model_answer, validation_make
 from worker.engine.llm.clients import ModelError

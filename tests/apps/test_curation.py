@@ -631,7 +631,7 @@ def test_the_repository_page_offers_its_tasks_actions_with_counts_and_follows_th
     assert mined >= len(waiting)
     assert f"Validate waiting tasks ({mined})" in page and "Write issues for valid tasks (1)" in page
     assert 'id="act-generate_tests" disabled' in page  # nothing to generate tests for
-    act = reverse("repositories:act", args=[small_repository.pk])
+    act = reverse("tasks:repository_act", args=[small_repository.pk])
     # A count that changed since the page was shown is refused, saying so.
     refused = curator_client.post(act, {"action": "write_issues", "expected": "5"}, follow=True).content.decode()
     assert "Nothing started: The query now matches 1 tasks it can write issues, not 5" in refused

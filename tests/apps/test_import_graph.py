@@ -1,8 +1,13 @@
-"""The import graph of apps/ and worker/ has no circle, and imports hide inside functions only where
-they must: a service dispatching a Celery task (worker/tasks.py imports the services back), the
-Celery tasks themselves, and an AppConfig's ready() (models exist only once every app is loaded)."""
+"""The layers of apps/ and worker/ hold (pyproject.toml's import-linter contracts, which `make test`
+checks with `lint-imports`), a broken one is named with its chain, and imports hide inside functions
+only where they must: a service dispatching a Celery task (worker/tasks.py imports the services
+back), the Celery tasks themselves, and an AppConfig's ready() (models exist only once every app is
+loaded)."""
 
 import ast
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,58 +60,22 @@ def _imports(module: str, path: Path, modules: dict[str, Path]):
                 yield target, node.lineno, id(node) in functions, functions.get(id(node), "")
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = _modules()
-    graph = {module: set() for module in modules}
-    for module, path in modules.items():
-        for target, *_ in _imports(module, path, modules):
-            graph[module].add(target)
-    return graph
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """`lint-imports` run on the tree at `root` (its pyproject.toml's contracts, its packages)."""
+    return subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], cwd=root,
+                          capture_output=True, text=True, timeout=300)
 
 
-def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan's algorithm)."""
-    index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = counter[0]
-        counter[0] += 1
-        stack.append(node)
-        on_stack.add(node)
-        for target in graph[node]:
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                circles.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return circles
-
-
-def test_no_import_circle_but_the_celery_dispatch():
-    graph = _graph()
-    assert len(graph) > 60 and "apps.tasks.states" in graph["apps.tasks.services"]  # the graph was read
-    # worker/tasks.py imports the services that dispatch its tasks: the one loop allowed.
-    graph[DISPATCH] = set()
-    assert _circles(graph) == []
-
-
-def test_the_circle_finder_finds_a_circle():
-    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert _circles({"a": {"b"}, "b": set()}) == []
+def test_an_upward_import_breaks_the_layers_naming_its_chain(tmp_path):
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    models = tmp_path / "apps" / "jobs" / "models.py"
+    models.write_text(models.read_text() + "\nimport apps.datasets.models  # noqa: E402,F401\n")
+    result = _lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "apps.jobs is not allowed to import apps.datasets" in result.stdout
+    assert "apps.jobs.models -> apps.datasets.models" in result.stdout
 
 
 def test_imports_inside_functions_only_where_they_must_be():

@@ -60,7 +60,7 @@ def test_a_bulk_action_page_gives_its_jobs_model_calls_and_its_own_jobs_time(cur
     monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id, front=False: None)
     valid = commits_and_tasks_make(small_repository, 2, start=10)
     Task.objects.filter(id__in=[task.id for task in valid]).update(state="valid")
-    curator_client.post(reverse("repositories:act", args=[small_repository.pk]),
+    curator_client.post(reverse("tasks:repository_act", args=[small_repository.pk]),
                         {"action": "write_issues", "expected": "2"})
     bulk = BulkAction.objects.get(action="write_issues")
     job_run(job_id=bulk.job_id)

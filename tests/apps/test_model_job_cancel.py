@@ -18,8 +18,8 @@ from apps.jobs import services
 from apps.jobs.models import Job
 from apps.jobs.services import job_retry, job_run
 from apps.llm.models import LanguageJob, ModelCall
-from apps.llm.services import language_job_start
 from apps.tasks.backtranslation import task_current_issue
+from apps.tasks.language_jobs import language_job_start
 from apps.tasks.models import GeneratedTest, IssueVersion, Task, TestRunRecord, Validation
 from tests.apps.test_judging import imported
 from tests.conftest import validation_make

@@ -8,7 +8,6 @@ from django.utils.text import Truncator
 from django.utils.timezone import localtime
 from markdown_it import MarkdownIt
 
-from apps.environments.selectors import environment_reuse
 from apps.tasks import selectors
 from apps.tasks.models import Task, Validation
 from worker.engine.reasons import reason_sentence
@@ -25,7 +24,7 @@ def validation_funnel(repository):
         "repository": repository,
         "steps": [(step, 100 * step.remaining / total, 100 * step.dropped / total) for step in steps],
         "environment_failures": selectors.repository_environment_failures(repository=repository),
-        "reuse": environment_reuse(validations=Validation.objects.filter(task__repository=repository)),
+        "reuse": selectors.environment_reuse(validations=Validation.objects.filter(task__repository=repository)),
     }
 
 

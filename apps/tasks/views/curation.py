@@ -14,8 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_review
-from apps.datasets.matrices import task_matrix_view
-from apps.datasets.models import VerifierTest
+from apps.repositories.selectors import repositories_visible
 from apps.web import page_render, require_reviewer
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.repo import GitError
@@ -34,11 +33,14 @@ from ..bulk import (
     bulk_action_undo,
     bulk_started_jobs,
     bulk_targets_digest,
+    repository_action_start,
+    repository_actions,
 )
 from ..dashboard import dashboard_figures
 from ..diffs import patch_files
 from ..forms import ReviewScoresForm
 from ..history import task_history
+from ..registry import TASK_REVIEW_PAGE
 from ..models import (
     BulkAction,
     CurationSettings,
@@ -127,22 +129,8 @@ def _review_context(request, task: Task, form=None, curation: CurationSettings |
         "leak_threshold": settings.COMMITGYM_LEAK_THRESHOLD,
         "in_queue": in_queue,
         "previous": _previous_reviewed(request.user, task),
-        **_mutants_context(task),
-        "verifier_tests": _verifier_tests(task), "verifier_test_flags": VerifierTest.Flag.choices,
+        **TASK_REVIEW_PAGE.context(task),
     }
-
-
-def _mutants_context(task: Task) -> dict:
-    """The gold patch's mutants (candidates of the task) and the survivors among them."""
-    mutants = list(task.candidates.filter(source="mutant").order_by("kind", "id"))
-    survivors = [m for m in mutants if m.resolved and not (m.made or {}).get("equivalent")]
-    return {"mutants": mutants, "survivors": survivors}
-
-
-def _verifier_tests(task: Task) -> list:
-    """The execution verifier's tests of the task with their verdicts, where a person flags them."""
-    matrix = task_matrix_view(task)
-    return matrix.tests if matrix else []
 
 
 def _form_initial(mine: Review | None) -> dict:
@@ -311,6 +299,26 @@ def _filters_of(query: str, user) -> dict:
     filters = task_filter_form(QueryDict(query), user=user).filters()
     filters.pop("sort", None)
     return filters
+
+
+def repository_actions_panel(request, repository) -> dict:
+    """The repository page's actions on its tasks (registered with repositories: REPOSITORY_PAGE)."""
+    return {"task_actions": repository_actions(user=request.user, repository=repository)
+            if user_can_review(request.user) else []}
+
+
+@require_POST
+def repository_act(request, pk: int):
+    """One of the repository page's actions on its tasks, as a bulk action (its page follows its jobs)."""
+    repository = get_object_or_404(repositories_visible(user=request.user), pk=pk)
+    require_reviewer(request)
+    try:
+        bulk = repository_action_start(user=request.user, repository=repository, action=request.POST.get("action", ""),
+                                       expected=int(request.POST.get("expected") or -1))
+    except (review.ReviewRefused, ValueError) as refused:
+        messages.error(request, f"Nothing started: {refused}")
+        return redirect("repositories:detail", pk=repository.pk)
+    return redirect("tasks:bulk", pk=bulk.pk)
 
 
 @require_POST

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine, user_can_review
 from apps.llm.models import LanguageJob
-from apps.llm.services import language_job_start
 from apps.repositories.selectors import repositories_visible
+from apps.tasks.language_jobs import language_job_start
 from apps.web import diff_html, page_render, redirect_back, require_miner
 
 from .. import selectors, services
@@ -26,6 +26,12 @@ from ..states import VALID_OR_LATER, VALIDATABLE_STATES
 from .common import bulk_actions_recent, saved_views_for, task_filter_form, visible_task
 
 TASKS_PER_PAGE = 50
+
+
+def environment_validations_panel(request, environment) -> dict:
+    """The validations that used an environment, on its page (registered with environments:
+    ENVIRONMENT_PAGE)."""
+    return {"validations": selectors.validations_of_environment(environment=environment, user=request.user)}
 
 
 # --- the task list ---------------------------------------------------------------------------

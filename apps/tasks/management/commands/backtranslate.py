@@ -5,8 +5,8 @@ from django.core.management.base import CommandError
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.llm.models import LanguageJob
-from apps.llm.services import language_job_start
 from apps.tasks.backtranslation import task_current_issue
+from apps.tasks.language_jobs import language_job_start
 from apps.tasks.models import Task
 from apps.tasks.states import VALID_OR_LATER
 

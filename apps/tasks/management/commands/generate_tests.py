@@ -6,8 +6,8 @@ from django.core.management.base import CommandError
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.llm.models import LanguageJob
-from apps.llm.services import language_job_start
 from apps.tasks.generation import generation_source
+from apps.tasks.language_jobs import language_job_start
 from apps.tasks.models import GeneratedTest, Task, Validation
 
 from ._language import LanguageJobCommand

@@ -3,10 +3,10 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.environments.selectors import environment_reuse
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.repositories.services import repository_find
 from apps.tasks.models import Task, Validation
+from apps.tasks.selectors import environment_reuse
 from apps.tasks.services import task_validation_start
 from apps.tasks.states import VALIDATABLE_STATES
 
