@@ -38,6 +38,7 @@ test:
 	@$(TIMED) programs deploy/dev/require.sh /usr/bin/chromium chromium /usr/bin/bwrap bubblewrap /usr/bin/python3 python3 \
 		/usr/sbin/mkfs.ext4 e2fsprogs
 	@$(TIMED) docker deploy/dev/docker.sh
+	@$(TIMED) "import layers" $(VENV)/bin/lint-imports --no-cache
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker -q -p no:cacheprovider --durations=10
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
