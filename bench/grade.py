@@ -43,13 +43,13 @@ from _report import report  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import transaction  # noqa: E402
 
+from apps.bulk_insert import rows_insert  # noqa: E402
 from apps.datasets.grading import candidate_grade_start, task_controls_ensure  # noqa: E402
 from apps.datasets.imports import instances_import, predictions_import  # noqa: E402
 from apps.datasets.models import Candidate, Grade, Run  # noqa: E402
 from apps.jobs.models import Job  # noqa: E402
 from apps.jobs.services import job_run  # noqa: E402
 from apps.repositories.services import mining_job_start, repository_register  # noqa: E402
-from apps.rows import rows_insert  # noqa: E402
 from apps.tasks.models import Task  # noqa: E402
 from apps.tasks.services import task_validation_start  # noqa: E402
 from worker.demo.sample_repo import sample_repo_write  # noqa: E402

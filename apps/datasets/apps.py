@@ -52,7 +52,7 @@ class DatasetsConfig(AppConfig):
 
         def repository_saved(sender, instance, created, raw=False, **kwargs):
             if created and not raw:
-                from .services import repository_dataset_ensure
+                from .making import repository_dataset_ensure
 
                 repository_dataset_ensure(instance)
 

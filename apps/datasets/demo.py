@@ -59,7 +59,7 @@ from .models import (
     VerifierTestSet,
 )
 from .mutants import task_mutants_make
-from .services import repository_dataset_ensure
+from .making import repository_dataset_ensure
 
 log = logging.getLogger(__name__)
 

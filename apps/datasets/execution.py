@@ -24,10 +24,10 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
+from apps.bulk_insert import text_storable
 from apps.jobs.models import Job
 from apps.jobs.services import JobFailed, JobRefused, job_start
 from apps.llm.calls import model_call
-from apps.rows import text_storable
 from apps.tasks.backtranslation import task_current_issue
 from apps.tasks.models import Task
 from apps.tasks.selectors import task_base_sha

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.bulk_insert import text_storable
 from apps.jobs.services import JobFailed, JobRefused, job_start
-from apps.rows import text_storable
 from apps.tasks.models import Task, TestRunRecord, Validation
 from apps.tasks.selectors import task_base_sha, task_patches
 from apps.tasks.services import built_environment, environment_builder

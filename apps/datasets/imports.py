@@ -14,8 +14,8 @@ from typing import Optional
 from django.db import transaction
 from django.utils import timezone as django_timezone
 
+from apps.bulk_insert import rows_insert, text_storable
 from apps.repositories.models import Commit, Repository
-from apps.rows import rows_insert, text_storable
 from apps.tasks.models import ImportedInstance, IssueVersion, Task, TaskStateChange
 from worker.engine.grade.swebench import Instance, Report, instances_read, predictions_read, report_read
 from worker.engine.grade.trajectories import Trajectories, trajectories_read

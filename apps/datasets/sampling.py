@@ -11,10 +11,10 @@ from dataclasses import asdict
 from django.conf import settings
 from django.db import transaction
 
+from apps.bulk_insert import text_storable
 from apps.jobs.services import JobFailed, JobRefused, job_start
 from apps.llm.calls import model_messages_call, role_settings
 from apps.llm.models import ModelCall
-from apps.rows import text_storable
 from apps.tasks.backtranslation import task_current_issue
 from apps.tasks.models import Task
 from apps.tasks.selectors import task_base_sha

@@ -16,10 +16,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import ADMIN, user_can_mine, user_can_review, user_roles
+from apps.pages import diff_html, page_render, require_miner, require_reviewer
 from apps.tasks.models import Task
 from apps.tasks.selectors import repositories_named, task_for_page, tasks_visible
 from apps.tasks.views.common import saved_view_task_ids, saved_views_for
-from apps.web import diff_html, page_render, require_miner, require_reviewer
 from worker.engine.run.pytest_run import output_section_of
 from worker.engine.verify.judge import JUDGE_MODES
 
@@ -59,7 +59,7 @@ from .releases import (
     scope_of_repository,
     scope_of_view,
 )
-from .services import DatasetRefused, dataset_from_view
+from .making import DatasetRefused, dataset_from_view
 from .uploads import UploadRefused, upload_start
 
 TASKS_PER_PAGE = 50

@@ -20,8 +20,8 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.bulk_insert import text_storable
 from apps.jobs.leases import Lease, LeaseLost
-from apps.rows import text_storable
 
 from .broker import RESENT_PRIORITY, SENT_PRIORITY, broker_message_ids
 from .models import Job, Worker

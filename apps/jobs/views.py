@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine
-from apps.web import page_render, redirect_back, require_miner
+from apps.pages import page_render, redirect_back, require_miner
 
 from . import selectors
 from .models import Job

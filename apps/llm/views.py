@@ -7,7 +7,7 @@ from django.http import Http404
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine
-from apps.web import page_render, require_miner
+from apps.pages import page_render, require_miner
 from worker.engine.llm.clients import ROLES, ModelSettings, settings_problem
 
 from .calls import model_health

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
+from apps.bulk_insert import commits_flushed_later, rows_insert
 from apps.jobs.leases import LeaseLost
 from apps.jobs.models import Job
 from apps.jobs.services import (
@@ -27,7 +28,6 @@ from apps.jobs.services import (
     job_cancel,
     job_start,
 )
-from apps.rows import commits_flushed_later, rows_insert
 from worker.engine.git.location import (
     LocationCheck,
     local_repository_refusal,

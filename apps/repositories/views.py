@@ -15,7 +15,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from apps.accounts.roles import user_can_mine
-from apps.web import diff_html, page_render, redirect_back, require_miner
+from apps.pages import diff_html, page_render, redirect_back, require_miner
 from worker.engine.git.repo import GitError, commit_patch
 from worker.engine.reasons import MINING_DROP_REASONS
 

@@ -12,7 +12,7 @@ from pygments.util import ClassNotFound
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from apps.web import diff_html
+from apps.pages import diff_html
 
 
 @dataclass

@@ -11,10 +11,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 
+from apps.bulk_insert import text_storable
 from apps.environments.models import Environment
 from apps.jobs.leases import LeaseLost
 from apps.jobs.services import JobFailed, JobRefused, job_start, jobs_lost_end
-from apps.rows import text_storable
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.env.runtimes import default_images, docker_runtimes, local_runtimes
 from worker.engine.sandbox.docker import DockerSandbox

@@ -17,8 +17,8 @@ from typing import Optional
 from django.db import transaction
 from django.utils import timezone
 
+from apps.bulk_insert import rows_insert
 from apps.repositories.models import Commit
-from apps.rows import rows_insert
 from worker.engine.curate.rubric import Merged, Scores, scores_merge
 
 from .models import GeneratedTest, IssueVersion, Review, Task, TaskChange, TaskStateChange, Validation, current_issue

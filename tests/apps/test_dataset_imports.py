@@ -13,11 +13,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from apps.bulk_insert import rows_insert
 from apps.datasets import imports
 from apps.datasets.imports import ImportUnreadable, instances_import, predictions_import
 from apps.datasets.models import Candidate, Dataset, DatasetTask, Import, Run
 from apps.repositories.models import Commit, Repository
-from apps.rows import rows_insert
 from apps.tasks.models import ImportedInstance, IssueVersion, SavedView, Task
 from tests.conftest import commands_database_url
 from tests.worker.test_swebench_files import GOLD, instance, jsonl

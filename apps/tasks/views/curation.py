@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_review
+from apps.pages import page_render, require_reviewer
 from apps.repositories.selectors import repositories_visible
-from apps.web import page_render, require_reviewer
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.repo import GitError
 

@@ -13,9 +13,9 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine, user_can_review
 from apps.llm.models import LanguageJob
+from apps.pages import diff_html, page_render, redirect_back, require_miner
 from apps.repositories.selectors import repositories_visible
 from apps.tasks.language_jobs import language_job_start
-from apps.web import diff_html, page_render, redirect_back, require_miner
 
 from .. import selectors, services
 from ..backtranslation import IssueEditConflict, issue_version_edit

@@ -6,8 +6,8 @@ import pytest
 from django.db import transaction
 from django.utils import timezone as django_timezone
 
+from apps.bulk_insert import rows_insert
 from apps.repositories.models import Commit, Repository
-from apps.rows import rows_insert
 from apps.tasks.models import Task
 
 WHEN = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)

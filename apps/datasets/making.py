@@ -2,7 +2,7 @@
 
 from django.db import IntegrityError, transaction
 
-from apps.rows import rows_insert
+from apps.bulk_insert import rows_insert
 from apps.tasks.models import SavedView
 
 from .models import Dataset, DatasetTask
