@@ -44,8 +44,8 @@ from django.core.management import call_command  # noqa: E402
 from django.db import transaction  # noqa: E402
 
 from apps.bulk_insert import rows_insert  # noqa: E402
-from apps.datasets.grading import candidate_grade_start, task_controls_ensure  # noqa: E402
-from apps.datasets.imports import instances_import, predictions_import  # noqa: E402
+from apps.datasets.candidates.imports import instances_import, predictions_import  # noqa: E402
+from apps.datasets.grading.grades import candidate_grade_start, task_controls_ensure  # noqa: E402
 from apps.datasets.models import Candidate, Grade, Run  # noqa: E402
 from apps.jobs.models import Job  # noqa: E402
 from apps.jobs.services import job_run  # noqa: E402

@@ -327,8 +327,8 @@ def seed(workdir: Path) -> dict:
 def judged_dataset_seed(tasks: list, rng: random.Random):
     """An imported dataset of DATASET_TASKS valid tasks, each with DATASET_CANDIDATES candidates (one
     per run) graded by a report and judged."""
-    from apps.datasets.judging import judge_identity
     from apps.datasets.models import Candidate, Dataset, DatasetTask, JudgeScore, Run
+    from apps.datasets.verifiers.judging import judge_identity
 
     model, version = judge_identity()
     chosen = [task for task in tasks if task.verdict == "valid"][:DATASET_TASKS]

@@ -58,26 +58,28 @@ class DatasetsConfig(AppConfig):
 
         post_save.connect(repository_saved, sender=Repository, weak=False, dispatch_uid="repository_dataset")
         job_kind_register(JobKind(name="grade", label="Grading", queue="tests",
-                                  run="apps.datasets.grading.grade_job_work", subject="datasets.candidate",
-                                  retry="apps.datasets.grading.grade_job_retry", link=candidate_page))
+                                  run="apps.datasets.grading.grades.grade_job_work", subject="datasets.candidate",
+                                  retry="apps.datasets.grading.grades.grade_job_retry", link=candidate_page))
         job_kind_register(JobKind(name="judge", label="Judging", queue="llm",
-                                  run="apps.datasets.judging.judge_job_work", subject="tasks.task",
-                                  retry="apps.datasets.judging.judge_job_retry",
+                                  run="apps.datasets.verifiers.judging.judge_job_work", subject="tasks.task",
+                                  retry="apps.datasets.verifiers.judging.judge_job_retry",
                                   cancellable=True, progress_unit=MODEL_CALLS, link=task_candidates_page))
         job_kind_register(JobKind(name="sample", label="Sampling", queue="llm",
-                                  run="apps.datasets.sampling.sample_job_work", subject="datasets.sampling",
-                                  retry="apps.datasets.sampling.sample_job_retry",
+                                  run="apps.datasets.candidates.sampling.sample_job_work", subject="datasets.sampling",
+                                  retry="apps.datasets.candidates.sampling.sample_job_retry",
                                   cancellable=True, progress_unit=MODEL_CALLS, link=sampled_task_page))
         job_kind_register(JobKind(name="reproduce", label="Reproduction tests", queue="llm",
-                                  run="apps.datasets.execution.reproduce_job_work", subject="tasks.task",
-                                  retry="apps.datasets.execution.reproduce_job_retry",
+                                  run="apps.datasets.verifiers.execution.reproduce_job_work", subject="tasks.task",
+                                  retry="apps.datasets.verifiers.execution.reproduce_job_retry",
                                   cancellable=True, progress_unit=MODEL_CALLS, link=task_matrix_page))
         job_kind_register(JobKind(name="verifier_tests", label="Verifier tests", queue="tests",
-                                  run="apps.datasets.execution.verifier_tests_job_work", subject="tasks.task",
-                                  retry="apps.datasets.execution.verifier_tests_job_retry", link=task_matrix_page))
+                                  run="apps.datasets.verifiers.execution.verifier_tests_job_work", subject="tasks.task",
+                                  retry="apps.datasets.verifiers.execution.verifier_tests_job_retry",
+                                  link=task_matrix_page))
         job_kind_register(JobKind(name="execute", label="Execution", queue="tests",
-                                  run="apps.datasets.execution.execute_job_work", subject="datasets.candidate",
-                                  retry="apps.datasets.execution.execute_job_retry", link=candidate_page))
+                                  run="apps.datasets.verifiers.execution.execute_job_work",
+                                  subject="datasets.candidate",
+                                  retry="apps.datasets.verifiers.execution.execute_job_retry", link=candidate_page))
         job_kind_register(JobKind(name="release", label="Release", queue="curation",
                                   run="apps.datasets.releases.release_job_work", subject="datasets.release",
                                   cancellable=True, progress_unit="tasks", link=release_page))
@@ -85,5 +87,5 @@ class DatasetsConfig(AppConfig):
                                   run="apps.datasets.releases.export_job_work", subject="datasets.release",
                                   cancellable=True, progress_unit="tasks", link=release_page))
         job_kind_register(JobKind(name="upload_import", label="Import of an upload", queue="curation",
-                                  run="apps.datasets.uploads.upload_import_work", subject="datasets.upload",
-                                  retry="apps.datasets.uploads.upload_import_retry", link=upload_page))
+                                  run="apps.datasets.candidates.uploads.upload_import_work", subject="datasets.upload",
+                                  retry="apps.datasets.candidates.uploads.upload_import_retry", link=upload_page))

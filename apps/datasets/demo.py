@@ -42,12 +42,18 @@ from worker.demo.bundle import REPOSITORY_NAME, demo_bundle, demo_sample_write
 from worker.engine.llm.clients import ModelError
 from worker.engine.llm.prompts import Prompt
 
-from .execution import DONE, REPRODUCTION_TOKENS, execution_under_way, reproduction_request, task_execution_advance
-from .grading import candidate_grade_start, task_controls_ensure
-from .imports import predictions_import
-from .judging import candidates_unjudged, judge_identity, task_judge_start
-from .matrices import current_test_sets
-from .measures import DEFAULT_SOURCES, measures_compute, measures_snapshot_keep
+from .verifiers.execution import (
+    DONE,
+    REPRODUCTION_TOKENS,
+    execution_under_way,
+    reproduction_request,
+    task_execution_advance,
+)
+from .grading.grades import candidate_grade_start, task_controls_ensure
+from .candidates.imports import predictions_import
+from .verifiers.judging import candidates_unjudged, judge_identity, task_judge_start
+from .verifiers.matrices import current_test_sets
+from .verifiers.measures import DEFAULT_SOURCES, measures_compute, measures_snapshot_keep
 from .models import (
     Candidate,
     Execution,
@@ -58,7 +64,7 @@ from .models import (
     ReproductionTests,
     VerifierTestSet,
 )
-from .mutants import task_mutants_make
+from .candidates.mutants import task_mutants_make
 from .making import repository_dataset_ensure
 
 log = logging.getLogger(__name__)

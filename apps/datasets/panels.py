@@ -1,8 +1,8 @@
 """What the datasets app shows on the pages of the apps below it, registered at `ready()`: a task's
 mutants and verifier tests on its review page, and the verifiers' overlaps on the curation dashboard."""
 
-from .matrices import task_matrix_view
-from .measures import verifier_overlaps
+from .verifiers.matrices import task_matrix_view
+from .verifiers.measures import verifier_overlaps
 from .models import VerifierTest
 from .selectors import datasets_listed
 

@@ -12,7 +12,7 @@ from apps.tasks.selectors import tasks_visible
 from worker.engine.llm.clients import ModelError
 from worker.engine.run.pytest_run import FAILING, PASSING
 
-from .judging import judge_identity
+from .verifiers.judging import judge_identity
 from .models import COUNTS_RESOLVED, RESOLVED, Candidate, Dataset, Grade, Import, JudgeScore, Run
 
 

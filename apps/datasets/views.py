@@ -24,10 +24,10 @@ from worker.engine.run.pytest_run import output_section_of
 from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
-from .execution import current_test_set, execution_under_way, verifier_test_flag_set
-from .hacking import HackingReviewRefused, candidate_hacking_review, hacking_flags_shown
-from .matrices import execution_said, task_matrix_view, toxic_rows
-from .measures import (
+from .verifiers.execution import current_test_set, execution_under_way, verifier_test_flag_set
+from .grading.hacking import HackingReviewRefused, candidate_hacking_review, hacking_flags_shown
+from .verifiers.matrices import execution_said, task_matrix_view, toxic_rows
+from .verifiers.measures import (
     measures_cached,
     measures_page,
     overlap_over_time,
@@ -48,8 +48,8 @@ from .models import (
     Upload,
     VerifierTest,
 )
-from .mutants import mutant_mark_equivalent, task_tests_flag_weak
-from .probes import style_probe
+from .candidates.mutants import mutant_mark_equivalent, task_tests_flag_weak
+from .candidates.probes import style_probe
 from .releases import (
     ReleaseRefused,
     export_start,
@@ -60,7 +60,7 @@ from .releases import (
     scope_of_view,
 )
 from .making import DatasetRefused, dataset_from_view
-from .uploads import UploadRefused, upload_start
+from .candidates.uploads import UploadRefused, upload_start
 
 TASKS_PER_PAGE = 50
 CANDIDATES_PER_PAGE = 100

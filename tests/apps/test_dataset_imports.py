@@ -1,5 +1,5 @@
 """Importing SWE-bench instance and predictions files into datasets, tasks and candidates
-(apps/datasets/imports.py), through the commands and the pages."""
+(apps/datasets/candidates/imports.py), through the commands and the pages."""
 
 import json
 import os
@@ -14,8 +14,8 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from apps.bulk_insert import rows_insert
-from apps.datasets import imports
-from apps.datasets.imports import ImportUnreadable, instances_import, predictions_import
+from apps.datasets.candidates import imports
+from apps.datasets.candidates.imports import ImportUnreadable, instances_import, predictions_import
 from apps.datasets.models import Candidate, Dataset, DatasetTask, Import, Run
 from apps.repositories.models import Commit, Repository
 from apps.tasks.models import ImportedInstance, IssueVersion, SavedView, Task

@@ -7,9 +7,6 @@ from fractions import Fraction
 import pytest
 from django.urls import reverse
 
-from apps.datasets.execution import DONE, NOT_HERE, STARTED, task_execution_advance
-from apps.datasets.judging import judge_identity
-from apps.datasets.measures import measures_compute, overlap_over_time
 from apps.datasets.models import (
     Candidate,
     Dataset,
@@ -20,6 +17,9 @@ from apps.datasets.models import (
     VerifierTest,
     VerifierTestSet,
 )
+from apps.datasets.verifiers.execution import DONE, NOT_HERE, STARTED, task_execution_advance
+from apps.datasets.verifiers.judging import judge_identity
+from apps.datasets.verifiers.measures import measures_compute, overlap_over_time
 from apps.jobs.models import Job
 from apps.jobs.services import job_start
 from tests.apps.test_judging import TASKS, imported

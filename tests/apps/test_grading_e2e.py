@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from apps.datasets.execution import REPRODUCTION_TOKENS, reproduction_request
+from apps.datasets.candidates.mutants import task_mutation_score_refresh
 from apps.datasets.models import (
     Candidate,
     Dataset,
@@ -24,7 +24,7 @@ from apps.datasets.models import (
     VerifierTest,
     VerifierTestSet,
 )
-from apps.datasets.mutants import task_mutation_score_refresh
+from apps.datasets.verifiers.execution import REPRODUCTION_TOKENS, reproduction_request
 from apps.jobs.models import Job
 from apps.llm.calls import model_call_cache_key, role_settings
 from apps.llm.models import ModelCall

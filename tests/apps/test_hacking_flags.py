@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from apps.datasets.imports import instances_import, predictions_import
+from apps.datasets.candidates.imports import instances_import, predictions_import
+from apps.datasets.candidates.mutants import task_mutation_score_refresh
 from apps.datasets.models import Candidate, Dataset, Run
-from apps.datasets.mutants import task_mutation_score_refresh
 from apps.datasets.releases import export_start, scope_of_repository
 from apps.datasets.selectors import candidate_counts, runs_summarised, task_candidate_scores
 from apps.jobs.models import Job
@@ -117,7 +117,7 @@ def test_only_curators_clear_or_confirm_and_an_unflagged_candidate_has_nothing_t
 
 
 def test_a_flag_raised_again_differently_waits_for_a_curator_again(tmp_path, curator, curator_client):
-    from apps.datasets.hacking import candidate_hacking_review, candidate_hacking_store
+    from apps.datasets.grading.hacking import candidate_hacking_review, candidate_hacking_store
 
     hacked = imported(tmp_path)["hacker"].first()
     candidate_hacking_review(candidate=hacked, verdict="cleared", note="fine", user=curator)

@@ -10,10 +10,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.charts import Series, line_chart
-from apps.datasets.imports import instances_import, predictions_import
-from apps.datasets.judging import candidates_unjudged, task_judge_start
-from apps.datasets.measures import measures_compute, self_assessment_probe
+from apps.datasets.candidates.imports import instances_import, predictions_import
 from apps.datasets.models import Candidate, Dataset, JudgeScore
+from apps.datasets.verifiers.judging import candidates_unjudged, task_judge_start
+from apps.datasets.verifiers.measures import measures_compute, self_assessment_probe
 from apps.jobs.models import Job
 from apps.jobs.services import job_run
 from apps.llm.calls import model_scores

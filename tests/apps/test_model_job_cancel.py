@@ -9,10 +9,10 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from apps.datasets.execution import reproduction_start
-from apps.datasets.judging import judge_job_retry, task_judge_start
+from apps.datasets.candidates.sampling import sampling_start
 from apps.datasets.models import Candidate, JudgeScore, ReproductionTests, Sampling, VerifierTestSet
-from apps.datasets.sampling import sampling_start
+from apps.datasets.verifiers.execution import reproduction_start
+from apps.datasets.verifiers.judging import judge_job_retry, task_judge_start
 from apps.environments.models import Environment
 from apps.jobs import services
 from apps.jobs.models import Job
@@ -178,11 +178,11 @@ def test_a_sample_cancelled_mid_loop_stops_after_the_call_under_way_and_makes_no
     IssueVersion.objects.create(task=fixed_task, number=1, author="model", text=ISSUE, leak_score=0.1)
     # The loop's commands would run in the task's environment: here no command is asked for (the model
     # only lists files), and the environment is left out.
-    monkeypatch.setattr("apps.datasets.sampling.grading_validation",
+    monkeypatch.setattr("apps.datasets.candidates.sampling.grading_validation",
                         lambda task, backend: SimpleNamespace(backend=backend, environment=None))
-    monkeypatch.setattr("apps.datasets.sampling.environment_builder", lambda repository, backend: None)
-    monkeypatch.setattr("apps.datasets.sampling.built_environment", lambda environment: None)
-    monkeypatch.setattr("apps.datasets.sampling.sandbox_command_runner",
+    monkeypatch.setattr("apps.datasets.candidates.sampling.environment_builder", lambda repository, backend: None)
+    monkeypatch.setattr("apps.datasets.candidates.sampling.built_environment", lambda environment: None)
+    monkeypatch.setattr("apps.datasets.candidates.sampling.sandbox_command_runner",
                         lambda builder, environment, repo, limits: lambda command: (0, ""))
     model = model_answering(monkeypatch, HeldModel(hold_at=3, answer="THOUGHT: look around.\nACTION: list_files ."))
     sampling = sampling_start(task=fixed_task, index=0, budget=AgentBudget(steps=8), actor=curator)

@@ -12,7 +12,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.datasets.imports import instances_import
+from apps.datasets.candidates.imports import instances_import
 from apps.datasets.models import Candidate, Dataset, Release, Run
 from apps.datasets.releases import (
     ReleaseRefused,

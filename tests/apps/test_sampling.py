@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from apps.datasets.candidates.sampling import sample_run_name, samples_missing, sampling_estimate, sampling_start
 from apps.datasets.models import Candidate, Run, Sampling
-from apps.datasets.sampling import sample_run_name, samples_missing, sampling_estimate, sampling_start
 from apps.jobs.models import Job
 from apps.llm.calls import role_settings
 from apps.llm.models import ModelCall

@@ -8,10 +8,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from apps.datasets.imports import instances_import, predictions_import
-from apps.datasets.judging import judge_identity
-from apps.datasets.measures import MIN_BIN_CANDIDATES, measures_compute
+from apps.datasets.candidates.imports import instances_import, predictions_import
 from apps.datasets.models import Candidate, Dataset, JudgeScore
+from apps.datasets.verifiers.judging import judge_identity
+from apps.datasets.verifiers.measures import MIN_BIN_CANDIDATES, measures_compute
 from tests.worker.test_swebench_files import GOLD, instance, jsonl
 
 pytestmark = pytest.mark.django_db

@@ -12,10 +12,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from apps.datasets.imports import instances_import
-from apps.datasets.judging import judge_identity
+from apps.datasets.candidates.imports import instances_import
+from apps.datasets.candidates.probes import style_probe, style_probe_compute, task_style_probes_make
 from apps.datasets.models import Candidate, Dataset, JudgeScore
-from apps.datasets.probes import style_probe, style_probe_compute, task_style_probes_make
+from apps.datasets.verifiers.judging import judge_identity
 from apps.jobs.models import Job
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task

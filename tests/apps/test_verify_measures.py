@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from apps.datasets.imports import instances_import, predictions_import
+from apps.datasets.candidates.imports import instances_import, predictions_import
 from tests.worker.test_swebench_files import GOLD, instance, jsonl
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from apps.datasets.execution import STARTED, STOPPED, UNDER_WAY, task_execution_advance
 from apps.datasets.models import ReproductionTests
+from apps.datasets.verifiers.execution import STARTED, STOPPED, UNDER_WAY, task_execution_advance
 from apps.jobs.models import Job
 from apps.jobs.services import job_run
 from apps.tasks.models import IssueVersion
@@ -66,8 +66,8 @@ def test_verify_names_a_task_by_its_id(tmp_path):
 
 def test_a_run_against_the_verifier_tests_that_failed_runs_again_once_its_environment_changed(
         valid_task):  # noqa: F811
-    from apps.datasets.execution import DONE, execution_inputs
     from apps.datasets.models import Candidate, Execution, VerifierTestSet
+    from apps.datasets.verifiers.execution import DONE, execution_inputs
     from tests.apps.test_execution_measures import succeeded
 
     reproduction = ReproductionTests.objects.create(job=succeeded("reproduce", valid_task), task=valid_task)

@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
-from apps.datasets.imports import instances_import, predictions_import
-from apps.datasets.judging import judge_identity
+from apps.datasets.candidates.imports import instances_import, predictions_import
 from apps.datasets.models import Candidate, Dataset, JudgeScore
+from apps.datasets.verifiers.judging import judge_identity
 from tests.browser.conftest import page_screenshot
 from tests.worker.test_swebench_files import GOLD, instance, jsonl
 

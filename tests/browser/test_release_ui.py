@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
-from apps.datasets.imports import instances_import
+from apps.datasets.candidates.imports import instances_import
 from apps.datasets.models import Dataset, Release
 from apps.jobs.models import Job
 from apps.jobs.services import job_run

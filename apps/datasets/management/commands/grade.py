@@ -3,7 +3,7 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.datasets.grading import candidate_grade_start, task_controls_ensure
+from apps.datasets.grading.grades import candidate_grade_start, task_controls_ensure
 from apps.datasets.models import Candidate, Grade, Run
 from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
 from apps.jobs.on_demand import WorkerOnDemand

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.datasets.imports import ImportUnreadable, instances_import
+from apps.datasets.candidates.imports import ImportUnreadable, instances_import
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.datasets.mutants import task_mutants_make
+from apps.datasets.candidates.mutants import task_mutants_make
 from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
 
 

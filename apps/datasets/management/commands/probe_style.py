@@ -3,12 +3,17 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import QuerySet
 
-from apps.datasets.grading import candidate_grade_start
-from apps.datasets.judging import candidates_unjudged, judge_identity, task_judge_start
-from apps.datasets.measures import DEFAULT_SOURCES
+from apps.datasets.candidates.probes import (
+    JUDGE_MODE,
+    style_probe_candidates,
+    style_probe_compute,
+    task_style_probes_make,
+)
+from apps.datasets.grading.grades import candidate_grade_start
 from apps.datasets.models import Grade, Judging
-from apps.datasets.probes import JUDGE_MODE, style_probe_candidates, style_probe_compute, task_style_probes_make
 from apps.datasets.selectors import NAMEABLE_SOURCES, ScopeNotFound, sources_chosen, tasks_in_scope
+from apps.datasets.verifiers.judging import candidates_unjudged, judge_identity, task_judge_start
+from apps.datasets.verifiers.measures import DEFAULT_SOURCES
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.tasks.models import Task

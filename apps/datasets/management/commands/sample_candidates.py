@@ -3,8 +3,14 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.datasets.candidates.sampling import (
+    SAMPLE,
+    SAMPLES_PER_TASK,
+    samples_missing,
+    sampling_estimate,
+    sampling_start,
+)
 from apps.datasets.models import Grade, Sampling
-from apps.datasets.sampling import SAMPLE, SAMPLES_PER_TASK, samples_missing, sampling_estimate, sampling_start
 from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand

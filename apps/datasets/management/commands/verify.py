@@ -3,7 +3,9 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from apps.datasets.execution import (
+from apps.datasets.models import Candidate, Execution, Judging
+from apps.datasets.selectors import NAMEABLE_SOURCES, ScopeNotFound, dataset_of_scope, sources_chosen, tasks_in_scope
+from apps.datasets.verifiers.execution import (
     DONE,
     EXECUTE,
     NOT_HERE,
@@ -13,11 +15,9 @@ from apps.datasets.execution import (
     execution_under_way,
     executions_advance,
 )
-from apps.datasets.judging import JUDGE, candidates_unjudged, task_judge_start
-from apps.datasets.matrices import current_test_sets
-from apps.datasets.measures import DEFAULT_SOURCES, SELECTORS, measures_compute, measures_snapshot_keep
-from apps.datasets.models import Candidate, Execution, Judging
-from apps.datasets.selectors import NAMEABLE_SOURCES, ScopeNotFound, dataset_of_scope, sources_chosen, tasks_in_scope
+from apps.datasets.verifiers.judging import JUDGE, candidates_unjudged, task_judge_start
+from apps.datasets.verifiers.matrices import current_test_sets
+from apps.datasets.verifiers.measures import DEFAULT_SOURCES, SELECTORS, measures_compute, measures_snapshot_keep
 from apps.jobs.models import Job
 from apps.jobs.on_demand import WorkerOnDemand
 from apps.tasks.models import Task

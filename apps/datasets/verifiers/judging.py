@@ -19,7 +19,7 @@ from worker.engine.llm.clients import ModelError
 from worker.engine.llm.prompts import prompt_load
 from worker.engine.verify.judge import ANSWERS, JudgeInput, judge_messages, judge_score
 
-from .models import Candidate, JudgeScore, Judging
+from ..models import Candidate, JudgeScore, Judging
 
 JUDGE = "judge"  # the job kind (registered in apps.datasets.apps)
 STYLE_PROBE_MODE = "patch"

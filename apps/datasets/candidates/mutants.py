@@ -12,7 +12,7 @@ from apps.tasks.selectors import task_patches
 from worker.engine.git.repo import BlobReader, GitError
 from worker.engine.grade.mutants import mutants_make
 
-from .models import RESOLVED, Candidate
+from ..models import RESOLVED, Candidate
 
 FILE_BYTES = 1 << 20  # a source file larger than this is not mutated
 # The outcomes where the hidden tests judged the mutant: one that did not apply or whose run broke

@@ -17,9 +17,9 @@ from worker.engine.git.repo import GitError
 from worker.engine.grade.source_edits import patch_applied
 from worker.engine.verify.probes import style_rewrites
 
-from .judging import STYLE_PROBE_MODE
-from .measures import DEFAULT_SOURCES, scope_cached, scope_fingerprint
-from .models import Candidate, JudgeScore
+from ..verifiers.judging import STYLE_PROBE_MODE
+from ..verifiers.measures import DEFAULT_SOURCES, scope_cached, scope_fingerprint
+from ..models import Candidate, JudgeScore
 from .mutants import TESTS_RAN, files_at_commits
 
 PROBE = Candidate.Source.PROBE

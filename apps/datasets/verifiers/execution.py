@@ -46,7 +46,7 @@ from worker.engine.verify.reproduction import (
     verifier_tests_from_base_run,
 )
 
-from .grading import (
+from ..grading.grades import (
     graded_in_environment,
     grading_validation,
     grading_validation_id,
@@ -54,7 +54,7 @@ from .grading import (
     task_to_grade,
 )
 from .matrices import current_test_sets
-from .models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
+from ..models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
 
 REPRODUCE, VERIFIER_TESTS, EXECUTE = "reproduce", "verifier_tests", "execute"  # job kinds (apps.datasets.apps)
 REPRODUCTION_PROMPT = "reproduction_writer"

@@ -20,7 +20,7 @@ from worker.engine.verify.measures import best_at_k_over_tasks, bootstrap_bands,
 
 from .judging import judge_identity
 from .matrices import task_matrices
-from .models import COUNTS_RESOLVED, RESOLVED, Candidate, Execution, JudgeScore, MeasuresSnapshot
+from ..models import COUNTS_RESOLVED, RESOLVED, Candidate, Execution, JudgeScore, MeasuresSnapshot
 
 SELECTORS = ("random", "execution", "judge", "hybrid", "oracle")
 DEFAULT_SOURCES = Candidate.AGENTS

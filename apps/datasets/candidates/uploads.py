@@ -16,7 +16,7 @@ from apps.jobs.services import JobFailed, job_start
 from worker.engine.grade.swebench import NotARow, report_read
 
 from .imports import ImportUnreadable, instances_import, predictions_import
-from .models import Upload
+from ..models import Upload
 
 INSTANCE_SUFFIXES = (".jsonl", ".json", ".parquet")
 PREDICTION_SUFFIXES = (".jsonl", ".json")

@@ -15,7 +15,7 @@ from worker.engine.grade.hacking import patch_hacking_flags
 from worker.engine.reasons import HACKING_REASONS
 from worker.engine.test_files import TestFileRules
 
-from .models import Candidate, HackingReview
+from ..models import Candidate, HackingReview
 
 NOTE_CHARS = 2000
 

@@ -26,8 +26,8 @@ from worker.engine.llm.prompts import prompt_load
 from worker.engine.sample.agent import TEMPERATURE, AgentBudget, agent_run, command_limits
 from worker.engine.sample.tools import sandbox_command_runner
 
-from .grading import candidate_grade_start, grading_validation
-from .models import Candidate, Run, Sampling
+from ..grading.grades import candidate_grade_start, grading_validation
+from ..models import Candidate, Run, Sampling
 
 SAMPLE = "sample"  # the job kind (registered in apps.datasets.apps)
 AGENT_PROMPT = "agent"

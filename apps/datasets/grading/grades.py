@@ -21,9 +21,9 @@ from worker.engine.grade.second_opinion import Doubts, candidate_doubts
 from worker.engine.sandbox.base import Limits
 
 from .hacking import candidate_hacking_store
-from .imports import GRADED
-from .models import Candidate, Grade
-from .mutants import task_mutation_score_refresh
+from ..candidates.imports import GRADED
+from ..models import Candidate, Grade
+from ..candidates.mutants import task_mutation_score_refresh
 
 GRADE = "grade"  # the job kind (registered in apps.datasets.apps)
 FLAKY_RUNS = 3  # runs of each candidate of a task whose tests were ever flaky

@@ -13,7 +13,7 @@ from worker.engine.run.pytest_run import PASSING
 from worker.engine.verify.matrix import Matrix, distinguishing_share, verifier_tests_judged
 from worker.engine.verify.matrix import VerifierTest as Test
 
-from .models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
+from ..models import Candidate, Execution, ReproductionTests, VerifierTest, VerifierTestSet
 
 
 @dataclass

@@ -21,8 +21,8 @@ from worker.engine.grade.swebench import Instance, Report, instances_read, predi
 from worker.engine.grade.trajectories import Trajectories, trajectories_read
 from worker.engine.test_files import TestFileRules
 
-from .hacking import candidates_hacking_read, patch_hacking_fields
-from .models import Candidate, Dataset, DatasetTask, Import, Run
+from ..grading.hacking import candidates_hacking_read, patch_hacking_fields
+from ..models import Candidate, Dataset, DatasetTask, Import, Run
 
 
 class ImportUnreadable(Exception):
