@@ -224,7 +224,6 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 # Queues by kind of work, each served by its own worker pool.
 CELERY_TASK_DEFAULT_QUEUE = "mining"
 CELERY_TASK_ROUTES = {
-    "worker.tasks.task_validate_task": {"queue": "tests"},
     # Jobs of the jobs table go to their kind's queue (apps.jobs.registry); the sweep is light.
     "worker.tasks.jobs_sweep_task": {"queue": "mining"},
 }

@@ -1,5 +1,5 @@
 """The kinds of background job. A kind is one registration, made in its app's `ready()`: the Celery
-task and queue that carry it, the service that does its work, what it works on, whether people
+job and queue that carry it, the service that does its work, what it works on, whether people
 may cancel or retry it, and where its results are shown. Nothing dispatches on kinds otherwise.
 
 The service is named by its dotted path and imported when a job runs, so that this registry
@@ -10,7 +10,7 @@ from typing import Callable, Optional
 
 from django.utils.module_loading import import_string
 
-JOB_TASK = "worker.tasks.job_run_task"  # the Celery task that runs a job of any kind
+CELERY_JOB = "worker.tasks.job_run_task"  # the Celery job (task, in its words) that runs a job of any kind
 MODEL_CALLS = "model calls"  # what a model job's progress counts: calls done of calls planned
 
 
@@ -31,7 +31,7 @@ class JobKind:
     on_failure: str = ""
     # Where the job's results are shown: the address of its subject's page, say.
     link: Optional[Callable] = None
-    task: str = JOB_TASK
+    celery_job: str = CELERY_JOB
 
     def runner(self) -> Callable:
         return import_string(self.run)

@@ -144,7 +144,7 @@ def job_dispatch(job_id: int, *, front: bool = False) -> None:
     `front`: ahead of the jobs waiting there."""
     job = Job.objects.get(id=job_id)
     kind = job_kind(job.kind)
-    message = current_app.send_task(kind.task, args=[job.id], queue=kind.queue,
+    message = current_app.send_task(kind.celery_job, args=[job.id], queue=kind.queue,
                                     priority=RESENT_PRIORITY if front else SENT_PRIORITY)
     Job.objects.filter(id=job.id).update(message_id=message.id, dispatched_at=timezone.now(),
                                          dispatches=F("dispatches") + 1)

@@ -1,4 +1,4 @@
-"""Writes for repositories and mining. Views, commands and Celery tasks call these."""
+"""Writes for repositories and mining. Views, commands and Celery jobs call these."""
 
 import logging
 import re

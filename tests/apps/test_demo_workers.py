@@ -19,14 +19,14 @@ SEND = """
 import json, time
 from celery import current_app
 from apps.jobs.models import Job
-from apps.jobs.registry import JOB_TASK
+from apps.jobs.registry import CELERY_JOB
 from apps.repositories.services import mining_job_start, repository_register
 from tests.jobkind.models import Chore
 from tests.jobkind.work import chore_start
 
 def send(queue, **chore):
     job = chore_start(chore=Chore.objects.create(name=queue, **chore))
-    current_app.send_task(JOB_TASK, args=[job.id], queue=queue)
+    current_app.send_task(CELERY_JOB, args=[job.id], queue=queue)
     return job.id
 """
 # Long jobs on the tests and llm queues, many short ones writing progress behind them, then, once a long
