@@ -39,24 +39,16 @@ class DatasetsConfig(AppConfig):
     verbose_name = "Datasets and candidates"
 
     def ready(self):
-        from django.db.models.signals import post_save
-
         from apps.jobs.registry import MODEL_CALLS, JobKind, job_kind_register
-        from apps.repositories.models import Repository
+        from apps.repositories.registry import REPOSITORY_CREATED
         from apps.tasks.registry import DASHBOARD_FIGURES, TASK_REVIEW_PAGE
 
+        from .making import repository_dataset_ensure
         from .panels import dashboard_overlaps, task_review_panels
 
         TASK_REVIEW_PAGE.register(task_review_panels)
         DASHBOARD_FIGURES.register(dashboard_overlaps)
-
-        def repository_saved(sender, instance, created, raw=False, **kwargs):
-            if created and not raw:
-                from .making import repository_dataset_ensure
-
-                repository_dataset_ensure(instance)
-
-        post_save.connect(repository_saved, sender=Repository, weak=False, dispatch_uid="repository_dataset")
+        REPOSITORY_CREATED.register(repository_dataset_ensure)
         job_kind_register(JobKind(name="grade", label="Grading", queue="tests",
                                   run="apps.datasets.grading.grades.grade_job_work", subject="datasets.candidate",
                                   retry="apps.datasets.grading.grades.grade_job_retry", link=candidate_page))

@@ -11,9 +11,20 @@ class RepositoriesConfig(AppConfig):
     label = "repositories"
 
     def ready(self):
+        from django.db.models.signals import post_save
+
         from apps.jobs.registry import JobKind, job_kind_register, job_subject_visibility_register
 
+        from .models import Repository
+        from .registry import REPOSITORY_CREATED
         from .selectors import repositories_visible
+
+        def repository_saved(sender, instance, created, raw=False, **kwargs):
+            # The model's own signal: every way a repository is created passes here.
+            if created and not raw:
+                REPOSITORY_CREATED.call(instance)
+
+        post_save.connect(repository_saved, sender=Repository, weak=False, dispatch_uid="repository_created")
 
         job_kind_register(JobKind(name="mining", label="Mining", queue="mining",
                                   run="apps.repositories.services.mining_job_work", subject="repositories.repository",
