@@ -85,3 +85,22 @@ def test_a_run_against_the_verifier_tests_that_failed_runs_again_once_its_enviro
     Execution.objects.filter(candidate=candidate).update(inputs={"validation": -1})
     assert task_execution_advance(valid_task) == (STARTED, "1 candidates queued")
     assert Execution.objects.filter(candidate=candidate).count() == 2
+
+
+def test_a_step_a_worker_starts_between_the_check_and_the_look_is_under_way_not_stopped(
+        valid_task, monkeypatch):  # noqa: F811
+    """verify asks while a worker chains a task's next step on: nothing was under way when it checked, and
+    by the time it reads the step, the worker has queued it. That step is under way, never a failure."""
+    from apps.datasets.models import VerifierTestSet
+    from apps.datasets.verifiers import execution
+    from tests.apps.test_execution_measures import succeeded
+
+    reproduction = ReproductionTests.objects.create(job=succeeded("reproduce", valid_task), task=valid_task)
+    queued = Job.objects.create(kind="verifier_tests", subject_type="tasks.task", subject_id=valid_task.id,
+                                subject_label=valid_task.instance_id)
+    VerifierTestSet.objects.create(job=queued, task=valid_task, reproduction=reproduction,
+                                   inputs=execution.verifier_tests_inputs(valid_task, set()))
+    monkeypatch.setattr(execution, "execution_under_way", lambda tasks: False)  # the check came first
+    assert task_execution_advance(valid_task) == (UNDER_WAY, "under way")
+    Job.objects.filter(id=reproduction.job_id).update(state=Job.State.RUNNING)
+    assert task_execution_advance(valid_task) == (UNDER_WAY, "under way")

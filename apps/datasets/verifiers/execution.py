@@ -82,6 +82,8 @@ def task_execution_advance(task: Task, *, actor=None, since: Optional[datetime] 
     if reproduction is None or _failed_with_other_inputs(reproduction, reproduction_inputs(task)):
         reproduction_start(task=task, actor=actor)
         return STARTED, "reproduction tests queued" + (_AGAIN if reproduction else "")
+    if reproduction.is_active:  # started by another process (a worker chaining on) since the check above
+        return UNDER_WAY, "under way"
     if reproduction.state != ReproductionTests.State.SUCCEEDED:
         return STOPPED, step_stopped("writing reproduction tests", reproduction, since)
     touched = agents_touched(task)
@@ -92,6 +94,8 @@ def task_execution_advance(task: Task, *, actor=None, since: Optional[datetime] 
         verifier_tests_start(task=task, reproduction=reproduction, actor=actor)
         again = test_set is not None and test_set.state == VerifierTestSet.State.FAILED
         return STARTED, "verifier tests queued" + (_AGAIN if again else "")
+    if test_set.is_active:
+        return UNDER_WAY, "under way"
     if test_set.state != VerifierTestSet.State.SUCCEEDED:
         return STOPPED, step_stopped("running the verifier tests on the base commit", test_set, since)
     # A style probe's rewrite does what its candidate does: the tests would say the same of it.
