@@ -1,5 +1,8 @@
+import fcntl
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -9,6 +12,21 @@ from apps.jobs.services import job_run
 from apps.repositories.models import MiningJob
 from apps.repositories.services import mining_job_start, repository_register
 from tests.gitrepo import GitRepo
+
+
+@pytest.fixture(autouse=True)
+def _alone_or_beside_others(request):
+    """Test processes run side by side (pytest-xdist): a test marked `alone` leaves on purpose what the
+    others check was not left (a dead worker's container, say), so it runs while no other test runs in any
+    of them. A gate before the shared lock keeps it from waiting behind a stream of others."""
+    folder = Path(tempfile.gettempdir())
+    with open(folder / "commitgym-tests-gate", "a") as gate, open(folder / "commitgym-tests-room", "a") as room:
+        alone = request.node.get_closest_marker("alone") is not None
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
 
 
 @pytest.fixture(autouse=True)

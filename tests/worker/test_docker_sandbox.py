@@ -61,17 +61,19 @@ def test_without_an_engine_nothing_runs(workdir, monkeypatch):
         run("print(1)", workdir, sandbox=DockerSandbox(image="commitgym-no-such-image:none"))
 
 
+@pytest.mark.alone
 def test_a_container_outlives_no_dead_worker(workdir):
     """A worker killed mid-run leaves its container behind: the container ends itself a little after its
-    deadline, and the cleanup removes it once the deadline has passed."""
+    deadline, and the cleanup removes it once the deadline has passed, and not before."""
     code = ("import sys; from pathlib import Path\n"
             "from worker.engine.sandbox import docker as d; from worker.engine.sandbox.base import Limits\n"
-            "d.INNER_GRACE = 1\n"
+            "d.INNER_GRACE, d.REMOVAL_GRACE = 1, 6\n"
             f"d.DockerSandbox().run(['sleep', '600'], workdir=Path({str(workdir)!r}), limits=Limits(wall_seconds=3))\n")
+    before = set(labelled_containers(of_live_runs=True))  # other tests' runs, beside this one
     worker = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2])
     try:
         for _ in range(100):
-            if labelled_containers():
+            if set(labelled_containers(of_live_runs=True)) - before:
                 break
             time.sleep(0.1)
         time.sleep(0.5)
@@ -90,8 +92,11 @@ def test_a_container_outlives_no_dead_worker(workdir):
     assert state == "exited"
     deadline = int(subprocess.run(["docker", "inspect", "-f", f'{{{{index .Config.Labels "{DEADLINE_LABEL}"}}}}',
                                    left[0]], capture_output=True, text=True).stdout)
-    assert docker_sandbox_cleanup(now=deadline - 1) == []  # a live run's container is not touched
-    assert [c[:12] for c in docker_sandbox_cleanup(now=deadline + 1)] == [left[0][:12]]
+    # The clock itself, not a time passed in: a time ahead of it would remove other live runs' containers.
+    assert time.time() < deadline
+    assert left[0] not in [c[:12] for c in docker_sandbox_cleanup()]  # a live run's container is not touched
+    time.sleep(max(0.0, deadline + 1 - time.time()))
+    assert left[0] in [c[:12] for c in docker_sandbox_cleanup()]
     assert not labelled_containers()
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.engine.sandbox.base import SANDBOX_UIDS, Limits
-from worker.engine.sandbox.docker import DockerSandbox
+from worker.engine.sandbox.base import SANDBOX_UIDS, Limits, sandbox_user_held
+from worker.engine.sandbox.docker import DockerSandbox, docker_client
 from worker.engine.sandbox.local import LocalSandbox
 
 PYTHON = "/usr/bin/python3"  # the system's (local) and the image's (docker) interpreter
@@ -25,16 +25,18 @@ BACKENDS = {"local": LocalSandbox, "docker": DockerSandbox}
 
 
 def sandbox_processes() -> list[str]:
-    """Live processes of any sandbox user (zombies are dead, only not yet reaped by init)."""
+    """Live processes of a sandbox user no run holds any more (zombies are dead, only not yet reaped by
+    init): those of runs under way, in another test process beside this one, are theirs."""
     out = subprocess.run(["ps", "-e", "-o", "uid=,pid=,stat=,comm="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()
-            if line.split() and int(line.split()[0]) in SANDBOX_UIDS and not line.split()[2].startswith("Z")]
+    return [line for line in out.splitlines() if line.split() and int(line.split()[0]) in SANDBOX_UIDS
+            and not line.split()[2].startswith("Z") and not sandbox_user_held(int(line.split()[0]))]
 
 
-def labelled_containers() -> list[str]:
-    out = subprocess.run(["docker", "ps", "-a", "-q", "--filter", "label=commitgym=1"],
-                         capture_output=True, text=True, check=True).stdout
-    return out.split()
+def labelled_containers(*, of_live_runs: bool = False) -> list[str]:
+    """Sandbox containers whose run no longer holds their user (left behind), or all with `of_live_runs`."""
+    containers = docker_client(timeout=30).containers.list(all=True, filters={"label": "commitgym=1"})
+    return [container.id[:12] for container in containers if of_live_runs or not sandbox_user_held(
+        int(container.attrs["Config"]["User"].split(":")[0]))]
 
 
 @pytest.fixture(params=sorted(BACKENDS))

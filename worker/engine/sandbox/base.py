@@ -187,7 +187,7 @@ def run_as_user() -> Iterator[Optional[int]]:
     if os.geteuid() != 0:
         yield None
         return
-    locks = Path(tempfile.gettempdir()) / "commitgym-sandbox-uids"
+    locks = _uid_locks()
     locks.mkdir(mode=0o700, exist_ok=True)
     start = random.randrange(len(SANDBOX_UIDS))
     for offset in range(len(SANDBOX_UIDS)):
@@ -205,6 +205,26 @@ def run_as_user() -> Iterator[Optional[int]]:
             os.close(fd)
         return
     raise SandboxUnavailable("every sandbox user id is in use")
+
+
+def _uid_locks() -> Path:
+    return Path(tempfile.gettempdir()) / "commitgym-sandbox-uids"
+
+
+def sandbox_user_held(uid: int) -> bool:
+    """Whether a live run holds the sandbox user `uid`: a process or container of a user no run holds was
+    left behind (run_as_user kills the user's processes before it lets the user go)."""
+    try:
+        fd = os.open(_uid_locks() / str(uid), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _user_processes(uid: int) -> list[int]:

@@ -48,6 +48,7 @@ DEADLINE_LABEL = "commitgym.deadline"  # epoch seconds after which the container
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 OUTPUT_DIR = "/run/commitgym-output"  # where the container writes its output file
 INNER_GRACE = 10  # seconds past the deadline at which the container ends itself
+REMOVAL_GRACE = 60  # seconds past that at which anyone may remove it
 _SIGXCPU_EXIT, _SIGXFSZ_EXIT, _SIGKILL_EXIT = 128 + 24, 128 + 25, 128 + 9
 
 
@@ -187,7 +188,7 @@ class DockerSandbox:
                  user: str, environment: dict, extra_mounts: list[tuple[Path, str]] = ()) -> dict:
         from docker.types import LogConfig, Ulimit
 
-        deadline = time.time() + limits.wall_seconds + INNER_GRACE + 60
+        deadline = time.time() + limits.wall_seconds + INNER_GRACE + REMOVAL_GRACE
         options = dict(
             user=user,
             working_dir=cwd,
