@@ -769,3 +769,17 @@ def test_a_tests_module_of_a_package_is_collected_as_nose_found_it(place):
     built = _builder(place).build(work, as_of=AS_OF)
     assert built.suite_args == ("-o", "python_files=*.py", "oldlib/tests.py")
     assert "oldlib/tests.py::DoubleTests::test_double" in built.attempts[-1].output
+
+
+def test_two_builds_of_one_environment_at_once_leave_one_whole_environment(tmp_path):
+    """Two workers build the same environment (same key) at the same time: the first renamed into place
+    stays whole; the second's is dropped, never moved inside it."""
+    from worker.engine.env.builder import rename_unless_there
+
+    target = tmp_path / "abc"
+    for name in ("first", "second"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "bin" / "python").write_text(name)
+    rename_unless_there(tmp_path / "first", target)
+    rename_unless_there(tmp_path / "second", target)
+    assert sorted(p.name for p in target.iterdir()) == ["bin"] and (target / "bin" / "python").read_text() == "first"

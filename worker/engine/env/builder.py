@@ -14,6 +14,7 @@ Files the install wrote into the working copy (a version file from setuptools-sc
 an extension built in place) are kept beside the environment and laid into every run's copy.
 """
 
+import errno
 import hashlib
 import os
 import re
@@ -593,11 +594,17 @@ class EnvironmentBuilder:
         target = self.env_root / key
         if not target.exists():
             self.env_root.mkdir(parents=True, exist_ok=True)
-            files = environment_files(target)
-            shutil.rmtree(files, ignore_errors=True)
-            generated_files_keep(workdir / "repo", generated, files)
-            environment_seal(built)
-            shutil.move(built, target)
+            # Laid out beside the target, then renamed into place: another worker building the same
+            # environment at the same time finds either none or a whole one, the files before the environment.
+            staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=self.env_root))
+            try:
+                generated_files_keep(workdir / "repo", generated, staging / "files")
+                environment_seal(built)
+                shutil.move(built, staging / "env")
+                rename_unless_there(staging / "files", environment_files(target))
+                rename_unless_there(staging / "env", target)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
         return BuiltEnvironment(path=target, key=key, python_version=python_version, lock=lock, attempts=attempts,
                                 recipe_key=recipe_key(recipe), image=runtime.image, generated=generated,
                                 suite_args=kept.suite_args)
@@ -779,3 +786,12 @@ class _AttemptRun:
                        "\n".join(self.outputs), self.seconds, reason="" if ok else reason, lifted=dict(lifted or {}),
                        pytest=pytest, added=self.added, on_path=self.on_path, generated=self.generated,
                        suite_args=self.suite_args, said=self.last_output)
+
+
+def rename_unless_there(source: Path, target: Path) -> None:
+    """Rename a finished folder into place; where another build put one there first, that one stays."""
+    try:
+        os.rename(source, target)
+    except OSError as error:
+        if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
