@@ -183,7 +183,8 @@ COMMITGYM_JOB_MAX_DISPATCHES = _env_int("COMMITGYM_JOB_MAX_DISPATCHES", 5)
 COMMITGYM_LOCAL_ROOTS = [p for p in os.environ.get("COMMITGYM_LOCAL_ROOTS", "").split(os.pathsep) if p]
 
 # Language models, per role (issue_writer, test_writer, judge, agent): COMMITGYM_<ROLE>_BACKEND,
-# _MODEL, _BASE_URL, _API_KEY, _TIMEOUT, each falling back to COMMITGYM_LLM_<NAME>. Backends:
+# _MODEL, _BASE_URL, _API_KEY, _TIMEOUT, _THREADS (the embedded model's), each falling back to
+# COMMITGYM_LLM_<NAME>. Backends:
 # "embedded" (SmolLM2-135M in the worker, the default), "openai" (any OpenAI-compatible server),
 # "anthropic" (writing roles only).
 def _model_settings(role: str) -> dict:
@@ -191,7 +192,8 @@ def _model_settings(role: str) -> dict:
         return os.environ.get(f"COMMITGYM_{role.upper()}_{name}", os.environ.get(f"COMMITGYM_LLM_{name}", default))
 
     return {"backend": get("BACKEND", "embedded"), "model": get("MODEL"), "base_url": get("BASE_URL"),
-            "api_key": get("API_KEY"), "timeout": float(get("TIMEOUT", "120"))}
+            "api_key": get("API_KEY"), "timeout": float(get("TIMEOUT", "120")),
+            "threads": int(get("THREADS", "2"))}
 
 
 COMMITGYM_MODELS = {role: _model_settings(role) for role in ("issue_writer", "test_writer", "judge", "agent")}

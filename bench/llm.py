@@ -2,7 +2,8 @@
 
 Goals (issue: language models in the Commit Mine): scoring the 26 candidates of one task with
 the evaluated prefix reused is at least 3x faster than evaluating each prompt whole; a cached
-model call costs under 5 ms. Also printed: prompt and generated tokens per second.
+model call costs under 5 ms. Also printed: prompt and generated tokens per second, and a
+completion on one thread against two while every core is busy with other work.
 """
 
 import os
@@ -83,6 +84,35 @@ def cache_hit() -> None:
     print(f"llm.cache_hit.goal: under 5 ms: {'met' if hit < 0.005 else 'NOT met'}", flush=True)
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+def threads_on_busy_cores() -> None:
+    """A completion with every core busy with other work (test runs beside the model, say): one thread
+    against two, by wall time and by the CPU time the model's process spent."""
+    import multiprocessing
+
+    messages = [{"role": "user", "content": ISSUE + "\nWrite a failing test for this."}]
+    clients = {threads: EmbeddedClient(ModelSettings(context_tokens=4096, threads=threads)) for threads in (1, 2)}
+    busy = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
+    for process in busy:
+        process.start()
+    try:
+        spent = {}
+        for threads, client in clients.items():
+            client.complete([{"role": "user", "content": "warm up"}], max_tokens=4)
+            wall, cpu = time.perf_counter(), time.process_time()
+            client.complete(messages, max_tokens=96)
+            spent[threads] = (time.perf_counter() - wall, time.process_time() - cpu)
+    finally:
+        for process in busy:
+            process.kill()
+    report("llm.complete_on_busy_cores.one_thread_wall", spent[1][0], "s", spent[2][0], "s (two threads)")
+    report("llm.complete_on_busy_cores.one_thread_cpu", spent[1][1], "s", spent[2][1], "s (two threads)")
+
+
 def main() -> None:
     try:
         client = EmbeddedClient(ModelSettings(context_tokens=4096))
@@ -92,6 +122,7 @@ def main() -> None:
         print(f"llm.score_{CANDIDATES}_candidates.speedup: {whole / reused:.2f}x (goal: at least 3x: "
               f"{'met' if whole / reused >= 3 else 'NOT met'})", flush=True)
         cache_hit()
+        threads_on_busy_cores()
     finally:
         shutil.rmtree(WORKDIR, ignore_errors=True)
 

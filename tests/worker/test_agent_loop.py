@@ -364,7 +364,7 @@ def test_the_loop_runs_commands_in_the_sandbox_and_their_edits_reach_the_patch(s
 
 
 def test_the_embedded_model_runs_the_loop_to_an_end(sample, sample_copy):
-    client = model_client(ModelSettings(backend="embedded", context_tokens=4096))
+    client = model_client(ModelSettings(backend="embedded", context_tokens=4096, threads=1))  # beside other tests
     budget = AgentBudget(steps=5, max_tokens_per_step=64, history_chars=3000, observation_chars=1000,
                          command_seconds=10, wall_seconds=300)
     result = agent_run(complete=client_complete(client), issue="slugify('Hello World', max_length=6) returns "

@@ -80,6 +80,7 @@ def test_settings_that_cannot_work_are_refused_with_a_reason():
     assert settings_problem("issue_writer", ModelSettings(backend="anthropic", model="claude")) is None
     assert "model name" in settings_problem("agent", ModelSettings(backend="openai"))
     assert "unknown backend" in settings_problem("agent", ModelSettings(backend="gpt"))
+    assert "at least one thread" in settings_problem("judge", ModelSettings(backend="embedded", threads=0))
     assert settings_problem("judge", ModelSettings()) is None
     assert "sk-secret" not in repr(ModelSettings(backend="openai", model="m", api_key="sk-secret"))
     assert ModelSettings(api_key="sk-secret").redact("bad key sk-secret") == "bad key [key]"
@@ -87,7 +88,7 @@ def test_settings_that_cannot_work_are_refused_with_a_reason():
 
 @pytest.fixture(scope="module")
 def embedded():
-    return EmbeddedClient(ModelSettings(context_tokens=2048))
+    return EmbeddedClient(ModelSettings(context_tokens=2048, threads=1))  # beside other tests
 
 
 def test_the_embedded_model_answers(embedded):
