@@ -7,6 +7,12 @@ TIMED := deploy/dev/timed.sh
 # The test suite runs against real services.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/commitgym
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
+# Test processes side by side (pytest-xdist), each with its own test database and Redis database (from
+# the one above, downward). The engine's tests keep a module's built environments in one process; the
+# rest are spread test by test. The embedded model runs on one thread beside them: its threads spin
+# while they wait for each other, and the cores are busy.
+TEST_PROCESSES ?= 2
+PYTEST_ARGS := -q -p no:cacheprovider --durations=10 -n $(TEST_PROCESSES)
 
 # The embedded model runs on llama-cpp-python, which builds from source (a few minutes): with
 # the default flags it crashes on these machines' CPUs. uv's cache of built wheels ignores
@@ -40,11 +46,9 @@ test:
 	@$(TIMED) docker deploy/dev/docker.sh
 	@$(TIMED) "import layers" $(VENV)/bin/lint-imports --no-cache
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker -q -p no:cacheprovider --durations=10
-	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-	  $(TIMED) "suite: apps" $(PY) -m pytest tests/apps -q -p no:cacheprovider --durations=10
-	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-	  $(TIMED) "suite: browser" $(PY) -m pytest tests/browser -q -p no:cacheprovider --durations=10
+	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker $(PYTEST_ARGS) --dist loadfile
+	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) COMMITGYM_LLM_THREADS=1 \
+	  $(TIMED) "suite: apps, browser" $(PY) -m pytest tests/apps tests/browser $(PYTEST_ARGS) --dist worksteal
 
 # Each bench/<name>.py prints "name: value unit (baseline: value unit, ratio: r)" lines;
 # files starting with "_" are their helpers.
