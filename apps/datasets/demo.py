@@ -172,12 +172,12 @@ def demo_progress() -> Optional[DemoProgress]:
     except ModelError as error:
         progress.stopped = f"the judge model cannot be used: {error}"
         return progress
-    stops = [_task_progress(task, progress.steps, judge) for task in tasks]
+    stops = [demo_task_progress(task, progress.steps, judge) for task in tasks]
     progress.stopped = next((f"{task.instance_id}: {why}" for task, why in zip(tasks, stops) if why), "")
     return progress
 
 
-def _task_progress(task: Task, steps: list, judge: tuple[str, int]) -> str:
+def demo_task_progress(task: Task, steps: list, judge: tuple[str, int]) -> str:
     """Count the task in each step it has done; why it cannot go on ("" when it can). `judge`: the judge
     model's identity and prompt version, whose scores count."""
     bundle = demo_bundle()
@@ -188,10 +188,12 @@ def _task_progress(task: Task, steps: list, judge: tuple[str, int]) -> str:
     steps[CANDIDATES].done += made
     if task.verdict != "valid":
         validation = Validation.objects.filter(task=task).select_related("job").order_by("-id").first()
-        if validation is not None and not validation.is_active:
+        if validation is None or validation.is_active:
+            return ""
+        task.refresh_from_db(fields=["verdict"])  # read before its validation ended, which stored the verdict
+        if task.verdict != "valid":
             return (f"its validation {validation.state}, {validation.verdict or 'no verdict'}: "
                     f"{validation.reason or validation.error_message}")
-        return ""
     steps[VALIDATING].done += 1
     if not IssueVersion.objects.filter(task=task).exists():
         writing = LanguageJob.objects.filter(task=task, kind=LanguageJob.Kind.BACKTRANSLATE).select_related("job") \
