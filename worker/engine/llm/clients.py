@@ -43,7 +43,7 @@ class ModelSettings:
     max_retries: int = 3
     context_tokens: int = 8192  # the embedded model's context window
     # The embedded model's threads. They spin while they wait for each other: on a machine whose cores are
-    # busy with other work, one thread ends sooner and costs a third of the CPU (bench figures in README).
+    # busy with other work, one thread takes half the time and half the CPU of two (bench/llm.py).
     threads: int = 2
 
     def redact(self, text: str) -> str:
