@@ -121,12 +121,15 @@ def mining_job_make(repository, **job_fields) -> MiningJob:
 
 
 def mine_now(repository) -> MiningJob:
-    """Run a mining job in this process, as a worker would. In a test whose rows are committed, the
-    job's message goes out at once, and the suite's worker process (if one runs by then) may take the
-    job first: then it ends there, and this waits for that."""
+    """Run a mining job in this process, as a worker would, with this test's settings (its mirrors'
+    folder): its message is not sent, so the suite's worker process, started by an earlier test, does not
+    take it and mine into its own folder. A job already under way elsewhere is waited for."""
+    from unittest import mock
+
     from apps.jobs.models import Job
 
-    job, _ = mining_job_start(repository=repository)
+    with mock.patch("apps.jobs.services.job_dispatch"):
+        job, _ = mining_job_start(repository=repository)
     job_run(job_id=job.job_id)
     wait_until(lambda: Job.objects.filter(id=job.job_id).exclude(state__in=Job.ACTIVE_STATES).exists(),
                what="the mining job's end")
