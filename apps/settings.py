@@ -167,7 +167,7 @@ COMMITGYM_DOCKER_IMAGES = [
 # What an install may reach (nothing else, on either backend): "host,host,...", HTTPS only, through
 # the worker's proxy, which chains to the worker's own HTTPS_PROXY. Default: pypi.org, files.pythonhosted.org.
 COMMITGYM_INDEX_HOSTS = index_hosts_from(os.environ.get("COMMITGYM_INDEX_HOSTS", ""))
-COMMITGYM_VALIDATION_RUNS = _env_int("COMMITGYM_VALIDATION_RUNS", 3)
+COMMITGYM_VALIDATION_RERUNS = _env_int("COMMITGYM_VALIDATION_RERUNS", 2)
 COMMITGYM_TEST_TIMEOUT = _env_int("COMMITGYM_TEST_TIMEOUT", 60)
 COMMITGYM_SUITE_SECONDS = _env_int("COMMITGYM_SUITE_SECONDS", 600)
 # A running job whose worker has not reported for this long may be taken over.

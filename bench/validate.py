@@ -12,10 +12,19 @@
   environment. Goal: >= 80%.
 - Disk: what a validated task leaves behind beyond the environments (its stored
   runs, outputs and attempts; working copies are deleted). Goal: <= 1 GB per 1,000.
+- Cost: the CPU seconds a validated commit costs (environments already built), and the same
+  in units of one run of the commit's own test files (medians over the valid commits),
+  against the way validation worked before its runs became grades (the code of BASELINE, run
+  in the same bench); then whether any commit's verdict, F2P, P2P or flaky list differs
+  between them. On the sample repository, and on a local clone named in BENCH_VALIDATE_REPO
+  (at most BENCH_VALIDATE_COMMITS of its kept commits, default 12, spread evenly over its
+  history). Goal: at most half the seconds, at most 5 units, no verdict changed.
 """
 
 import json
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +47,9 @@ from _kept_commits import kept_commits  # noqa: E402
 from _report import report  # noqa: E402
 
 AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
+# The last commit whose validation ran the commit's test files three times a side, the suite, and the
+# gold and empty patches as plain runs.
+BASELINE = "f3508b1f8aaec9271d9d701af1c74cb0c6899e79"
 SLOW_TESTS = 24  # x 0.45 s: a run of the file takes over 10 s
 
 
@@ -57,7 +69,7 @@ def slow_repository(path: Path) -> tuple[str, str]:
 
 def warm_overhead(place: Path, builder: EnvironmentBuilder, name: str) -> None:
     parent, fix = slow_repository(place / f"slow-{name}")
-    settings = ValidationSettings(runs_per_side=1, per_test_timeout=60, suite_seconds=600)
+    settings = ValidationSettings(reruns=0, per_test_timeout=60, suite_seconds=600)
     commit = CommitToValidate(mirror_dir=place / f"slow-{name}", sha=fix, parent_sha=parent, committed_at=AS_OF)
     cold = task_validate(commit, builder=builder, work_root=place, settings=settings)
     assert cold.verdict == "valid", (cold.verdict, cold.reason)
@@ -126,7 +138,7 @@ def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:
     sample_repo_write(repo)
     tip = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     kept = kept_commits(repo, tip)
-    settings = ValidationSettings(runs_per_side=1, per_test_timeout=30, suite_seconds=120)
+    settings = ValidationSettings(reruns=0, per_test_timeout=30, suite_seconds=120)
     environments, reused, stored_bytes = [], 0, 0
     for sha, parent_sha, _ in kept:
         result = task_validate(
@@ -147,6 +159,71 @@ def reuse_and_disk(place: Path, builder: EnvironmentBuilder) -> None:
           flush=True)
 
 
+def _way_measured(place: Path, name: str, code: Path, commits: Path) -> dict[str, dict]:
+    """Each commit's figures and findings, validated by the code under `code` in a process of its own."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "_validate_cost.py"), str(commits),
+                           str(place / f"envs-{name}"), str(place)], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"validating the {name} way failed: {done.stderr[-2000:]}")
+    return {row["sha"]: row for row in map(json.loads, done.stdout.splitlines())}
+
+
+def validation_cost(place: Path, repo: Path, name: str, at_most: int = 0) -> None:
+    tip = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    kept = kept_commits(repo, tip)
+    if at_most and len(kept) > at_most:  # spread evenly, the first and the last included
+        kept = [kept[round(i * (len(kept) - 1) / (at_most - 1))] for i in range(at_most)]
+    commits = place / f"cost-commits-{name}.json"
+    commits.write_text(json.dumps({"mirror": str(repo), "commits": [
+        [sha, parent, date.isoformat()] for sha, parent, date in kept]}))
+    baseline_code = place / "baseline-code"
+    if not baseline_code.is_dir():
+        baseline_code.mkdir()
+        subprocess.run(f"git -C {ROOT} archive {BASELINE} worker | tar -x -C {baseline_code}", shell=True,
+                       check=True)
+    before = _way_measured(place, f"baseline-{name}", baseline_code, commits)
+    now = _way_measured(place, f"today-{name}", ROOT, commits)
+    valid = [sha for sha, row in now.items() if row["verdict"] == "valid" and row["unit"]]
+    if not valid:
+        print(f"validate.cost_{name}: not measured (none of {len(kept)} commits validated)", flush=True)
+        print(findings_compared(before, now), flush=True)
+        return
+
+    def median(rows, key):
+        return statistics.median(key(rows[sha]) for sha in valid)
+
+    report(f"validate.cpu_seconds_per_valid_commit_{name}", median(now, lambda r: r["cpu"]), "s",
+           median(before, lambda r: r["cpu"]))
+    report(f"validate units per valid commit ({name}, {len(valid)} valid of {len(kept)})",
+           median(now, lambda r: r["cpu"] / now[r["sha"]]["unit"]), "units",
+           median(before, lambda r: r["cpu"] / now[r["sha"]]["unit"]))
+    report(f"validate.wall_seconds_all_commits_{name}", sum(row["wall"] for row in now.values()), "s",
+           sum(row["wall"] for row in before.values()))
+    print(findings_compared(before, now), flush=True)
+
+
+def findings_compared(before: dict[str, dict], now: dict[str, dict]) -> str:
+    """`verdicts changed: N`, N the commits whose verdict, reason, F2P, P2P or flaky list differs
+    between the ways, then one line for each. A test either way found flaky in any commit is left out
+    of the lists: whether one run a side saw it pass is chance (the sample repository has one by design)."""
+    flaky = {test for rows in (before, now) for row in rows.values() for test in row["flaky"]}
+    lists = ("fail_to_pass", "pass_to_pass", "flaky")
+
+    def findings(row: dict) -> dict:
+        return {"verdict": row["verdict"], "reason": row["reason"],
+                **{key: sorted(set(row[key]) - flaky) for key in lists}}
+
+    lines = []
+    for sha in now:
+        was, is_now = findings(before[sha]), findings(now[sha])
+        differs = [f"{key} {was[key]} -> {is_now[key]}" for key in was if was[key] != is_now[key]]
+        if differs:
+            lines.append(f"  {sha[:12]}: " + "; ".join(differs))
+    return "\n".join([f"verdicts changed: {len(lines)} of {len(now)} commits "
+                      f"(tests found flaky left out: {', '.join(sorted(flaky)) or 'none'})", *lines])
+
+
 def main() -> None:
     place = Path(tempfile.mkdtemp(prefix="commitgym-bench-validate-"))
     place.chmod(0o755)
@@ -162,6 +239,12 @@ def main() -> None:
             print("validate.warm_overhead_docker: not measured (no Docker engine answers)", flush=True)
         copy_or_overlay(place)
         reuse_and_disk(place, builder)
+        sample = place / "cost-sample"
+        sample_repo_write(sample)
+        validation_cost(place, sample, "sample")
+        if os.environ.get("BENCH_VALIDATE_REPO"):
+            real = Path(os.environ["BENCH_VALIDATE_REPO"])
+            validation_cost(place, real, real.name, int(os.environ.get("BENCH_VALIDATE_COMMITS", "12")))
     finally:
         shutil.rmtree(place, ignore_errors=True)
 

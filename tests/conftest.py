@@ -183,7 +183,7 @@ def _celery_worker_process(django_db_setup, _worker_mirror_dir, tmp_path_factory
     commands_database_url = urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
     # Two runs a side and a 10 s per-test timeout keep validations of hanging tests short.
     env = {**os.environ, "DATABASE_URL": commands_database_url, "CELERY_BROKER_URL": broker,
-           "COMMITGYM_MIRROR_DIR": str(_worker_mirror_dir), "COMMITGYM_VALIDATION_RUNS": "2",
+           "COMMITGYM_MIRROR_DIR": str(_worker_mirror_dir), "COMMITGYM_VALIDATION_RERUNS": "1",
            "COMMITGYM_TEST_TIMEOUT": "10",
            # As the web app's settings allow each test's own folder (_local_folders): the worker
            # checks a local repository's folder again before every fetch.

@@ -29,8 +29,10 @@ def valid_validation(task: Task) -> Optional[Validation]:
 
 
 def _failing_output(validation: Validation) -> str:
-    run = (TestRunRecord.objects.filter(validation=validation, side="before", scope="selected")
-           .order_by("index").first())
+    """What the tests said on the parent: the run of the commit's test files where there was one of its
+    own, else the suite's (which ran them)."""
+    before = TestRunRecord.objects.filter(validation=validation, side="before").order_by("index")
+    run = before.filter(scope="selected").first() or before.filter(scope="suite").first()
     return run.output if run else ""
 
 

@@ -129,6 +129,13 @@ class Validation(JobLife, models.Model):
     pass_to_pass = models.JSONField(default=list)
     flaky = models.JSONField(default=list)
     breaks = models.JSONField(default=list)
+    grade_selection = models.JSONField(
+        null=True, blank=True, help_text="What pytest ran in the runs that are the gold and empty patches' grades "
+                                         "(the suite's arguments), which every grade of the task's candidates then "
+                                         "runs; null: the files of the F2P and P2P tests.")
+    controls = models.JSONField(
+        default=dict, blank=True, help_text="The gold and empty patches' grades made by the validation's own runs, "
+                                            "{source: {outcome, tampering, touches_tests, runs, seconds}}.")
     seconds = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     generated = models.BooleanField(default=False, help_text="Checks generated tests in an earlier validation's "

@@ -298,7 +298,7 @@ class TestMatrix:
 
 
 _SIDE_ORDER = {"before": 0, "after": 1, "gold": 2, "empty": 3}
-_SCOPE_ORDER = {"selected": 0, "suite": 1, "breaks": 2, "graded": 3}
+_SCOPE_ORDER = {"selected": 0, "suite": 1, "rerun": 2, "breaks": 3, "graded": 4}  # breaks, graded: older validations
 
 
 def _run_label(run: TestRunRecord) -> str:
@@ -306,6 +306,8 @@ def _run_label(run: TestRunRecord) -> str:
         return f"{run.side} #{run.index + 1}"
     if run.scope == "suite":
         return f"suite {run.side}"
+    if run.scope == "rerun":
+        return f"rerun {run.side} #{run.index + 1}"
     if run.scope == "breaks":
         return f"recheck {run.side} #{run.index + 1}"
     return f"{run.side} patch" if run.scope == "graded" else f"{run.scope} {run.side}"

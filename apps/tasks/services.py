@@ -140,7 +140,7 @@ def validation_job_retry(job, user):
 
 
 def _engine_settings() -> ValidationSettings:
-    return ValidationSettings(runs_per_side=settings.COMMITGYM_VALIDATION_RUNS,
+    return ValidationSettings(reruns=settings.COMMITGYM_VALIDATION_RERUNS,
                               per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT,
                               suite_seconds=settings.COMMITGYM_SUITE_SECONDS)
 
@@ -227,7 +227,21 @@ def _validation_store(validation: Validation, result) -> None:
         fail_to_pass=[text_storable(t) for t in oracle.fail_to_pass] if oracle else [],
         pass_to_pass=[text_storable(t) for t in oracle.pass_to_pass] if oracle else [],
         flaky=[text_storable(t) for t in oracle.flaky] if oracle else [],
-        breaks=[text_storable(t) for t in oracle.breaks] if oracle else [], seconds=result.seconds)
+        breaks=[text_storable(t) for t in oracle.breaks] if oracle else [], seconds=result.seconds,
+        **_controls_stored(result))
+
+
+def _controls_stored(result) -> dict:
+    """The gold and empty patches' grades the validation's own runs made (their runs are its suite
+    runs, after and before), and the selection they ran, which the task's grades then run."""
+    controls = {source: {"tampering": [text_storable(path) for path in grade.tampering],
+                         "touches_tests": [text_storable(path) for path in grade.touches_tests],
+                         "seconds": grade.seconds}
+                for source, grade in (("gold", result.gold), ("empty", result.empty))
+                if grade is not None}
+    if not controls:
+        return {}
+    return {"controls": controls, "grade_selection": [text_storable(arg) for arg in result.environment.suite_args]}
 
 
 # --- generated tests ---------------------------------------------------------------------------

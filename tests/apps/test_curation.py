@@ -170,7 +170,7 @@ def test_dropping_a_wrong_test_revalidates_without_it(in_review, curator, django
 
 
 def test_the_engine_leaves_excluded_tests_out_of_the_oracle():
-    from worker.engine.validate.oracle import Oracle, oracle_without
+    from worker.engine.grade.oracle import Oracle, oracle_without
 
     oracle = Oracle(["a", "b"], ["c", "d"], ["e"], [])
     assert oracle_without(oracle, {"b", "d"}) == Oracle(["a"], ["c"], ["e"], [])

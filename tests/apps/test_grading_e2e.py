@@ -29,7 +29,7 @@ from apps.jobs.models import Job
 from apps.llm.calls import model_call_cache_key, role_settings
 from apps.llm.models import ModelCall
 from apps.repositories.services import repository_register
-from apps.tasks.models import Task
+from apps.tasks.models import Task, Validation
 from tests.conftest import commands_database_url, mine_now
 from worker.demo.history import Author, author_env, git, git_env
 from worker.demo.sample_repo import sample_repo_write
@@ -118,6 +118,14 @@ def test_grade_command_through_a_worker(celery_worker, tmp_path, curator_client)
     grade = Grade.objects.get(candidate=gold)
     assert grade.job.kind == "grade" and grade.job.state == Job.State.SUCCEEDED
     assert set(fix.fail_to_pass) <= {test for test, status in grade.runs[0]["outcomes"].items() if status == "PASSED"}
+    # The controls were graded once, by the validation's own runs (the same path and selection as any
+    # grade): their grades hold those runs, not runs of their own.
+    validation = Validation.objects.get(task=task, verdict="valid")
+    assert set(validation.controls) == {"gold", "empty"} and validation.grade_selection is not None
+    for source, side in (("gold", "after"), ("empty", "before")):
+        ran = validation.runs.get(side=side, scope="suite")
+        stored = Grade.objects.get(candidate__task=task, candidate__source=source).runs
+        assert [(run["outcomes"], run["output"]) for run in stored] == [(ran.outcomes, ran.output[-20_000:])]
     # Graded candidates are not graded again; the page shows them.
     again = manage("grade", task.instance_id, "--json")
     assert again.returncode == 0 and json.loads(again.stdout.splitlines()[-1]) == {"counts": {}}

@@ -49,7 +49,9 @@ def test_validate_command_through_a_worker(celery_worker, tmp_path):
         "mined", "building", "validating", "valid"]
     validation = Validation.objects.get(task=task)
     assert validation.environment == Environment.objects.get(key=lines[fix.sha]["environment_id"])
-    assert validation.attempts.exists() and validation.runs.filter(side="gold").exists()
+    assert validation.attempts.exists() and validation.runs.filter(side="after", scope="suite").exists()
+    # Its runs were the gold and empty patches' grades: kept for grading, which does not make them again.
+    assert set(validation.controls) == {"gold", "empty"} and validation.grade_selection == []
     assert Task.objects.get(commit__sha=breaking.sha).state == "invalid"
 
 
@@ -170,7 +172,8 @@ def test_hostile_code_is_contained_and_the_worker_goes_on(celery_worker, tmp_pat
     assert validation.pass_to_pass == [] and validation.flaky == []
     attacks = ("test_hangs", "test_allocates_ten_gigabytes", "test_forks_without_end", "test_reaches_the_hosts_redis",
                "test_reads_secrets", "test_deletes_the_environment")
-    for run in validation.runs.filter(scope="selected"):
+    assert validation.runs.count() == 3  # the suite before and after, one rerun (COMMITGYM_VALIDATION_RERUNS=1)
+    for run in validation.runs.all():
         for attack in attacks:
             assert run.outcomes[f"tests/test_calc.py::{attack}"] in {"FAILED", "ERROR"}, (attack, run.outcomes)
     assert (Path(validation.environment.path) / "bin" / "python").exists()
@@ -215,7 +218,7 @@ def test_a_worker_killed_mid_validation_leaves_a_job_another_finishes_exactly_on
     envs = sandbox_reachable_dir / "envs"
     env = {"COMMITGYM_JOB_STALE_SECONDS": "3", "COMMITGYM_JOB_HEARTBEAT_SECONDS": "1",
            "COMMITGYM_WORK_DIR": str(settings.COMMITGYM_WORK_DIR), "COMMITGYM_ENV_DIR": str(envs),
-           "COMMITGYM_MIRROR_DIR": str(settings.COMMITGYM_MIRROR_DIR), "COMMITGYM_VALIDATION_RUNS": "2"}
+           "COMMITGYM_MIRROR_DIR": str(settings.COMMITGYM_MIRROR_DIR), "COMMITGYM_VALIDATION_RERUNS": "1"}
     git_repo.commit("init", {"calc.py": "def add(a, b):\n    return a - b\n"})
     fix = git_repo.commit("Fix add", {"calc.py": "def add(a, b):\n    return a + b\n",
                                       "tests/test_calc.py": SLOW_TESTS})

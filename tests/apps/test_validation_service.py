@@ -12,7 +12,7 @@ from apps.jobs.services import job_run
 from apps.tasks.models import Task, Validation
 from worker.engine.env.builder import Attempt
 from worker.engine.run.pytest_run import TestRun
-from worker.engine.validate.oracle import Oracle
+from worker.engine.grade.oracle import Oracle
 from worker.engine.validate.pipeline import RunRecord, ValidationResult
 
 

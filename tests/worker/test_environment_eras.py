@@ -12,7 +12,7 @@ from worker.demo.history import Author, author_env, git, git_env
 from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
 
-FAST = ValidationSettings(runs_per_side=2, per_test_timeout=20, suite_seconds=120)
+FAST = ValidationSettings(reruns=1, per_test_timeout=20, suite_seconds=120)
 
 
 @pytest.fixture(scope="module")

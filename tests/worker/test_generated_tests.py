@@ -9,7 +9,7 @@ from worker.engine.validate.generated_tests import (
     generated_file_write,
     generated_files_from_answer,
 )
-from worker.engine.validate.oracle import oracle_from_runs
+from worker.engine.grade.oracle import oracle_from_runs
 
 
 def test_code_blocks_with_tests_are_taken_and_the_rest_ignored():

@@ -17,7 +17,7 @@ from worker.engine.git.patches import commit_patches
 from worker.engine.grade.candidate import GradeSettings, TaskToGrade, candidate_grade
 from worker.engine.grade.mutants import MUTANT_KINDS, mutants_make
 from worker.engine.test_files import TestFileRules
-from worker.engine.validate.oracle import run_outcome, runs_outcome
+from worker.engine.grade.oracle import run_outcome, runs_outcome
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
@@ -34,7 +34,7 @@ def validated(repo: GitRepo, parent: str, fix: str, builder, place):
     """The fix validated (it must be valid), its patches, and the task its candidates are graded against."""
     result = task_validate(CommitToValidate(mirror_dir=repo.path, sha=fix, parent_sha=parent,
                                             committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
-                           builder=builder, work_root=place, settings=ValidationSettings(runs_per_side=1))
+                           builder=builder, work_root=place, settings=ValidationSettings(reruns=0))
     assert result.verdict == "valid", result.reason
     patches = commit_patches(repo.path, fix, parent, TestFileRules())
     task = TaskToGrade(mirror_dir=repo.path, base_sha=parent, test_patch=patches.test_patch,

@@ -202,7 +202,7 @@ def _grading(backend: str, place, builder):
     validation = task_validate(CommitToValidate(mirror_dir=repo, sha=fix.sha, parent_sha=parent,
                                                 committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
                                builder=builder, work_root=place,
-                               settings=ValidationSettings(runs_per_side=1, per_test_timeout=20, suite_seconds=120))
+                               settings=ValidationSettings(reruns=0, per_test_timeout=20, suite_seconds=120))
     assert validation.verdict == "valid", validation.reason
     patches = commit_patches(repo, fix.sha, parent, TestFileRules())
     task = TaskToGrade(mirror_dir=repo, base_sha=parent, test_patch=patches.test_patch,

@@ -25,7 +25,8 @@ from worker.engine.git.working_copy import patch_apply, working_copy_write
 from worker.engine.grade.candidate import TaskToGrade, candidate_grade
 from worker.engine.sandbox.base import Limits, hand_over
 from worker.engine.test_files import TestFileRules
-from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, fresh_copy_run, task_validate
+from worker.engine.grade.fresh_copy import fresh_copy_run
+from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
 
 # A unittest-style task on top of the sample's history: count_words() counts runs of spaces as words.
 WORDS = '"""Word counts."""\n\n\ndef count_words(text):\n    """How many words `text` holds."""\n' \
@@ -47,7 +48,7 @@ class Task:
         parent = git(repo, "rev-parse", f"{fix}^").strip()
         result = task_validate(CommitToValidate(mirror_dir=repo, sha=fix, parent_sha=parent,
                                                 committed_at=datetime.now(timezone.utc)),
-                               builder=builder, work_root=place, settings=ValidationSettings(runs_per_side=1))
+                               builder=builder, work_root=place, settings=ValidationSettings(reruns=0))
         assert result.verdict == "valid", result.reason
         patches = commit_patches(repo, fix, parent, TestFileRules())
         self.repo, self.parent, self.gold, self.builder, self.place = repo, parent, patches.source_patch, builder, place

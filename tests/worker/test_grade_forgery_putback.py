@@ -68,7 +68,7 @@ def textkit(request, open_module_folder, docker_builder_make):
     parent = commits[commits.index(fix) - 1].sha
     result = task_validate(CommitToValidate(mirror_dir=place / "textkit", sha=fix.sha, parent_sha=parent,
                                             committed_at=datetime(2026, 6, 1, tzinfo=timezone.utc)),
-                           builder=builder, work_root=place, settings=ValidationSettings(runs_per_side=1))
+                           builder=builder, work_root=place, settings=ValidationSettings(reruns=0))
     assert result.verdict == "valid" and result.oracle.fail_to_pass == [F2P], result.reason
     patches = commit_patches(place / "textkit", fix.sha, parent, TestFileRules())
     task = TaskToGrade(mirror_dir=place / "textkit", base_sha=parent, test_patch=patches.test_patch,

@@ -1,6 +1,6 @@
 import pytest
 
-from worker.engine.validate.oracle import Oracle, oracle_from_runs, resolves, task_verdict
+from worker.engine.grade.oracle import Oracle, oracle_from_runs, resolves, task_verdict
 
 
 def test_fail_to_pass_pass_to_pass_breaks_and_flaky():
@@ -51,7 +51,7 @@ def test_task_verdict(oracle, gold, empty, verdict):
 
 
 def test_tests_a_cut_short_run_never_reached_are_unknown_not_failing():
-    from worker.engine.validate.oracle import runs_filled
+    from worker.engine.grade.oracle import runs_filled
 
     before = runs_filled([{"t::a": "FAILED", "t::b": "PASSED"}, {"t::a": "FAILED"}], [True, False])
     after = runs_filled([{"t::a": "PASSED", "t::b": "PASSED"}, {"t::a": "PASSED", "t::b": "PASSED"}], [True, True])
@@ -63,7 +63,7 @@ def test_tests_a_cut_short_run_never_reached_are_unknown_not_failing():
 
 def test_an_untrusted_run_never_resolves_and_an_xfail_passes_only_where_the_reference_had_one():
     from worker.engine.run.pytest_run import TestRun
-    from worker.engine.validate.oracle import run_resolves
+    from worker.engine.grade.oracle import run_resolves
 
     def graded(outcomes, untrusted=""):
         return TestRun(outcomes=outcomes, status="ok", exit_code=0, output=b"", seconds=0.1, collection_error=False,

@@ -10,7 +10,7 @@ from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate, task_validate_generated
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
-FAST = ValidationSettings(runs_per_side=2, per_test_timeout=20, suite_seconds=120)
+FAST = ValidationSettings(reruns=1, per_test_timeout=20, suite_seconds=120)
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +51,9 @@ def test_a_fix_with_tests_validates_with_its_fail_to_pass_tests(sample, builder,
     assert (result.verdict, result.reason) == ("valid", ""), result.attempts[-1].output if result.attempts else ""
     assert result.oracle.fail_to_pass == sorted(fix.fail_to_pass)
     assert result.oracle.pass_to_pass and not result.oracle.breaks
-    sides = {(record.side, record.scope) for record in result.runs}
-    assert sides == {("before", "selected"), ("after", "selected"), ("before", "suite"), ("after", "suite"),
-                     ("gold", "graded"), ("empty", "graded")}
+    runs = [(record.side, record.scope) for record in result.runs]
+    assert runs == [("before", "suite"), ("after", "suite"), *[("after", "rerun")] * FAST.reruns]
+    assert (result.gold.outcome, result.empty.outcome) == ("resolved", "no")
 
     later = _first(commits, "fix_with_test", 2)
     reused = _validate(sample, builder, place, later, reusable=[result.environment])
@@ -98,7 +98,7 @@ def test_a_fix_without_tests_becomes_valid_through_a_generated_test(sample, buil
     assert checked.result.oracle.fail_to_pass == [
         "test_commitgym_generated_1.py::test_max_length_leaves_no_trailing_separator"]
     assert checked.result.oracle.pass_to_pass == result.oracle.pass_to_pass
-    assert len(checked.files[0].before) == FAST.runs_per_side
+    assert len(checked.files[0].before) == 1 + FAST.reruns
 
     useless = task_validate_generated(target, [PASSES_BEFORE], builder=builder, environment=result.environment,
                                       work_root=place, settings=FAST)
@@ -108,36 +108,35 @@ def test_a_fix_without_tests_becomes_valid_through_a_generated_test(sample, buil
 def test_the_flaky_test_is_found_flaky(sample, builder, place):
     _, commits, _ = sample
     flaky = _first(commits, "flaky_test")
-    # 2 x 8 runs of a test failing half the time: all alike with probability 2 / 65,536.
-    settings = ValidationSettings(runs_per_side=8, per_test_timeout=20, suite_seconds=120)
+    # 1 + 17 runs of a test failing half the time: all alike with probability 2 / 262,144.
+    settings = ValidationSettings(reruns=16, per_test_timeout=20, suite_seconds=120)
     result = _validate(sample, builder, place, flaky, settings=settings)
     assert set(flaky.flaky) <= set(result.oracle.flaky)
     assert not set(flaky.flaky) & set(result.oracle.fail_to_pass + result.oracle.pass_to_pass)
 
 
-class _Rechecks:
-    """Stands in for a validation: each recheck run of a side gives the next preset outcomes."""
+def _run(outcomes, complete=True):
+    from worker.engine.run.pytest_run import TestRun
 
-    def __init__(self, before, after):
-        self.settings = ValidationSettings(break_rechecks=len(before))
-        self.outcomes = {"before": before, "after": after}
-        self.asked = []
-
-    def runs(self, workdir, side, selection, scope, count):
-        self.asked.append((side, tuple(selection), scope, count))
-        return self.outcomes[side]
+    return TestRun(outcomes=outcomes, status="ok", exit_code=0, output=b"", seconds=0.0, collection_error=False,
+                   complete=complete)
 
 
-def test_a_test_the_suite_saw_break_is_a_break_only_if_it_breaks_every_time_again():
-    from worker.engine.validate.oracle import Oracle
-    from worker.engine.validate.pipeline import breaks_confirmed
+def test_a_rerun_of_some_files_says_nothing_of_the_tests_elsewhere():
+    from worker.engine.grade.oracle import UNKNOWN, Oracle, oracle_from_runs
+    from worker.engine.validate.pipeline import Reach, _filled
 
-    suite = Oracle([], ["t::ok"], [], ["t::broken", "t::flaky"])
-    v = _Rechecks(before=[{"t::broken": "PASSED", "t::flaky": "PASSED"}, {"t::broken": "PASSED", "t::flaky": "FAILED"}],
-                  after=[{"t::broken": "FAILED", "t::flaky": "FAILED"}, {"t::broken": "FAILED", "t::flaky": "PASSED"}])
-    confirmed = breaks_confirmed(v, Path("before"), Path("after"), suite)
-    assert confirmed == Oracle([], ["t::ok"], ["t::flaky"], ["t::broken"])
-    assert v.asked == [("before", ("t::broken", "t::flaky"), "breaks", 2), ("after", ("t::broken", "t::flaky"), "breaks", 2)]
-    nothing = _Rechecks(before=[], after=[])
-    assert breaks_confirmed(nothing, Path("b"), Path("a"), Oracle([], ["t::ok"], [], [])).breaks == []
-    assert nothing.asked == []
+    tests = ["a.py::new", "a.py::old", "b.py::other", "c.py::slow"]
+    everything = Reach(but=True)
+    before = [(_run({"a.py::old": "PASSED", "b.py::other": "PASSED"}), everything)]  # a.py::new did not collect
+    after = [(_run({"a.py::new": "PASSED", "a.py::old": "PASSED", "b.py::other": "PASSED"}, complete=False),
+              everything), (_run({"a.py::new": "PASSED", "a.py::old": "FAILED"}), Reach(("a.py",)))]
+    filled = _filled(after, tests)
+    assert filled[0]["c.py::slow"] == UNKNOWN  # the first run stopped before it
+    assert filled[1]["b.py::other"] == UNKNOWN  # the rerun ran a.py only
+    assert _filled(before, tests)[0]["a.py::new"] == "FAILED"
+    assert oracle_from_runs(_filled(before, tests), filled) == Oracle(
+        fail_to_pass=["a.py::new"], pass_to_pass=["b.py::other"], flaky=["a.py::old"], breaks=[])
+    # A suite's run that did not reach a file (outside its paths) says nothing of it either.
+    elsewhere = _filled([(_run({"b.py::other": "PASSED"}), Reach(("c.py",), but=True))], tests)[0]
+    assert (elsewhere["c.py::slow"], elsewhere["a.py::new"]) == (UNKNOWN, "FAILED")

@@ -11,7 +11,7 @@ from worker.engine.env.builder import EnvironmentBuilder
 from worker.engine.validate.pipeline import CommitToValidate, ValidationSettings, task_validate
 
 UV = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "uv"
-FAST = ValidationSettings(runs_per_side=3, per_test_timeout=20, suite_seconds=120)
+FAST = ValidationSettings(reruns=2, per_test_timeout=20, suite_seconds=120)
 TEST_ADD = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 
 

@@ -17,7 +17,9 @@ from apps.tasks.selectors import task_base_sha, task_patches
 from apps.tasks.services import built_environment, environment_builder
 from worker.engine.git.repo import GitError
 from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
+from worker.engine.grade.oracle import run_outcome, runs_outcome
 from worker.engine.grade.second_opinion import Doubts, candidate_doubts
+from worker.engine.run.pytest_run import TestRun
 from worker.engine.sandbox.base import Limits
 
 from .hacking import candidate_hacking_store
@@ -64,7 +66,8 @@ def grade_job_work(job, progress) -> None:
     patch = None if candidate.no_patch else candidate.patch
     to_grade = task_to_grade(task, validation)
     # A time limit or an unexpected error ends the job in words (jobs.services.job_run).
-    result = graded_in_environment(task, validation, to_grade, patch, progress)
+    result = control_graded_by_validation(candidate, validation, to_grade) or graded_in_environment(
+        task, validation, to_grade, patch, progress)
     doubts = candidate_doubts(to_grade, patch, result, builder=environment_builder(task.repository, validation.backend),
                               environment=built_environment(validation.environment), work_root=progress.work_dir(),
                               settings=_grade_settings(GradeSettings.limits))
@@ -78,6 +81,28 @@ def graded_in_environment(task: Task, validation: Validation, to_grade: TaskToGr
     return candidate_grade(to_grade, patch, builder=environment_builder(task.repository, validation.backend),
                            environment=built_environment(validation.environment), work_root=progress.work_dir(),
                            settings=_grade_settings(limits))
+
+
+def control_graded_by_validation(candidate: Candidate, validation: Validation, to_grade: TaskToGrade
+                                 ) -> Optional[GradeResult]:
+    """The gold or empty patch's grade that the validation's own run made (validate/pipeline.py:
+    the same path and selection as any grade), its outcome by the task's tests as they are now; None
+    where there is none, or where grading makes more runs than one (a task whose tests were ever flaky)."""
+    stored = validation.controls.get(candidate.source) if candidate.source in Candidate.CONTROLS else None
+    if stored is None or to_grade.runs != 1:
+        return None
+    side = "after" if candidate.source == Candidate.Source.GOLD else "before"
+    record = TestRunRecord.objects.filter(validation=validation, side=side, scope="suite").order_by("index").first()
+    if record is None:
+        return None
+    run = TestRun(outcomes=record.outcomes, status=record.status, exit_code=record.exit_code,
+                  output=record.output.encode("utf-8", "surrogatepass"), seconds=record.seconds,
+                  collection_error=record.collection_error, untrusted=record.untrusted)
+    outcome = runs_outcome([run_outcome(run, fail_to_pass=to_grade.fail_to_pass, pass_to_pass=to_grade.pass_to_pass,
+                                        reference_xfail=to_grade.reference_xfail)])
+    untrusted = f"a run's report cannot be believed: {run.untrusted}" if run.untrusted else ""
+    return GradeResult(outcome, tampering=list(stored["tampering"]), touches_tests=list(stored["touches_tests"]),
+                       runs=[run], detail=untrusted, seconds=stored["seconds"])
 
 
 def _grade_settings(limits: Limits) -> GradeSettings:
@@ -134,7 +159,7 @@ def task_to_grade(task: Task, validation: Validation) -> TaskToGrade:
 def _task_to_grade_cached(task: Task, validation_id: int, excluded: tuple) -> TaskToGrade:
     """What grading a task's candidates needs, read once per worker process for a validation: a
     worker grading many candidates of one task reads its runs once."""
-    validation = Validation.objects.only("fail_to_pass", "pass_to_pass").get(id=validation_id)
+    validation = Validation.objects.only("fail_to_pass", "pass_to_pass", "grade_selection").get(id=validation_id)
     xfail = {test for outcomes in TestRunRecord.objects.filter(validation_id=validation_id, side="after")
              .values_list("outcomes", flat=True) for test, status in outcomes.items() if status == "XFAIL"}
     ever_flaky = Validation.objects.filter(task=task).exclude(flaky=[]).exists()
@@ -144,7 +169,8 @@ def _task_to_grade_cached(task: Task, validation_id: int, excluded: tuple) -> Ta
         fail_to_pass=tuple(t for t in validation.fail_to_pass if t not in excluded),
         pass_to_pass=tuple(t for t in validation.pass_to_pass if t not in excluded),
         reference_xfail=frozenset(xfail), runs=FLAKY_RUNS if ever_flaky else 1,
-        rules=task.repository.test_file_rules())
+        rules=task.repository.test_file_rules(),
+        selection=None if validation.grade_selection is None else tuple(validation.grade_selection))
 
 
 def _storable(value):

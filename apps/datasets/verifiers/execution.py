@@ -360,7 +360,7 @@ def execute_job_work(job, progress) -> None:
     verifier = replace(task_to_grade(task, validation), test_patch=files_added_patch(files),
                        fail_to_pass=tuple(t for t, kind in tests if kind == VerifierTest.Kind.REPRODUCTION),
                        pass_to_pass=tuple(t for t, kind in tests if kind == VerifierTest.Kind.REGRESSION),
-                       reference_xfail=frozenset(), runs=1)
+                       reference_xfail=frozenset(), runs=1, selection=None)  # the files of these tests
     result = graded_in_environment(task, validation, verifier, None if candidate.no_patch else candidate.patch,
                                    progress)
     run = result.runs[0] if result.runs else None

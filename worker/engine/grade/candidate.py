@@ -14,7 +14,7 @@ versions (`touches_tests`: an agent adding tests of its own is no cheat). A cand
 base alone but not on top of the test patch (it edits the same lines) is applied to the base,
 put right the same way, and the test patch applied after. Then the task's F2P and P2P test files
 run in the task's environment, once, or several times for a task whose tests were ever flaky.
-Outcomes come only from runs whose report is trusted (validate/oracle.py: run_outcome).
+Outcomes come only from runs whose report is trusted (grade/oracle.py: run_outcome).
 """
 
 import hashlib
@@ -48,8 +48,8 @@ from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import TestRun
 from worker.engine.sandbox.base import Limits, hand_over
 from worker.engine.test_files import TestFileRules
-from worker.engine.validate.oracle import graded_files, run_outcome, runs_outcome
-from worker.engine.validate.pipeline import fresh_copy_run
+from worker.engine.grade.oracle import graded_files, run_outcome, runs_outcome
+from worker.engine.grade.fresh_copy import fresh_copy_run
 
 # Names are matched in lower case: importlib.metadata and pkg_resources find package metadata so, and
 # a name put back that needs no putting back costs nothing.
@@ -84,7 +84,9 @@ class TaskToGrade:
     reference_xfail: frozenset[str] = frozenset()  # tests the reference runs saw XFAIL
     runs: int = 1  # more for a task whose tests were ever flaky
     rules: TestFileRules = TestFileRules()  # which of the repository's files are tests
-    selection: tuple[str, ...] = ()  # what pytest runs: test files or node ids (default: the F2P and P2P files)
+    # What pytest runs: test files, node ids or the suite's arguments (() for pytest's own choice, the
+    # whole suite); None: the files of the F2P and P2P tests.
+    selection: Optional[tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class GradeResult:
     runs: list[TestRun] = field(default_factory=list)
     detail: str = ""  # why, for outcomes other than resolved, partial and no
     seconds: float = 0.0
+    copy_seconds: float = 0.0  # of `seconds`, making the fresh copies the runs ran in
 
 
 def candidate_grade(task: TaskToGrade, patch: Optional[str], *, builder: EnvironmentBuilder,
@@ -140,7 +143,7 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
     if tested is None:
         result.outcome, result.detail = "error", "the task's test patch does not apply to its base commit"
         return result
-    selection = list(task.selection) or graded_files(task.fail_to_pass, task.pass_to_pass)
+    selection = graded_files(task.fail_to_pass, task.pass_to_pass) if task.selection is None else list(task.selection)
     applied_first = bool(patch.strip())  # an empty patch has nothing to apply or put right
     before = tree_state(tested) if applied_first else {}  # read once: every run's copy comes from it
     for _ in range(max(task.runs, 1)):
@@ -149,8 +152,9 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
         put_right, first = GradeResult(""), PatchFirst(patch) if applied_first else None
         if first is not None:  # what of the candidate it keeps, the run's plugin is told is the candidate's own
             first.then.append(partial(_put_right, put_right, task, tested, before, own=first.untrusted))
-        run, _ = fresh_copy_run(builder, environment, tested, selection, scratch=work, limits=settings.limits,
-                                per_test_timeout=settings.per_test_timeout, first=first)
+        run, copied = fresh_copy_run(builder, environment, tested, selection, scratch=work, limits=settings.limits,
+                                     per_test_timeout=settings.per_test_timeout, first=first)
+        result.copy_seconds += copied
         if first is not None and first.error is not None:
             raise first.error
         if first is not None and not first.applied:
@@ -187,8 +191,9 @@ def _applied_to_the_base(result: GradeResult, task: TaskToGrade, patch: str, bui
         result.outcome, result.detail = "error", f"the task's test patch does not apply: {_tail(applied.output)}"
         return False
     for _ in range(max(task.runs, 1)):
-        run, _ = fresh_copy_run(builder, environment, candidate, selection, scratch=work, limits=settings.limits,
-                                per_test_timeout=settings.per_test_timeout, untrusted=own)
+        run, copied = fresh_copy_run(builder, environment, candidate, selection, scratch=work,
+                                     limits=settings.limits, per_test_timeout=settings.per_test_timeout, untrusted=own)
+        result.copy_seconds += copied
         result.runs.append(run)
     return True
 

@@ -32,7 +32,7 @@ from worker.engine.grade.candidate import (
 from worker.engine.grade.hacking import HackingFlag, patch_hacking_flags
 from worker.engine.run.plain_run import plain_run
 from worker.engine.run.pytest_run import PASSING
-from worker.engine.validate.pipeline import fresh_copy_run
+from worker.engine.grade.fresh_copy import fresh_copy_run
 
 WHY_KEPT = 500  # characters of what a test that did not pass raised, kept per test
 FILE_BYTES = 1 << 20  # a file larger than this is not read whole: its diff is read alone

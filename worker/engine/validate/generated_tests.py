@@ -9,7 +9,7 @@ from typing import Literal
 
 from worker.engine.llm.prompts import MESSAGE_CHARS, PATCH_CHARS, clip_head
 from worker.engine.run.pytest_run import FAILING, PASSING
-from worker.engine.validate.oracle import UNKNOWN, Oracle
+from worker.engine.grade.oracle import UNKNOWN, Oracle
 
 CODE_CHARS = 8_000  # of the files the patch changes, as they were before it
 MAX_FILES = 3  # code blocks taken from one answer

@@ -5,42 +5,42 @@ Plain data in, plain data out; every run is kept in the result for the record.
 """
 
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import partial
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Literal, Optional
 
 from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuilder, EnvironmentFailed, failure_reason
-from worker.engine.env.files import environment_files_lay
-from worker.engine.env.recipes import ENV, WORKSPACE, install_recipe, recipe_key
+from worker.engine.env.recipes import install_recipe, recipe_key
 from worker.engine.git.patches import commit_patches
-from worker.engine.git.working_copy import patch_apply, tree_remove, working_copy_clone, working_copy_write
-from worker.engine.run.patch_first import PatchFirst
-from worker.engine.run.pytest_run import TestRun, pytest_run
-from worker.engine.sandbox.base import Limits
-from worker.engine.sandbox.disk import capped_folder
-from worker.engine.test_files import TestFileRules
-from worker.engine.validate.generated_tests import GeneratedFileVerdict, generated_file_verdicts, generated_file_write
-from worker.engine.validate.oracle import (
+from worker.engine.git.working_copy import patch_apply, working_copy_write
+from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
+from worker.engine.grade.fresh_copy import fresh_copy_run
+from worker.engine.grade.oracle import (
+    UNKNOWN,
     Oracle,
     Verdict,
     graded_files,
     oracle_from_runs,
     oracle_without,
     resolves,
-    run_resolves,
+    run_outcome,
     runs_filled,
+    runs_outcome,
     task_verdict,
 )
+from worker.engine.run.pytest_run import PASSING, TestRun
+from worker.engine.sandbox.base import Limits
+from worker.engine.test_files import TestFileRules
+from worker.engine.validate.generated_tests import GeneratedFileVerdict, generated_file_verdicts, generated_file_write
 
 
 @dataclass(frozen=True)
 class ValidationSettings:
-    runs_per_side: int = 3  # runs of the commit's test files before and after
-    break_rechecks: int = 5  # runs a side of the tests the suite saw break (a flaky one fools fewer)
+    # More runs, on the after side, of the tests whose outcome decides something: with one run a
+    # side first, a test failing half the time is caught 15 times in 16 with two.
+    reruns: int = 2
     per_test_timeout: float = 60
     suite_seconds: float = 600  # the rest of the suite runs once per side within this budget
     limits: Limits = Limits(wall_seconds=1800, cpu_seconds=1800)
@@ -56,12 +56,12 @@ class CommitToValidate:
     excluded_tests: frozenset[str] = frozenset()  # dropped from the oracle by reviewers as wrong
 
 
-# Which copy of the repository a run tested: "before" (parent + test patch), "after" (the commit),
-# "gold" (parent + both patches, graded as a candidate), "empty" (parent + test patch, graded).
-Side = Literal["before", "after", "gold", "empty"]
-# Which tests it ran: "selected" (the commit's test files), "suite" (everything), "breaks" (what
-# the suite saw break, again), "graded" (the files of the F2P and P2P tests).
-Scope = Literal["selected", "suite", "breaks", "graded"]
+# Which copy of the repository a run tested: "before" (parent + test patch: the empty patch's grade),
+# "after" (parent + test patch + the commit's other changes: the gold patch's grade).
+Side = Literal["before", "after"]
+# Which tests it ran: "suite" (everything), "selected" (the commit's test files, where the suite's
+# run did not run them all), "rerun" (the tests whose outcome decides something, again).
+Scope = Literal["suite", "selected", "rerun"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,10 @@ class ValidationResult:
     runs: list[RunRecord] = field(default_factory=list)
     seconds: float = 0.0
     copy_seconds: float = 0.0  # of `seconds`, making the fresh copies the runs ran in
+    # The gold and empty patches' grades, made by validation's own runs with the suite as the
+    # grade's selection (None where those runs could not stand in for them).
+    gold: Optional[GradeResult] = None
+    empty: Optional[GradeResult] = None
 
 
 def test_files_present(paths: list[str], repo_dir: Path) -> list[str]:
@@ -128,55 +132,36 @@ class _Validation:
         self.result.attempts += self.environment.attempts
         return True
 
-    def runs(self, workdir: Path, side: Side, selection: list[str], scope: Scope = "selected",
-             count: Optional[int] = None) -> list[dict[str, str]]:
-        """The selected tests (the commit's test files, say), several times, ready for the oracle."""
-        runs = [self.run(workdir, side, scope, i, selection) for i in range(count or self.settings.runs_per_side)]
+    def runs(self, workdir: Path, side: Side, selection: list[str]) -> list[dict[str, str]]:
+        """The selected tests (generated test files, say), once and then `reruns` times, ready for the oracle."""
+        runs = [self.run(workdir, side, "selected", i, selection) for i in range(1 + self.settings.reruns)]
         return runs_filled([run.outcomes for run in runs], [run.complete for run in runs])
 
-    def run(self, workdir: Path, side: Side, scope: Scope, index: int, selection: list[str],
-            wall_seconds: Optional[float] = None) -> TestRun:
-        """One run, in a fresh copy of `workdir`'s repository: nothing a run writes is seen by the next."""
+    def grade(self, task: TaskToGrade, patch: str, side: Side, scope: Scope) -> GradeResult:
+        """A grade of `patch`, as candidate_grade makes any, its runs kept for the record."""
         limits = self.settings.limits
-        if wall_seconds:
-            limits = Limits(**{**limits.__dict__, "wall_seconds": wall_seconds})
+        if scope == "suite":
+            limits = Limits(**{**limits.__dict__, "wall_seconds": self.settings.suite_seconds})
+        grading = GradeSettings(per_test_timeout=self.settings.per_test_timeout, limits=limits,
+                                bases=self.work / "bases")
+        graded = candidate_grade(task, patch, builder=self.builder, environment=self.environment,
+                                 work_root=self.work, settings=grading)
+        if not graded.runs:
+            raise RuntimeError(f"a patch of the commit does not apply to its parent: {graded.detail}")
+        self.result.copy_seconds += graded.copy_seconds
+        first = sum(record.side == side and record.scope == scope for record in self.result.runs)
+        self.result.runs += [RunRecord(side=side, scope=scope, index=first + i, run=run)
+                             for i, run in enumerate(graded.runs)]
+        return graded
+
+    def run(self, workdir: Path, side: Side, scope: Scope, index: int, selection: list[str]) -> TestRun:
+        """One run, in a fresh copy of `workdir`'s repository: nothing a run writes is seen by the next."""
         run, copy_seconds = fresh_copy_run(self.builder, self.environment, workdir / "repo", selection,
-                                           scratch=self.work, limits=limits,
+                                           scratch=self.work, limits=self.settings.limits,
                                            per_test_timeout=self.settings.per_test_timeout)
         self.result.copy_seconds += copy_seconds
         self.result.runs.append(RunRecord(side=side, scope=scope, index=index, run=run))
         return run
-
-
-def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, repo: Path, selection: list[str], *,
-                   scratch: Path, limits: Limits, per_test_timeout: float,
-                   first: Optional[PatchFirst] = None, runner=pytest_run,
-                   untrusted: Sequence[str] = ()) -> tuple[TestRun, float]:
-    """One pytest run of `selection` in the environment, in a fresh copy of the working copy `repo`
-    made under `scratch` and thrown away after: nothing a run writes is seen by the next. With
-    `first`, its patch is applied to the copy in the run's sandbox before the tests, and the
-    environment's files are laid after its steps (a file the patch makes wins, as in any copy).
-    `runner` runs the tests (pytest_run's arguments; run/plain_run.py for a second opinion).
-    `untrusted`: the copy's files that are a candidate's own (pytest_run's; a patch applied first
-    brings its own). Returns the run and the seconds the copy took."""
-    sandbox = builder.sandbox([(environment.path, ENV)], image=environment.image)
-    fresh = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
-    try:
-        # A file system of its own where the worker can: the run's writes stop at its disk limit.
-        with capped_folder(fresh, holds=repo, limits=limits):
-            copy_started = time.monotonic()
-            working_copy_clone(repo, fresh / "repo")
-            if first is None:
-                environment_files_lay(environment.path, fresh / "repo")
-            else:
-                first.then.append(partial(environment_files_lay, environment.path))
-            copy_seconds = time.monotonic() - copy_started
-            run = runner(sandbox=sandbox, workdir=fresh, repo_dir=fresh / "repo", python=f"{ENV}/bin/python",
-                         selection=selection, per_test_timeout=per_test_timeout, limits=limits,
-                         mount_at=WORKSPACE, first=first, **({"untrusted": untrusted} if untrusted else {}))
-    finally:
-        tree_remove(fresh)  # a plain folder holds what the run made, thousands of folders deep maybe
-    return run, copy_seconds
 
 
 def task_validate(commit: CommitToValidate, *, builder: EnvironmentBuilder, work_root: Path,
@@ -208,78 +193,164 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     # Installing runs the repository's code: it gets a copy of its own, thrown away after.
     build = v.copy("build", commit.sha)
     recipe = recipe_key(install_recipe(build / "repo"))
-    probe = test_files_present(patches.test_files, build / "repo")
-    if not v.environment_for(build, [env for env in reusable if env.recipe_key == recipe], probe):
-        result.verdict, result.reason = "environment_failed", failure_reason(result.attempts)
+    selection = test_files_present(patches.test_files, build / "repo")
+    reusable = [env for env in reusable if env.recipe_key == recipe]
+    if not commit.parent_sha:  # nothing to grade against: the environment is all there is to find
+        if v.environment_for(build, reusable, selection):
+            result.environment, result.reason = v.environment, "no_fail_to_pass"
+        else:
+            result.verdict, result.reason = "environment_failed", failure_reason(result.attempts)
         return
+    # Both sides are grades, made the way any candidate's is: the empty patch on the parent with
+    # the commit's test files, the gold patch (the commit's other changes) applied there in the run's
+    # sandbox and put right as any candidate's. What validation finds is then what grading sees.
+    task = TaskToGrade(mirror_dir=commit.mirror_dir, base_sha=commit.parent_sha, test_patch=patches.test_patch,
+                       fail_to_pass=(), pass_to_pass=(), rules=commit.rules)
+    sides = next(filter(None, (_sides_reusing(v, env, build, task, patches.source_patch, selection)
+                               for env in reusable)), None)
+    if sides is None:
+        if not v.environment_for(build, [], selection):
+            result.verdict, result.reason = "environment_failed", failure_reason(result.attempts)
+            return
+        sides = _sides(v, task, patches.source_patch)
     shutil.rmtree(build, ignore_errors=True)
     result.environment = v.environment
-    after = v.copy("after", commit.sha)
-    selection = test_files_present(patches.test_files, after / "repo")
-    if not commit.parent_sha:
-        result.reason = "no_fail_to_pass"
-        return
-    before = v.copy("before", commit.parent_sha, patches.test_patch)
-    # Without test files of its own the commit still gets its suite run: the P2P tests that generated
-    # tests will need, and whether it breaks anything.
-    oracle = Oracle([], [], [], [])
-    if selection:
-        oracle = oracle_from_runs(*[v.runs(copy, side, selection)
-                                    for copy, side in ((before, "before"), (after, "after"))])
-    suite = list(v.environment.suite_args)
-    suite_before = v.run(before, "before", "suite", 0, suite, wall_seconds=settings.suite_seconds)
-    suite_after = v.run(after, "after", "suite", 0, suite, wall_seconds=settings.suite_seconds)
+    task, (empty, gold) = replace(task, selection=v.environment.suite_args), sides
+    suite_whole = bool(empty.runs and gold.runs) and empty.runs[0].complete and gold.runs[0].complete
+    # The suite's runs stand for the commit's test files only where they ran all of them; the others
+    # run on their own, and the suite's runs say nothing of them.
+    uncovered = tuple(path for path in selection if not (suite_whole and _ran_file(gold, path)))
+    before, after = _side_runs(empty, Reach(uncovered, but=True)), _side_runs(gold, Reach(uncovered, but=True))
+    if uncovered:
+        files = replace(task, selection=uncovered)
+        before += _side_runs(v.grade(files, "", "before", "selected"), Reach(uncovered))
+        after += _side_runs(v.grade(files, patches.source_patch, "after", "selected"), Reach(uncovered))
     if _collected_nothing(result.runs, side="after"):
         # The environment's check collected the commit's tests; runs that collect none of them say
         # the environment does not serve the runs, not that the commit has no oracle.
         result.verdict, result.reason = "environment_failed", "runs_do_not_collect"
         return
-    if suite_before.complete and suite_after.complete:
-        suite = oracle_from_runs([suite_before.outcomes], [suite_after.outcomes])
-        oracle = _with_suite(oracle, breaks_confirmed(v, before, after, suite))
-    result.oracle = oracle = oracle_without(oracle, commit.excluded_tests)
+    if any(record.run.untrusted for record in result.runs):
+        return  # task_validate refuses the task
+    tests = _tests_seen(before + after, selection, suite_whole)
+    first = oracle_from_runs(_filled(before, tests), _filled(after, tests))
+    if not oracle_without(first, commit.excluded_tests).fail_to_pass:
+        result.oracle, result.reason = oracle_without(first, commit.excluded_tests), "no_fail_to_pass"
+        return
+    # One run a side cannot tell a flaky test from a real one: on the after side, the files of the
+    # tests that flipped (F2P candidates, breaks) and the commit's own test files run again. The
+    # rest of the suite's P2P tests stand on their one run a side.
+    again = sorted({*selection, *graded_files(first.fail_to_pass, first.breaks)})
+    if settings.reruns:
+        reruns = replace(task, selection=tuple(again), runs=settings.reruns)
+        after += _side_runs(v.grade(reruns, patches.source_patch, "after", "rerun"), Reach(tuple(again)))
+    result.oracle = oracle = oracle_without(oracle_from_runs(_filled(before, tests), _filled(after, tests)),
+                                            commit.excluded_tests)
     if not oracle.fail_to_pass:
         result.reason = "no_fail_to_pass"
         return
-    graded = graded_files(oracle.fail_to_pass, oracle.pass_to_pass)
-    gold = v.run(v.copy("gold", commit.parent_sha, patches.source_patch, patches.test_patch), "gold", "graded", 0,
-                 graded)
-    empty = v.run(v.copy("empty", commit.parent_sha, patches.test_patch), "empty", "graded", 0, graded)
-    grade = {"fail_to_pass": oracle.fail_to_pass, "pass_to_pass": oracle.pass_to_pass,
-             "reference_xfail": {test for record in result.runs if record.side == "after"
-                                 for test, status in record.run.outcomes.items() if status == "XFAIL"}}
-    result.verdict, result.reason = task_verdict(
-        oracle, gold_resolves=run_resolves(gold, **grade), empty_resolves=run_resolves(empty, **grade))
+    reference_xfail = frozenset(test for record in result.runs if record.side == "after"
+                                for test, status in record.run.outcomes.items() if status == "XFAIL")
+    graded = replace(task, fail_to_pass=tuple(oracle.fail_to_pass), pass_to_pass=tuple(oracle.pass_to_pass),
+                     reference_xfail=reference_xfail)
+    if not uncovered:  # the suite's runs were made with the grade's selection: they are the grades
+        result.gold, result.empty = _regraded(gold, graded), _regraded(empty, graded)
+    graded_tests = [*oracle.fail_to_pass, *oracle.pass_to_pass]
+    result.verdict, result.reason = task_verdict(oracle, gold_resolves=_side_resolves(after, tests, graded_tests),
+                                                 empty_resolves=_side_resolves(before, tests, graded_tests))
+
+
+def _side_resolves(runs: list[tuple[TestRun, "Reach"]], tests: list[str], graded: list[str]) -> bool:
+    """Every run of a side passed every graded test it ran."""
+    return all(outcomes[test] in PASSING or outcomes[test] == UNKNOWN
+               for outcomes in _filled(runs, tests) for test in graded)
+
+
+def _regraded(grade: GradeResult, task: TaskToGrade) -> GradeResult:
+    """A grade made before the oracle was known, its outcome given by the oracle found since."""
+    outcome = runs_outcome([run_outcome(run, fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass,
+                                        reference_xfail=task.reference_xfail) for run in grade.runs])
+    return replace(grade, outcome=outcome)
+
+
+def _sides(v: _Validation, task: TaskToGrade, gold_patch: str) -> tuple[GradeResult, GradeResult]:
+    """The empty and gold patches' grades, running the suite, in the validation's environment."""
+    task = replace(task, selection=v.environment.suite_args)
+    return v.grade(task, "", "before", "suite"), v.grade(task, gold_patch, "after", "suite")
+
+
+def _sides_reusing(v: _Validation, environment: BuiltEnvironment, build: Path, task: TaskToGrade, gold_patch: str,
+                   selection: list[str]) -> Optional[tuple[GradeResult, GradeResult]]:
+    """The sides' runs in an environment built for another commit, which are its check: it serves
+    this commit if the gold patch's run ran the commit's test files (where the suite does not reach
+    them, their collection is checked on its own). None, the runs forgotten, when it does not serve."""
+    if not v.builder.runs(environment):
+        return None  # its Python is no longer among this builder's runtimes
+    kept, v.environment = len(v.result.runs), environment
+    empty, gold = _sides(v, task, gold_patch)
+    run = gold.runs[0]
+    if all(_ran_file(gold, path) for path in selection) and (run.outcomes or not run.collection_error):
+        check = Attempt("reuse", [f"the gold patch's run: pytest {' '.join(environment.suite_args)}".rstrip()], "ok",
+                        "", "", run.seconds)
+    else:
+        check = v.builder.reuse_check(environment, build, selection)
+    v.result.attempts.append(check)
+    if check.status == "ok":
+        v.result.environment_reused = True
+        return empty, gold
+    del v.result.runs[kept:]
+    v.environment = None
+    return None
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Which tests a run ran: those in `files` (test files, folders or node ids), or, with `but`,
+    every other."""
+
+    files: tuple[str, ...] = ()
+    but: bool = False
+
+    def __contains__(self, test: str) -> bool:
+        return _in_files(test, self.files) != self.but
+
+
+def _side_runs(grade: GradeResult, reach: Reach) -> list[tuple[TestRun, Reach]]:
+    return [(run, reach) for run in grade.runs]
+
+
+def _in_files(test: str, scope: list[str]) -> bool:
+    """Whether a run of `scope` (test files, folders or node ids) runs `test`."""
+    path = test.split("::")[0]
+    return any(test == item or path == item or test.startswith(item + "::") or path.startswith(item.rstrip("/") + "/")
+               for item in scope)
+
+
+def _ran_file(grade: GradeResult, path: str) -> bool:
+    return any(test.split("::")[0] == path for run in grade.runs for test in run.outcomes)
+
+
+def _tests_seen(runs: list[tuple[TestRun, Reach]], selection: list[str], suite_whole: bool) -> list[str]:
+    """The tests the oracle classifies: all that any run saw, or, when the suite's runs did not
+    reach their end, only the commit's own (a suite cut short says nothing reliable elsewhere)."""
+    seen = {test for run, _ in runs for test in run.outcomes}
+    return sorted(seen if suite_whole else {test for test in seen if _in_files(test, selection)})
+
+
+def _filled(runs: list[tuple[TestRun, Reach]], tests: list[str]) -> list[dict[str, str]]:
+    """Each run's outcome of each test, UNKNOWN where the run did not run it (another scope) or
+    stopped before it; a test it ran and does not report failed there (it did not collect)."""
+    filled = []
+    for run, reach in runs:
+        missing = "FAILED" if run.complete else UNKNOWN
+        filled.append({test: run.outcomes.get(test, missing) if test in reach else UNKNOWN for test in tests})
+    return filled
 
 
 def _collected_nothing(records: list[RunRecord], *, side: Side) -> bool:
     """Every run of a side ended in a collection error with no test's outcome."""
     runs = [record.run for record in records if record.side == side]
     return bool(runs) and all(run.collection_error and not run.outcomes and not run.untrusted for run in runs)
-
-
-def breaks_confirmed(v: _Validation, before: Path, after: Path, suite: Oracle) -> Oracle:
-    """One run of the suite cannot tell a broken test from a flaky one: the tests it saw break run
-    again, several times a side; those that do not break every time are flaky."""
-    if not suite.breaks:
-        return suite
-    count = v.settings.break_rechecks
-    again = oracle_from_runs(v.runs(before, "before", suite.breaks, scope="breaks", count=count),
-                             v.runs(after, "after", suite.breaks, scope="breaks", count=count))
-    return Oracle(suite.fail_to_pass, suite.pass_to_pass, sorted(set(suite.flaky) | set(again.flaky)),
-                  again.breaks)
-
-
-def _with_suite(selected: Oracle, suite: Oracle) -> Oracle:
-    """The commit's own test files decide F2P (several runs); the suite adds the tests elsewhere
-    that pass on both sides, or that the fix breaks (confirmed by runs of their own)."""
-    flaky = set(selected.flaky) | set(suite.flaky)
-    return Oracle(
-        fail_to_pass=selected.fail_to_pass,
-        pass_to_pass=sorted((set(selected.pass_to_pass) | set(suite.pass_to_pass)) - flaky),
-        flaky=sorted(flaky),
-        breaks=sorted((set(selected.breaks) | set(suite.breaks)) - flaky - set(selected.fail_to_pass)),
-    )
 
 
 @dataclass
