@@ -1,7 +1,9 @@
 """The validation job's states and storage, with the engine's answer given (the real engine
 runs in tests/worker/test_validate.py and end to end in test_validation_e2e.py)."""
 
+from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -10,7 +12,7 @@ import apps.tasks.services as services
 from apps.jobs.models import Job
 from apps.jobs.services import job_run
 from apps.tasks.models import Task, Validation
-from worker.engine.env.builder import Attempt
+from worker.engine.env.builder import Attempt, BuiltEnvironment
 from worker.engine.run.pytest_run import TestRun
 from worker.engine.grade.oracle import Oracle
 from worker.engine.validate.pipeline import RunRecord, ValidationResult
@@ -203,3 +205,40 @@ def test_without_bubblewrap_validation_runs_only_if_allowed_and_the_page_says_so
     client.force_login(task.repository.created_by)
     page = client.get(reverse("tasks:detail", args=[task.instance_id])).content.decode()
     assert "isolation reduced" in page
+
+
+@pytest.mark.django_db
+def test_the_controls_grades_come_from_the_validations_runs_unless_grading_would_run_more(task, monkeypatch):
+    from apps.datasets.grading.grades import control_graded_by_validation
+    from apps.datasets.models import Candidate
+    from worker.engine.grade.candidate import GradeResult, TaskToGrade
+
+    tests = {"tests/test_a.py::test_fixed": "PASSED", "tests/test_a.py::test_other": "PASSED"}
+    result = _result()
+    result.runs = [RunRecord("before", "suite", 0, TestRun(outcomes={**tests, "tests/test_a.py::test_fixed": "FAILED"},
+                                                           status="ok", exit_code=1, output=b"F.",
+                                                           seconds=0.1, collection_error=False)),
+                   RunRecord("after", "suite", 0, TestRun(outcomes=tests, status="ok", exit_code=0, output=b"..",
+                                                          seconds=0.1, collection_error=False))]
+    result.gold, result.empty = GradeResult("resolved", tampering=["tox.ini"], seconds=1.5), GradeResult("no")
+    result.environment = BuiltEnvironment(path=Path("/nowhere"), key="k", python_version="3.11", lock="",
+                                          recipe_key="r", suite_args=("tests",))
+    monkeypatch.setattr(services, "task_validate", lambda *a, **k: result)
+    validation = services.task_validation_start(task=task)
+    assert _run(validation) is True
+    validation = _fresh(validation)
+    assert validation.grade_selection == ["tests"] and set(validation.controls) == {"gold", "empty"}
+    gold = Candidate.objects.create(task=task, source="gold", kind="gold", patch="the fix")
+    empty = Candidate.objects.create(task=task, source="empty", kind="empty", patch="")
+    agent = Candidate.objects.create(task=task, source="import", kind="agent", patch="a fix")
+    graded = TaskToGrade(mirror_dir=None, base_sha="", test_patch="", fail_to_pass=("tests/test_a.py::test_fixed",),
+                         pass_to_pass=("tests/test_a.py::test_other",), selection=("tests",))
+    stood_in = control_graded_by_validation(gold, validation, graded)
+    assert (stood_in.outcome, stood_in.tampering, stood_in.runs[0].outcomes) == ("resolved", ["tox.ini"], tests)
+    assert control_graded_by_validation(empty, validation, graded).outcome == "no"
+    # The task's tests as they are now: a reviewer's exclusion counts.
+    assert control_graded_by_validation(empty, validation, TaskToGrade(
+        mirror_dir=None, base_sha="", test_patch="", fail_to_pass=(), pass_to_pass=("tests/test_a.py::test_other",)
+    )).outcome == "resolved"
+    assert control_graded_by_validation(agent, validation, graded) is None  # only the controls
+    assert control_graded_by_validation(gold, validation, replace(graded, runs=3)) is None  # ever flaky: graded again
