@@ -36,6 +36,26 @@ def test_source_and_test_patches_rebuild_the_commit(git_repo):
     assert _tree(git_repo) == commit_tree
 
 
+def test_text_that_is_not_utf8_survives_as_a_binary_patch(git_repo):
+    """A latin-1 fixture (or source) would lose its bytes as text: its part of the patch is git's binary one."""
+    git_repo.commit("init", {"pkg/core.py": "X = 1\n", "tests/data/menu.csv": "caf\xe9;1\n".encode("latin-1")})
+    parent = git_repo.git("rev-parse", "HEAD")
+    sha = git_repo.commit("fix", {
+        "pkg/core.py": "X = 2  # caf\xe9\n".encode("latin-1"),
+        "tests/data/menu.csv": "caf\xe9 cr\xe8me;3,50\n".encode("latin-1"),
+        "tests/data/new file \xe9.csv": "cr\xe8me\n".encode("latin-1"),
+        "tests/test_core.py": "def test_x():\n    assert 'caf\xe9'\n",
+    })
+    patches = commit_patches(git_repo.path, sha, parent, TestFileRules())
+    assert patches.source_patch.isascii() and "GIT binary patch" in patches.source_patch
+    assert patches.test_patch.count("GIT binary patch") == 2 and "+def test_x" in patches.test_patch  # UTF-8 stays text
+    commit_tree = git_repo.git("rev-parse", f"{sha}^{{tree}}")
+    git_repo.git("checkout", "-q", parent)
+    _apply(git_repo, patches.test_patch)
+    _apply(git_repo, patches.source_patch)
+    assert _tree(git_repo) == commit_tree
+
+
 def test_a_root_commit_is_split_against_the_empty_tree(git_repo):
     sha = git_repo.commit("init", {"a.py": "x = 1\n", "test_a.py": "def test_a():\n    pass\n"})
     patches = commit_patches(git_repo.path, sha, "", TestFileRules())

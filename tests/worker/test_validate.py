@@ -61,6 +61,13 @@ def test_a_fix_with_tests_validates_with_its_fail_to_pass_tests(sample, builder,
     assert reused.verdict == "valid" and reused.oracle.fail_to_pass == sorted(later.fail_to_pass)
 
 
+def test_a_fix_whose_test_data_is_latin1_validates(sample, builder, place):
+    _, commits, _ = sample
+    fix = _first(commits, "non_utf8_fix")
+    result = _validate(sample, builder, place, fix)
+    assert (result.verdict, result.oracle.fail_to_pass) == ("valid", sorted(fix.fail_to_pass)), result.reason
+
+
 def test_a_commit_that_breaks_another_test_is_rejected(sample, builder, place):
     _, commits, _ = sample
     breaking = _first(commits, "breaks_other_test")

@@ -166,6 +166,18 @@ def git_run(
 ) -> str:
     """Run git (with `input` on its standard input), return its standard output; raise GitError
     with a redacted message."""
+    return git_output(args, cwd=cwd, credentials=credentials, timeout=timeout, input=input).decode("utf-8", "replace")
+
+
+def git_output(
+    args: list[str],
+    *,
+    cwd: Optional[Path] = None,
+    credentials: GitCredentials = GitCredentials(),
+    timeout: float = 600,
+    input: Optional[str] = None,
+) -> bytes:
+    """git_run's standard output as git wrote it: what is not text stays as it was."""
     with git_environment(credentials) as env:
         try:
             done = subprocess.run(
@@ -177,7 +189,7 @@ def git_run(
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", "replace").strip()
         raise GitError(_failure_code(stderr), credentials.redact(stderr) or f"git {args[0]} failed")
-    return done.stdout.decode("utf-8", "replace")
+    return done.stdout
 
 
 def mirror_sync(
