@@ -206,13 +206,10 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     # sandbox and put right as any candidate's. What validation finds is then what grading sees.
     task = TaskToGrade(mirror_dir=commit.mirror_dir, base_sha=commit.parent_sha, test_patch=patches.test_patch,
                        fail_to_pass=(), pass_to_pass=(), rules=commit.rules)
-    sides = next(filter(None, (_sides_reusing(v, env, build, task, patches.source_patch, selection)
-                               for env in reusable)), None)
+    sides = _sides_in_an_environment(v, build, task, patches.source_patch, selection, reusable)
     if sides is None:
-        if not v.environment_for(build, [], selection):
-            result.verdict, result.reason = "environment_failed", failure_reason(result.attempts)
-            return
-        sides = _sides(v, task, patches.source_patch)
+        result.verdict, result.reason = "environment_failed", failure_reason(result.attempts)
+        return
     shutil.rmtree(build, ignore_errors=True)
     result.environment = v.environment
     task, (empty, gold) = replace(task, selection=v.environment.suite_args), sides
@@ -271,6 +268,19 @@ def _regraded(grade: GradeResult, task: TaskToGrade) -> GradeResult:
     outcome = runs_outcome([run_outcome(run, fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass,
                                         reference_xfail=task.reference_xfail) for run in grade.runs])
     return replace(grade, outcome=outcome)
+
+
+def _sides_in_an_environment(v: _Validation, build: Path, task: TaskToGrade, gold_patch: str, selection: list[str],
+                             reusable: list[BuiltEnvironment]) -> Optional[tuple[GradeResult, GradeResult]]:
+    """The empty and gold patches' grades in the first reusable environment that serves the commit,
+    else in one built for it; None (the attempts recorded) when none can be had."""
+    for environment in reusable:
+        sides = _sides_reusing(v, environment, build, task, gold_patch, selection)
+        if sides is not None:
+            return sides
+    if not v.environment_for(build, [], selection):
+        return None
+    return _sides(v, task, gold_patch)
 
 
 def _sides(v: _Validation, task: TaskToGrade, gold_patch: str) -> tuple[GradeResult, GradeResult]:
