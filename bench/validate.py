@@ -21,6 +21,7 @@
   history). Goal: at most half the seconds, at most 5 units, no verdict changed.
 """
 
+import collections
 import json
 import os
 import shutil
@@ -185,6 +186,10 @@ def validation_cost(place: Path, repo: Path, name: str, at_most: int = 0) -> Non
     before = _way_measured(place, f"baseline-{name}", baseline_code, commits)
     now = _way_measured(place, f"today-{name}", ROOT, commits)
     valid = [sha for sha, row in now.items() if row["verdict"] == "valid" and row["unit"]]
+    for way, rows in (("baseline", before), ("today", now)):
+        ends = collections.Counter(f"{row['verdict']} {row['reason']}".strip() for row in rows.values())
+        print(f"validate.verdicts_{name} ({way}): " + ", ".join(f"{end} {n}" for end, n in ends.most_common()),
+              flush=True)
     if not valid:
         print(f"validate.cost_{name}: not measured (none of {len(kept)} commits validated)", flush=True)
         print(findings_compared(before, now), flush=True)
