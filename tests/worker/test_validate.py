@@ -131,19 +131,22 @@ def _run(outcomes, complete=True):
 
 def test_a_rerun_of_some_files_says_nothing_of_the_tests_elsewhere():
     from worker.engine.grade.oracle import UNKNOWN, Oracle, oracle_from_runs
-    from worker.engine.validate.pipeline import Reach, _filled
+    from worker.engine.validate.pipeline import Reach, commit_oracle, outcomes_within_reach
 
     tests = ["a.py::new", "a.py::old", "b.py::other", "c.py::slow"]
     everything = Reach(but=True)
     before = [(_run({"a.py::old": "PASSED", "b.py::other": "PASSED"}), everything)]  # a.py::new did not collect
     after = [(_run({"a.py::new": "PASSED", "a.py::old": "PASSED", "b.py::other": "PASSED"}, complete=False),
               everything), (_run({"a.py::new": "PASSED", "a.py::old": "FAILED"}), Reach(("a.py",)))]
-    filled = _filled(after, tests)
+    filled = outcomes_within_reach(after, tests)
     assert filled[0]["c.py::slow"] == UNKNOWN  # the first run stopped before it
     assert filled[1]["b.py::other"] == UNKNOWN  # the rerun ran a.py only
-    assert _filled(before, tests)[0]["a.py::new"] == "FAILED"
-    assert oracle_from_runs(_filled(before, tests), filled) == Oracle(
+    assert outcomes_within_reach(before, tests)[0]["a.py::new"] == "FAILED"
+    assert oracle_from_runs(outcomes_within_reach(before, tests), filled) == Oracle(
         fail_to_pass=["a.py::new"], pass_to_pass=["b.py::other"], flaky=["a.py::old"], breaks=[])
+    # Only the commit's own tests are F2P: one elsewhere that the fix makes pass is none.
+    assert commit_oracle(before, after, tests, ["b.py"], frozenset()).fail_to_pass == []
+    assert commit_oracle(before, after, tests, ["a.py"], frozenset({"a.py::new"})).fail_to_pass == []
     # A suite's run that did not reach a file (outside its paths) says nothing of it either.
-    elsewhere = _filled([(_run({"b.py::other": "PASSED"}), Reach(("c.py",), but=True))], tests)[0]
+    elsewhere = outcomes_within_reach([(_run({"b.py::other": "PASSED"}), Reach(("c.py",), but=True))], tests)[0]
     assert (elsewhere["c.py::slow"], elsewhere["a.py::new"]) == (UNKNOWN, "FAILED")

@@ -41,6 +41,9 @@ class ValidationSettings:
     # More runs, on the after side, of the tests whose outcome decides something: with one run a
     # side first, a test failing half the time is caught 15 times in 16 with two.
     reruns: int = 2
+    # Runs a side of the tests that still break after those: one more flaky test taken for a break
+    # would make the task invalid, or keep generated tests from it.
+    break_rechecks: int = 5
     per_test_timeout: float = 60
     suite_seconds: float = 600  # the rest of the suite runs once per side within this budget
     limits: Limits = Limits(wall_seconds=1800, cpu_seconds=1800)
@@ -230,19 +233,25 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
     if any(record.run.untrusted for record in result.runs):
         return  # task_validate refuses the task
     tests = _tests_seen(before + after, selection, suite_whole)
-    first = oracle_from_runs(_filled(before, tests), _filled(after, tests))
-    if not oracle_without(first, commit.excluded_tests).fail_to_pass:
-        result.oracle, result.reason = oracle_without(first, commit.excluded_tests), "no_fail_to_pass"
+    first = commit_oracle(before, after, tests, selection, commit.excluded_tests)
+    if not first.fail_to_pass and not first.breaks:
+        result.oracle, result.reason = first, "no_fail_to_pass"
         return
     # One run a side cannot tell a flaky test from a real one: on the after side, the files of the
     # tests that flipped (F2P candidates, breaks) and the commit's own test files run again. The
     # rest of the suite's P2P tests stand on their one run a side.
-    again = sorted({*selection, *graded_files(first.fail_to_pass, first.breaks)})
+    again = tuple(sorted({*selection, *graded_files(first.fail_to_pass, first.breaks)}))
     if settings.reruns:
-        reruns = replace(task, selection=tuple(again), runs=settings.reruns)
-        after += _side_runs(v.grade(reruns, patches.source_patch, "after", "rerun"), Reach(tuple(again)))
-    result.oracle = oracle = oracle_without(oracle_from_runs(_filled(before, tests), _filled(after, tests)),
-                                            commit.excluded_tests)
+        reruns = replace(task, selection=again, runs=settings.reruns)
+        after += _side_runs(v.grade(reruns, patches.source_patch, "after", "rerun"), Reach(again))
+    oracle = commit_oracle(before, after, tests, selection, commit.excluded_tests)
+    if oracle.breaks and settings.break_rechecks:
+        broken = tuple(graded_files(oracle.breaks, []))
+        rechecks = replace(task, selection=broken, runs=settings.break_rechecks)
+        before += _side_runs(v.grade(rechecks, "", "before", "rerun"), Reach(broken))
+        after += _side_runs(v.grade(rechecks, patches.source_patch, "after", "rerun"), Reach(broken))
+        oracle = commit_oracle(before, after, tests, selection, commit.excluded_tests)
+    result.oracle = oracle
     if not oracle.fail_to_pass:
         result.reason = "no_fail_to_pass"
         return
@@ -257,10 +266,20 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
                                                  empty_resolves=_side_resolves(before, tests, graded_tests))
 
 
+def commit_oracle(before: list[tuple[TestRun, "Reach"]], after: list[tuple[TestRun, "Reach"]], tests: list[str],
+            selection: list[str], excluded: frozenset[str]) -> Oracle:
+    """The tests' classes by the runs of both sides. F2P tests are the commit's own (a test elsewhere
+    that the fix makes pass says what it fixes no more than the issue will); the suite adds the P2P
+    tests and the breaks; the tests reviewers dropped are left out."""
+    found = oracle_from_runs(outcomes_within_reach(before, tests), outcomes_within_reach(after, tests))
+    own = [test for test in found.fail_to_pass if _in_files(test, selection)]
+    return oracle_without(replace(found, fail_to_pass=own), excluded)
+
+
 def _side_resolves(runs: list[tuple[TestRun, "Reach"]], tests: list[str], graded: list[str]) -> bool:
     """Every run of a side passed every graded test it ran."""
     return all(outcomes[test] in PASSING or outcomes[test] == UNKNOWN
-               for outcomes in _filled(runs, tests) for test in graded)
+               for outcomes in outcomes_within_reach(runs, tests) for test in graded)
 
 
 def _regraded(grade: GradeResult, task: TaskToGrade) -> GradeResult:
@@ -347,7 +366,7 @@ def _tests_seen(runs: list[tuple[TestRun, Reach]], selection: list[str], suite_w
     return sorted(seen if suite_whole else {test for test in seen if _in_files(test, selection)})
 
 
-def _filled(runs: list[tuple[TestRun, Reach]], tests: list[str]) -> list[dict[str, str]]:
+def outcomes_within_reach(runs: list[tuple[TestRun, Reach]], tests: list[str]) -> list[dict[str, str]]:
     """Each run's outcome of each test, UNKNOWN where the run did not run it (another scope) or
     stopped before it; a test it ran and does not report failed there (it did not collect)."""
     filled = []
