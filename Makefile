@@ -12,7 +12,10 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
 # rest are spread test by test. The embedded model runs on one thread beside them: its threads spin
 # while they wait for each other, and the cores are busy.
 TEST_PROCESSES ?= 2
-PYTEST_ARGS := -q -p no:cacheprovider --durations=10 -n $(TEST_PROCESSES)
+# The apps' and browser tests wait on workers, servers and browsers more than they compute: a third
+# process fills the cores.
+APPS_TEST_PROCESSES ?= 3
+PYTEST_ARGS := -q -p no:cacheprovider --durations=10
 
 # The embedded model runs on llama-cpp-python, which builds from source (a few minutes): with
 # the default flags it crashes on these machines' CPUs. uv's cache of built wheels ignores
@@ -49,9 +52,10 @@ test:
 	@$(TIMED) docker deploy/dev/docker.sh
 	@$(TIMED) "import layers" $(VENV)/bin/lint-imports --no-cache
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker $(PYTEST_ARGS) --dist loadfile
+	  $(TIMED) "suite: engine" $(PY) -m pytest tests/worker $(PYTEST_ARGS) -n $(TEST_PROCESSES) --dist loadfile
 	@DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) COMMITGYM_LLM_THREADS=1 \
-	  $(TIMED) "suite: apps, browser" $(PY) -m pytest tests/apps tests/browser $(PYTEST_ARGS) --dist worksteal
+	  $(TIMED) "suite: apps, browser" $(PY) -m pytest tests/apps tests/browser $(PYTEST_ARGS) -n $(APPS_TEST_PROCESSES) \
+	  --dist worksteal
 
 # Each bench/<name>.py prints "name: value unit (baseline: value unit, ratio: r)" lines;
 # files starting with "_" are their helpers.
