@@ -18,7 +18,7 @@
   in the same bench); then whether any commit's verdict, F2P, P2P or flaky list differs
   between them. On the sample repository, and on a local clone named in BENCH_VALIDATE_REPO
   (at most BENCH_VALIDATE_COMMITS of its kept commits, default 12, spread evenly over its
-  history). Goal: at most half the seconds, at most 5 units, no verdict changed.
+  history since BENCH_VALIDATE_SINCE, an ISO date, if given). Goal: at most half the seconds, at most 5 units, no verdict changed.
 """
 
 import collections
@@ -170,9 +170,9 @@ def _way_measured(place: Path, name: str, code: Path, commits: Path) -> dict[str
     return {row["sha"]: row for row in map(json.loads, done.stdout.splitlines())}
 
 
-def validation_cost(place: Path, repo: Path, name: str, at_most: int = 0) -> None:
+def validation_cost(place: Path, repo: Path, name: str, at_most: int = 0, since: str = "") -> None:
     tip = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    kept = kept_commits(repo, tip)
+    kept = [commit for commit in kept_commits(repo, tip) if not since or commit[2].isoformat() >= since]
     if at_most and len(kept) > at_most:  # spread evenly, the first and the last included
         kept = [kept[round(i * (len(kept) - 1) / (at_most - 1))] for i in range(at_most)]
     commits = place / f"cost-commits-{name}.json"
@@ -249,7 +249,8 @@ def main() -> None:
         validation_cost(place, sample, "sample")
         if os.environ.get("BENCH_VALIDATE_REPO"):
             real = Path(os.environ["BENCH_VALIDATE_REPO"])
-            validation_cost(place, real, real.name, int(os.environ.get("BENCH_VALIDATE_COMMITS", "12")))
+            validation_cost(place, real, real.name, int(os.environ.get("BENCH_VALIDATE_COMMITS", "12")),
+                            os.environ.get("BENCH_VALIDATE_SINCE", ""))
     finally:
         shutil.rmtree(place, ignore_errors=True)
 
