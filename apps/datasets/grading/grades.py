@@ -16,8 +16,7 @@ from apps.tasks.models import Task, TestRunRecord, Validation
 from apps.tasks.selectors import task_base_sha, task_patches
 from apps.tasks.services import built_environment, environment_builder
 from worker.engine.git.repo import GitError
-from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
-from worker.engine.grade.oracle import run_outcome, runs_outcome
+from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade, runs_graded
 from worker.engine.grade.second_opinion import Doubts, candidate_doubts
 from worker.engine.run.pytest_run import TestRun
 from worker.engine.sandbox.base import Limits
@@ -98,11 +97,9 @@ def control_graded_by_validation(candidate: Candidate, validation: Validation, t
     run = TestRun(outcomes=record.outcomes, status=record.status, exit_code=record.exit_code,
                   output=record.output.encode("utf-8", "surrogatepass"), seconds=record.seconds,
                   collection_error=record.collection_error, untrusted=record.untrusted)
-    outcome = runs_outcome([run_outcome(run, fail_to_pass=to_grade.fail_to_pass, pass_to_pass=to_grade.pass_to_pass,
-                                        reference_xfail=to_grade.reference_xfail)])
-    untrusted = f"a run's report cannot be believed: {run.untrusted}" if run.untrusted else ""
+    outcome, detail = runs_graded(to_grade, [run])
     return GradeResult(outcome, tampering=list(stored["tampering"]), touches_tests=list(stored["touches_tests"]),
-                       runs=[run], detail=untrusted, seconds=stored["seconds"])
+                       runs=[run], detail=detail, seconds=stored["seconds"])
 
 
 def _grade_settings(limits: Limits) -> GradeSettings:

@@ -44,12 +44,12 @@ from worker.engine.git.working_copy import (
     working_copy_clone,
     working_copy_write,
 )
+from worker.engine.grade.fresh_copy import fresh_copy_run
+from worker.engine.grade.oracle import graded_files, run_outcome, runs_outcome
 from worker.engine.run.patch_first import PatchFirst
 from worker.engine.run.pytest_run import TestRun
 from worker.engine.sandbox.base import Limits, hand_over
 from worker.engine.test_files import TestFileRules
-from worker.engine.grade.oracle import graded_files, run_outcome, runs_outcome
-from worker.engine.grade.fresh_copy import fresh_copy_run
 
 # Names are matched in lower case: importlib.metadata and pkg_resources find package metadata so, and
 # a name put back that needs no putting back costs nothing.
@@ -164,12 +164,18 @@ def _grade(task: TaskToGrade, patch: str, builder: EnvironmentBuilder, environme
     if not result.runs and not _applied_to_the_base(result, task, patch, builder, environment, work, settings,
                                                     selection):
         return result
+    result.outcome, result.detail = runs_graded(task, result.runs)
+    return result
+
+
+def runs_graded(task: TaskToGrade, runs: list[TestRun]) -> tuple[str, str]:
+    """A candidate's outcome from its runs by the task's tests, and its detail: why, when a run's
+    report cannot be believed."""
     grade = {"fail_to_pass": task.fail_to_pass, "pass_to_pass": task.pass_to_pass,
              "reference_xfail": task.reference_xfail}
-    result.outcome = runs_outcome([run_outcome(run, **grade) for run in result.runs])
-    untrusted = next((run.untrusted for run in result.runs if run.untrusted), "")
-    result.detail = f"a run's report cannot be believed: {untrusted}" if untrusted else ""
-    return result
+    outcome = runs_outcome([run_outcome(run, **grade) for run in runs])
+    untrusted = next((run.untrusted for run in runs if run.untrusted), "")
+    return outcome, f"a run's report cannot be believed: {untrusted}" if untrusted else ""
 
 
 def _applied_to_the_base(result: GradeResult, task: TaskToGrade, patch: str, builder: EnvironmentBuilder,

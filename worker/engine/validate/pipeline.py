@@ -15,7 +15,7 @@ from worker.engine.env.builder import Attempt, BuiltEnvironment, EnvironmentBuil
 from worker.engine.env.recipes import install_recipe, recipe_key
 from worker.engine.git.patches import commit_patches
 from worker.engine.git.working_copy import patch_apply, working_copy_write
-from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade
+from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade, runs_graded
 from worker.engine.grade.fresh_copy import fresh_copy_run
 from worker.engine.grade.oracle import (
     UNKNOWN,
@@ -25,9 +25,7 @@ from worker.engine.grade.oracle import (
     oracle_from_runs,
     oracle_without,
     resolves,
-    run_outcome,
     runs_filled,
-    runs_outcome,
     task_verdict,
 )
 from worker.engine.run.pytest_run import PASSING, TestRun
@@ -267,7 +265,7 @@ def _validate(v: _Validation, reusable: list[BuiltEnvironment]) -> None:
 
 
 def commit_oracle(before: list[tuple[TestRun, "Reach"]], after: list[tuple[TestRun, "Reach"]], tests: list[str],
-            selection: list[str], excluded: frozenset[str]) -> Oracle:
+                  selection: list[str], excluded: frozenset[str]) -> Oracle:
     """The tests' classes by the runs of both sides. F2P tests are the commit's own (a test elsewhere
     that the fix makes pass says what it fixes no more than the issue will); the suite adds the P2P
     tests and the breaks; the tests reviewers dropped are left out."""
@@ -284,9 +282,8 @@ def _side_resolves(runs: list[tuple[TestRun, "Reach"]], tests: list[str], graded
 
 def _regraded(grade: GradeResult, task: TaskToGrade) -> GradeResult:
     """A grade made before the oracle was known, its outcome given by the oracle found since."""
-    outcome = runs_outcome([run_outcome(run, fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass,
-                                        reference_xfail=task.reference_xfail) for run in grade.runs])
-    return replace(grade, outcome=outcome)
+    outcome, detail = runs_graded(task, grade.runs)
+    return replace(grade, outcome=outcome, detail=detail)
 
 
 def _sides_in_an_environment(v: _Validation, build: Path, task: TaskToGrade, gold_patch: str, selection: list[str],
