@@ -4,6 +4,7 @@ import logging
 import re
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from itertools import islice
 from pathlib import Path
@@ -475,7 +476,11 @@ def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
     repository_fetch(repository, credentials)
     branch, tip = default_branch_tip(mirror)
     exclude = (repository.mined_head,) if repository.mined_head and commit_exists(mirror, repository.mined_head) else ()
-    progress.report(0, commit_count(mirror, tip, list(exclude)))
+    progress.report(0)
+    # git counts the commits beside the walk: the count is only for the progress shown.
+    counting = ThreadPoolExecutor(1, thread_name_prefix="commit-count")
+    total = counting.submit(commit_count, mirror, tip, list(exclude))
+    counting.shutdown(wait=False)
     new = done = 0
     filters = repository.mining_filters()
     # Only this job writes the repository's commits: with none stored, none of the walk can be.
@@ -489,14 +494,18 @@ def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
                             hunks_up_to=filters.max_patch_chars, max_blob_bytes=settings.COMMITGYM_MAX_BLOB_BYTES)
         try:
             for batch in _batches(python_changes_checked(walk, blobs, needs_check=needs_check), BATCH_SIZE):
+                newest = Commit.objects.order_by("-id").values_list("id", flat=True).first() or 0
                 new += commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)
+                # The new ones' tasks now, while git walks on, not all at the end once it has stopped.
+                COMMITS_KEPT.call(repository, stored_after=newest)
                 done += len(batch)
-                progress.report(done)
+                progress.report(done, total.result() if total.done() else None)
         except (JobCancelled, SoftTimeLimitExceeded, GitError):
             COMMITS_KEPT.call(repository)  # what was stored stays whole
             raise
         finally:
             walk.close()
         COMMITS_KEPT.call(repository)
+    progress.report(done, total.result())
     Repository.objects.filter(id=repository.id).update(mined_head=tip, default_branch=branch)
     return new, time.monotonic() - started

@@ -96,11 +96,15 @@ def tasks_create_for_commits(*, repository, commits) -> None:
                                   for task_id in created])
 
 
-def tasks_create_for_kept_commits(repository) -> None:
-    """Every kept commit without a task gets one: once per job rather than per batch, and so
-    also those of an earlier job that stopped before this step (a worker that died). Registered
-    with repositories (COMMITS_KEPT)."""
-    waiting = iter(Commit.objects.filter(repository=repository, drop_reason="", tasks__isnull=True).only("id", "sha"))
+def tasks_create_for_kept_commits(repository, stored_after: Optional[int] = None) -> None:
+    """Every kept commit without a task gets one; only those stored after the commit row with
+    id `stored_after`, where given (a batch mining just stored). Without it, also those of an
+    earlier job that stopped before this step (a worker that died). Registered with repositories
+    (COMMITS_KEPT)."""
+    kept = Commit.objects.filter(repository=repository, drop_reason="", tasks__isnull=True)
+    if stored_after is not None:
+        kept = kept.filter(id__gt=stored_after)
+    waiting = iter(kept.only("id", "sha"))
     while commits := list(islice(waiting, TASKS_AT_ONCE)):
         tasks_create_for_commits(repository=repository, commits=commits)
 

@@ -2,15 +2,23 @@ import difflib
 
 import pytest
 
-from worker.engine.mine.python_change import is_semantic_python_change
+from worker.engine.mine.python_change import edit_is_semantic, is_semantic_python_change
+from worker.engine.mine.walk import _line_edits
+
+
+def _edits(old: bytes, new: bytes):
+    """The runs of changed lines of a unified diff with three lines of context, as git's."""
+    diff = difflib.diff_bytes(difflib.unified_diff, old.split(b"\n"), new.split(b"\n"), n=3, lineterm=b"")
+    return _line_edits(b"\n".join(list(diff)[2:]))
 
 
 def _semantic(old: bytes, new: bytes) -> bool:
-    """Blocks of changed line numbers as a diff gives them, then the check."""
-    matcher = difflib.SequenceMatcher(a=old.split(b"\n"), b=new.split(b"\n"), autojunk=False)
-    blocks = [(list(range(i1 + 1, i2 + 1)), list(range(j1 + 1, j2 + 1)))
-              for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
-    return is_semantic_python_change(old, new, blocks)
+    """Blocks of changed line numbers as a diff gives them, then the check; told from the diff and
+    the file after the change alone, where that can tell, it says the same."""
+    edits = _edits(old, new)
+    semantic = is_semantic_python_change(old, new, [edit.numbers for edit in edits])
+    assert edit_is_semantic(new, edits) in (None, semantic)
+    return semantic
 
 
 BASE = b'''"""Module docs."""
@@ -86,3 +94,25 @@ def test_a_triple_quote_inside_a_string_does_not_hide_a_code_change():
     old = b'QUOTE = \'"""\'\n\n\ndef f(x):\n    """Doc.\n\n    Returns:\n        x\n    """\n    return x + 1\n'
     assert _semantic(old, old.replace(b"x + 1", b"x + 2"))
     # Fooled the other way, the scan errs towards keeping the commit (a docstring edit counts).
+
+
+@pytest.mark.parametrize("old, new, semantic", [
+    (b"    Long explanation\n", b"    A longer explanation\n", False),  # inside a docstring
+    (b"    select 1", b"    select 2", True),  # inside a string that is no docstring
+    (b"# pi is close enough", b"# an approximation", False),
+    (b"r * r", b"r ** 2", True),
+    (b"    sides = 0\n", b"", True),  # a deletion alone
+    (b"    Long explanation\n", b"", False),
+])
+def test_a_change_without_triple_quotes_is_told_from_the_diff_and_the_file_after_it(old, new, semantic):
+    changed = BASE.replace(old, new)
+    assert edit_is_semantic(changed, _edits(BASE, changed)) is semantic
+    assert _semantic(BASE, changed) is semantic
+
+
+def test_a_change_with_a_triple_quote_or_a_scan_that_may_be_fooled_is_left_to_the_whole_files():
+    changed = BASE.replace(b"Module docs.", b"Better module docs.")
+    assert edit_is_semantic(changed, _edits(BASE, changed)) is None
+    fooling = b"QUOTE = '\"\"\"'\n" + BASE
+    changed = fooling.replace(b"# pi is close enough", b"# an approximation")
+    assert edit_is_semantic(changed, _edits(fooling, changed)) is None

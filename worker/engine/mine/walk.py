@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator, Optional
 from worker.engine.git.headers import diff_git_paths, path_unquoted
 from worker.engine.git.repo import GIT_CONFIG, BlobReader, GitError, git_environment, pipe_enlarge, require_sha
 from worker.engine.mine.filters import CommitStats
-from worker.engine.mine.python_change import ChangeBlock, is_semantic_python_change
+from worker.engine.mine.python_change import ChangeBlock, LineEdit, edit_is_semantic, is_semantic_python_change
 from worker.engine.test_files import TestFileRules
 
 _COMMIT_MARK = b"\x00\x01"
@@ -68,35 +68,41 @@ class PythonFileChange:
     complete: bool = True  # False when the hunks were not kept: the commit's diff was too long
 
     @property
+    def edits(self) -> list[LineEdit]:
+        return _line_edits(self.hunks)
+
+    @property
     def blocks(self) -> list[ChangeBlock]:
         """Runs of changed lines: (line numbers in the old file, in the new file)."""
-        return _hunk_blocks(self.hunks)
+        return [edit.numbers for edit in self.edits]
 
 
-def _hunk_blocks(hunks: bytes) -> list[ChangeBlock]:
-    blocks: list[ChangeBlock] = []
-    block: Optional[ChangeBlock] = None
+def _line_edits(hunks: bytes) -> list[LineEdit]:
+    edits: list[LineEdit] = []
+    edit: Optional[LineEdit] = None
     old_line = new_line = 0
     for line in hunks.split(b"\n"):
         first = line[:1]
         if first == b"-" or first == b"+":
-            if block is None:
-                block = ([], [])
-                blocks.append(block)
+            if edit is None:
+                edit = LineEdit(old_at=old_line, new_at=new_line, deleted=[], added=[])
+                edits.append(edit)
             if first == b"-":
-                block[0].append(old_line)
+                edit.deleted.append(line[1:])
                 old_line += 1
             else:
-                block[1].append(new_line)
+                edit.added.append(line[1:])
                 new_line += 1
         elif first == b" ":
             old_line += 1
             new_line += 1
-            block = None
+            edit = None
         elif first == b"@":
-            (old_line, _), (new_line, _) = _hunk_ranges(line)
-            block = None
-    return blocks
+            # An empty range names the line before it.
+            (old_line, old_count), (new_line, new_count) = _hunk_ranges(line)
+            old_line, new_line = old_line + (old_count == 0), new_line + (new_count == 0)
+            edit = None
+    return edits
 
 
 def _hunk_ranges(line: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -536,6 +542,11 @@ def _python_change(blobs: BlobReader, commit: MinedCommit, names: list[str]) -> 
             old, new = data, b""
         else:
             new = data
+            known = None if change.old_path is None or new is None else edit_is_semantic(new, change.edits)
+            if known is not None:  # told from the diff and the file after it
+                if known:
+                    return True
+                continue
             old = b"" if change.old_path is None or new is None else file_before_change(new, change.hunks)
             if old is None and new is not None and commit.parent_sha:
                 (old,) = blobs.read_objects([_side_name(commit, change, before=True)])
