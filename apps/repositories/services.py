@@ -364,15 +364,15 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
 
     Commits stored before (measured again after the test-file rules changed)
     are updated in place, and the tasks of those now dropped go; kept commits get
-    their tasks from COMMITS_KEPT once the walk ends. A caller that
-    knows none of the batch can be stored yet says `maybe_stored=False`."""
+    their tasks from COMMITS_KEPT. A caller that knows none of the batch can be
+    stored yet says `maybe_stored=False`."""
     filters = repository.mining_filters()
     rows = [_commit_row(repository, mined, MERGE_COMMIT if mined.merge else drop_reason(mined.stats, filters) or "")
             for mined in batch]
     with transaction.atomic():
         known = dict(Commit.objects.filter(repository=repository, sha__in=[row["sha"] for row in rows])
                      .values_list("sha", "id")) if maybe_stored else {}
-        rows_insert(Commit, [row for row in rows if row["sha"] not in known])
+        rows_insert(Commit, [row for row in rows if row["sha"] not in known], conflicts=maybe_stored)
         if known:
             by_hand = set(Commit.objects.filter(id__in=known.values(), kept_at__isnull=False)
                           .values_list("id", flat=True))

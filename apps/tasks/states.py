@@ -93,7 +93,7 @@ def tasks_create_for_commits(*, repository, commits) -> None:
                        for iid, commit_id in ids.items()])
     created = Task.objects.filter(instance_id__in=ids, state_changes__isnull=True).values_list("id", flat=True)
     rows_insert(TaskStateChange, [dict(task_id=task_id, from_state="", to_state=State.MINED)
-                                  for task_id in created])
+                                  for task_id in created], conflicts=False)  # a log: nothing unique in it
 
 
 def tasks_create_for_kept_commits(repository, stored_after: Optional[int] = None) -> None:

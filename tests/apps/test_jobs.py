@@ -72,6 +72,21 @@ def test_a_pool_process_imports_its_jobs_services_as_it_starts_and_one_that_cann
     assert "the broken jobs' service cannot be imported" in caplog.text
 
 
+def test_a_pool_process_leaves_what_it_loaded_as_it_started_out_of_the_collectors_passes():
+    import gc
+
+    from celery.signals import worker_process_init
+
+    import worker.tasks  # noqa: F401 - its handlers connect as it loads, as in a worker
+
+    assert gc.get_freeze_count() == 0
+    try:
+        worker_process_init.send(sender=None)
+        assert gc.get_freeze_count() > 10_000  # Django's, Celery's and the services' objects
+    finally:
+        gc.unfreeze()
+
+
 @pytest.mark.django_db
 def test_a_job_of_a_kind_this_worker_does_not_know_fails_in_words():
     job = Job.objects.create(kind="gone")  # its app was removed since it was queued

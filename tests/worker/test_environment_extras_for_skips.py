@@ -60,14 +60,18 @@ def test_ascii():
 """
 
 
-def test_a_test_skipped_with_a_reason_naming_no_module_runs_with_the_packages_extra(open_module_folder):
-    work = open_module_folder / "wide"
+def _wide_built(folder, test: str):
+    work = folder / "wide"
     (work / "repo" / "tests").mkdir(parents=True)
     (work / "repo" / "pyproject.toml").write_text(WIDE_PYPROJECT)
     (work / "repo" / "wide.py").write_text(WIDE)
-    (work / "repo" / "tests" / "test_wide.py").write_text(WIDE_TEST)
-    built = EnvironmentBuilder(env_root=open_module_folder / "envs", uv=UV).build(
+    (work / "repo" / "tests" / "test_wide.py").write_text(test)
+    return EnvironmentBuilder(env_root=folder / "envs", uv=UV).build(
         work, as_of=datetime(2024, 3, 1, tzinfo=timezone.utc), probe=["tests/test_wide.py"])
+
+
+def test_a_test_skipped_with_a_reason_naming_no_module_runs_with_the_packages_extra(open_module_folder):
+    built = _wide_built(open_module_folder, WIDE_TEST)
     assert "wcwidth==" in built.lock, [a.strategy for a in built.attempts]
     found, kept = built.attempts[-2:]
     assert found.status == "ok" and "wide characters are skipped" in found.output
@@ -75,3 +79,13 @@ def test_a_test_skipped_with_a_reason_naming_no_module_runs_with_the_packages_ex
     assert kept.added == [{"requirement": "wcwidth>=0.2",
                            "why": "the package's extra [widechars]; tests skipped: wide characters are skipped"}]
     assert "2 passed" in kept.output
+
+
+def test_an_extra_after_which_no_fewer_tests_skip_is_not_kept(open_folder):
+    # The test skips whatever is installed: the extra is tried, and the environment found stays.
+    built = _wide_built(open_folder, WIDE_TEST.replace("wcwidth is None, reason", "True, reason"))
+    assert "wcwidth==" not in built.lock
+    found, tried = built.attempts[-2:]
+    assert found.status == "ok" and "1 skipped" in found.output
+    assert tried.strategy == f"{PYTHON} editable wcwidth>=0.2" and "1 skipped" in tried.output
+    assert (tried.status, tried.reason) == ("failed", "no_fewer_skips")
