@@ -76,7 +76,9 @@ def _insert(connection, table: str, columns: list[str], params: list[tuple], con
     quote = connection.ops.quote_name
     names = ", ".join(quote(column) for column in columns)
     if connection.vendor == "postgresql" and not conflicts:
-        with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {quote(table)} ({names}) FROM STDIN") as copy:
+        # psycopg's COPY goes around Django's cursor: its errors are made Django's here.
+        with connection.wrap_database_errors, connection.cursor() as cursor, \
+                cursor.cursor.copy(f"COPY {quote(table)} ({names}) FROM STDIN") as copy:
             for row in params:
                 copy.write_row(row)
         return
@@ -91,7 +93,7 @@ def _insert(connection, table: str, columns: list[str], params: list[tuple], con
     stage = quote(f"{table}_incoming")
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(f"CREATE TEMPORARY TABLE {stage} AS SELECT {names} FROM {quote(table)} WITH NO DATA")
-        with cursor.cursor.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
+        with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
             for row in params:
                 copy.write_row(row)
         cursor.execute(f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM {stage} ON CONFLICT DO NOTHING; "

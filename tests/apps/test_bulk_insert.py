@@ -58,3 +58,14 @@ def test_conflicting_rows_are_skipped_and_the_stored_row_is_kept(repository):
 def test_nothing_to_insert_is_no_query(repository, django_assert_num_queries):
     with django_assert_num_queries(0):
         rows_insert(Commit, [])
+
+
+def test_rows_the_caller_says_cannot_conflict_go_straight_in(repository):
+    from django.db import IntegrityError
+
+    rows_insert(Commit, [_commit_row(repository, "e" * 40), _commit_row(repository, "f" * 40)], conflicts=False)
+    assert Commit.objects.get(sha="e" * 40).source_files == ["pkg/a.py", "pkg/ü.py"]
+    # Were the caller wrong, the conflict is an error, not a row silently left out.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        rows_insert(Commit, [_commit_row(repository, "e" * 40, message="again")], conflicts=False)
+    assert Commit.objects.get(sha="e" * 40).message != "again"
