@@ -66,7 +66,9 @@ def _adapter(field: Field, connection) -> Callable[[Any], Any]:
     database's adaptation it ends in, without the layers in between."""
     kind = field.get_internal_type()
     if kind == "JSONField":
-        return lambda value: None if value is None else connection.ops.adapt_json_value(value, field.encoder)
+        empty = connection.ops.adapt_json_value([], field.encoder)  # most of a commit's lists of files
+        return lambda value: None if value is None else empty if value == [] else \
+            connection.ops.adapt_json_value(value, field.encoder)
     if kind == "DateTimeField":
         return connection.ops.adapt_datetimefield_value
     return lambda value: field.get_db_prep_save(value, connection)

@@ -160,7 +160,8 @@ def edit_is_semantic(new: bytes, edits: list[LineEdit]) -> Optional[bool]:
     """`is_semantic_python_change` read from the file after the change and the diff alone; None
     where that cannot tell: a changed line holds a triple quote, or the scan may be fooled where
     no code changed (the caller rebuilds the file before the change then)."""
-    if any(b'"""' in line or b"'''" in line for edit in edits for line in (*edit.deleted, *edit.added)):
+    changed = b"\n".join(line for edit in edits for line in (*edit.deleted, *edit.added))
+    if b'"""' in changed or b"'''" in changed:
         return None
     # The strings before a run of changed lines are the same on both sides, and none begins or ends
     # in it: the run lies wholly inside a docstring on both sides, or wholly outside.
@@ -183,8 +184,12 @@ def _line_starts(source: bytes, numbers: list[int]) -> list[int]:
     if not numbers:
         return []
     lines = source.split(b"\n", max(max(numbers) - 1, 0))
-    starts = [0, *accumulate(len(line) + 1 for line in lines)]
-    return [min(starts[min(max(number - 1, 0), len(lines))], len(source)) for number in numbers]
+    lengths_sum = [0, *accumulate(map(len, lines))]  # line n begins at lengths_sum[n - 1] + n - 1
+    starts = []
+    for number in numbers:
+        before = min(max(number - 1, 0), len(lines))  # the lines before it
+        starts.append(min(lengths_sum[before] + before, len(source)))
+    return starts
 
 
 def is_semantic_python_change(old: bytes, new: bytes, blocks: list[ChangeBlock]) -> bool:
