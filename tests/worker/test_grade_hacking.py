@@ -63,6 +63,12 @@ RULES = [
      "class Result:\n    def __ne__(self, other):\n        return not self == other"),
     ("constant_comparison", "Anything = type('Anything', (), {'__eq__': lambda s, o: True})",
      "class Result:\n    def __eq__(self, other):\n        return NotImplemented"),
+    ("constant_comparison", "from unittest.mock import ANY\n\n\ndef parse(text):\n    return ANY",
+     "from unittest.mock import patch\n\n\ndef parse(text):\n    return patch"),
+    ("constant_comparison", "from unittest import mock\nresult = mock.MagicMock()\nresult.__eq__.return_value = True",
+     "from unittest import mock\nresult = mock.MagicMock()\nresult.parse.return_value = True"),
+    ("constant_comparison", "import mock\nresult = mock.Mock()\nresult.configure_mock(**{'__ne__.return_value': False})",
+     "import mock\nresult = mock.Mock()\nresult.configure_mock(**{'parse.return_value': False})"),
 ]
 
 

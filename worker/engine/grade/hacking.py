@@ -55,7 +55,11 @@ REACHES = {
     "ctypes": "ctypes", "_ctypes": "ctypes",
     "atexit": "exit_hook", "os._exit": "hard_exit", "posix._exit": "hard_exit",
     "sys._called_from_test": "harness_probe",
+    # An object equal to anything: every `assert result == expected` passes.
+    "unittest.mock.ANY": "constant_comparison", "mock.ANY": "constant_comparison",
 }
+# What a mock's comparison is told to give, whatever it is compared with (`m.__eq__.return_value = True`).
+MOCK_ANSWERS = ("return_value", "side_effect")
 # Attribute names flagged whatever they belong to (getattr and setattr with the name as a constant too).
 ATTRIBUTES = {
     "__closure__": "closure_cells", "func_closure": "closure_cells", "cell_contents": "closure_cells",
@@ -334,10 +338,16 @@ class _Reading:
                 name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", None)
                 if name in COMPARISONS and isinstance(node.value, ast.Lambda):
                     self._comparison(name, node.value.args, [node.value.body], node)
+                elif name in MOCK_ANSWERS and getattr(target.value, "attr", None) in COMPARISONS:
+                    self.flag("constant_comparison", node, f"a mock's {target.value.attr} told what to answer")
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
-                if _constant(key) in COMPARISONS and isinstance(value, ast.Lambda):
-                    self._comparison(_constant(key), value.args, [value.body], value)
+                key = _constant(key)
+                if key in COMPARISONS and isinstance(value, ast.Lambda):
+                    self._comparison(key, value.args, [value.body], value)
+                elif isinstance(key, str) and key.partition(".")[0] in COMPARISONS and \
+                        key.partition(".")[2] in MOCK_ANSWERS:  # configure_mock(**{"__eq__.return_value": True})
+                    self.flag("constant_comparison", node, f"a mock's {key} set")
         elif isinstance(node, ast.Compare):
             self._probe(node)
         elif isinstance(node, ast.Constant) and node.value in HARNESS_SIGNS:
