@@ -89,6 +89,7 @@ import binascii  # noqa: E402 (imported once this file's folder has left sys.pat
 import dis  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
+import itertools  # noqa: E402
 import operator  # noqa: E402
 import os  # noqa: E402
 import posixpath  # noqa: E402
@@ -433,7 +434,8 @@ def _account(write, root, checked, untrusted, watched, skip_types):
     # a module's name or a builtin later changes nothing here.
     getframe, type_, isinstance_, len_, str_, vars_, dict_get, any_, set_, round_, exception_ = (
         sys._getframe, type, _of_type, len, str, vars, dict.get, any, set, round, Exception)
-    map_, zip_, is_not, itemgetter = map, zip, operator.is_not, operator.itemgetter
+    map_, zip_, is_not, itemgetter, repeat_ = map, zip, operator.is_not, operator.itemgetter, itertools.repeat
+    lazy_map = getattr(itertools, "imap", map)  # Python 2's map pads the shorter with None, past the end
     function_type, method_type, code_type, traceback_type = FunctionType, MethodType, CodeType, types.TracebackType
     classic_class = getattr(types, "ClassType", None)
     frames_near, event_name, heap_walks, hook_setters = FRAMES_NEAR, EVENT, HEAP_WALKS, HOOK_SETTERS
@@ -457,6 +459,16 @@ def _account(write, root, checked, untrusted, watched, skip_types):
 
     def own_dict(holder):
         return dict_of(holder) if isinstance_(holder, type_) else vars_(holder)
+
+    def plain_keys(mapping, where):
+        """Whether every key of a dictionary the candidate's code can write to (a module's, a
+        function's) is an exact str, flagging it where not: a lookup in it then compares the name
+        only with plain strings. A str subclass's `__eq__` put there would run inside the account as
+        it looks the name up, where the audit hook, waiting for the account, hears nothing."""
+        if not any_(lazy_map(is_not, lazy_map(type_, mapping), repeat_(str_))):
+            return True
+        flag("harness_reached: a key that is not a plain str was put in %s" % where)
+        return False
 
     def grouped(entries):
         """The watched attributes by the module or class that holds them: [holder, labels, names, the
@@ -523,6 +535,8 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             if type_(function) is not function_type:
                 return chain, function
             chain.append(function)
+            if not plain_keys(function.__dict__, "the attributes of %s" % text(function.__name__)):
+                return chain, None
             function = dict_get(function.__dict__, "__wrapped__")
         return chain, None
 
@@ -603,6 +617,8 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         class, what was added to it that shadows a base's attribute (or is a special method)."""
         holder, labels, names, originals, getter, had = group
         mapping = own_dict(holder)
+        if not plain_keys(mapping, labels[0].rpartition(".")[0]):
+            return []
         try:
             if not any_(map_(is_not, getter(mapping), originals)) and len_(mapping) == len_(had):
                 return []
@@ -840,8 +856,8 @@ def _account(write, root, checked, untrusted, watched, skip_types):
                     flag("test_code_changed: %s of %s in %s was replaced" % (name, text(target.__name__), kind[1]))
                 elif found:
                     flag("harness_reached: a function's %s was replaced from the candidate's code (%s)" % (name, found))
-            elif name == "__class__" and text(dict_get(dict_of(type_(target)), "__module__", "")).startswith(
-                    ("_pytest", "pluggy", "unittest")):
+            elif name == "__class__" and plain_keys(dict_of(type_(target)), "a class") and text(
+                    dict_get(dict_of(type_(target)), "__module__", "")).startswith(("_pytest", "pluggy", "unittest")):
                 flag("harness_reached: the class of one of pytest's objects was replaced")
         elif event in ("marshal.loads", "marshal.load", "ctypes.dlsym"):
             found = origin(raiser.f_code) if raiser is not None else None
