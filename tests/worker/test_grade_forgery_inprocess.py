@@ -341,6 +341,17 @@ with open(_Path("/dev/null")) as _quiet:
 
 '''
 
+# Next: the pyfunc_call wrapper above, registered by code compiled from a string in a thread of its
+# own: no frame of the candidate's file is on the stack as it compiles, registers or runs.
+WRAPPER_FROM_A_THREAD = '''
+import threading
+
+_source = %r
+_thread = threading.Thread(target=exec, args=(_source, {"__name__": "swallow"}))
+_thread.start()
+_thread.join()
+''' % PYFUNC_WRAPPER
+
 # Code of the candidate's run inside the account: a str subclass put as the key of a builtin, whose
 # __eq__ runs as the account looks that builtin up to see it was not replaced; from there its frame,
 # and what decides the facts, are at hand.
@@ -395,6 +406,9 @@ ATTACKS = {
         "pytest", TEST_FILE_REWRITTEN, "test_code_changed: tests/test_wrap.py was opened for writing during the run"),
     "next: the account found through the plugin's closures": (
         "pytest", ACCOUNT_THROUGH_CLOSURES, "harness_reached: the plugin's account was looked into (gi_frame)"),
+    "next: a pyfunc_call wrapper compiled from a string in a thread": (
+        # Not taken for the candidate's, the wrapper is found out by the facts: the call it made pass raised.
+        "pytest", WRAPPER_FROM_A_THREAD, "its function raised AssertionError, though its call passed"),
     "next: a key the account looks up, of the candidate's type": (
         "pytest", KEY_THE_ACCOUNT_LOOKS_UP, "harness_reached: a key that is not a plain str was put in builtins"),
     "unittest's TestCase.run replaced": ("unittest", TESTCASE_RUN,
