@@ -3,13 +3,14 @@ import difflib
 import pytest
 
 from worker.engine.mine.python_change import edit_is_semantic, is_semantic_python_change
-from worker.engine.mine.walk import _line_edits
+from worker.engine.mine.walk import PythonFileChange
 
 
 def _edits(old: bytes, new: bytes):
     """The runs of changed lines of a unified diff with three lines of context, as git's."""
     diff = difflib.diff_bytes(difflib.unified_diff, old.split(b"\n"), new.split(b"\n"), n=3, lineterm=b"")
-    return _line_edits(b"\n".join(list(diff)[2:]))
+    hunks = b"\n".join(list(diff)[2:])
+    return PythonFileChange(old_path="m.py", new_path="m.py", old_blob=None, new_blob=None, hunks=hunks).edits
 
 
 def _semantic(old: bytes, new: bytes) -> bool:
