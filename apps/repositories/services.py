@@ -372,7 +372,7 @@ def commits_store(*, repository: Repository, batch: list[MinedCommit], maybe_sto
     with transaction.atomic():
         known = dict(Commit.objects.filter(repository=repository, sha__in=[row["sha"] for row in rows])
                      .values_list("sha", "id")) if maybe_stored else {}
-        rows_insert(Commit, [row for row in rows if row["sha"] not in known], conflicts=maybe_stored)
+        rows_insert(Commit, [row for row in rows if row["sha"] not in known])  # an import may add a base commit
         if known:
             by_hand = set(Commit.objects.filter(id__in=known.values(), kept_at__isnull=False)
                           .values_list("id", flat=True))
@@ -427,6 +427,15 @@ def mining_job_retry_job(job, user):
     return mining_job_retry(job=MiningJob.objects.select_related("repository").get(job=job), user=user).job
 
 
+def _commit_count_or_none(mirror: Path, tip: str, exclude: list[str]) -> Optional[int]:
+    """How many commits the walk will yield, for the progress shown; None where git could not say
+    (the walk itself says what is wrong, if anything is)."""
+    try:
+        return commit_count(mirror, tip, exclude)
+    except GitError:
+        return None
+
+
 def _batches(iterable, size):
     iterator = iter(iterable)
     while batch := list(islice(iterator, size)):
@@ -479,7 +488,7 @@ def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
     progress.report(0)
     # git counts the commits beside the walk: the count is only for the progress shown.
     counting = ThreadPoolExecutor(1, thread_name_prefix="commit-count")
-    total = counting.submit(commit_count, mirror, tip, list(exclude))
+    total = counting.submit(_commit_count_or_none, mirror, tip, list(exclude))
     counting.shutdown(wait=False)
     new = done = 0
     filters = repository.mining_filters()

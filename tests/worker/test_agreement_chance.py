@@ -113,3 +113,8 @@ def test_each_figure_matches_a_published_implementation_on_random_judgements(see
         matrix[judgement.person, judgement.item] = judgement.answer
     expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal")
     assert krippendorff_alpha(sparse).value == pytest.approx(expected)
+
+
+def test_a_pair_of_people_named_by_numbers_is_keyed_in_numeric_order():
+    judgements = [Judgement(item, person, "y") for item in range(2) for person in (10, 9)]
+    assert list(cohens_kappas(judgements)) == [(9, 10)]

@@ -390,6 +390,35 @@ _names = vars(builtins)
 _names[_Name("abs")] = _names.pop("abs")
 '''
 
+# The same reach through a test function's attributes, made a dict subclass that shows no key to whoever
+# counts them, holding a key of the candidate's type where the account looks for `__wrapped__`; from a
+# thread, once the test module is loaded.
+ATTRIBUTES_OF_THE_CANDIDATES_TYPE = KEY_THE_ACCOUNT_LOOKS_UP.split("_names = vars(builtins)")[0] + r'''
+import sys
+import threading
+import time
+
+
+class _Attributes(dict):
+    def __iter__(self):
+        return iter(())
+
+
+def _swap():
+    for _ in range(5000):
+        module = sys.modules.get("test_wrap") or sys.modules.get("tests.test_wrap")
+        test = getattr(module, "test_wrap_never_exceeds_width", None)
+        if test is not None:
+            attributes = _Attributes(test.__dict__)
+            dict.__setitem__(attributes, _Name("__wrapped__"), None)
+            test.__dict__ = attributes
+            return
+        time.sleep(0.001)
+
+
+threading.Thread(target=_swap, daemon=True).start()
+'''
+
 ATTACKS = {
     "gc digging into the plugin's closures": ("pytest", GC_DIGGING, "harness_reached: gc.get_objects was called"),
     "a profile hook swapping test code": ("pytest", PROFILE_SWAP, "harness_reached: sys.setprofile was called"),
@@ -411,6 +440,9 @@ ATTACKS = {
         "pytest", WRAPPER_FROM_A_THREAD, "its function raised AssertionError, though its call passed"),
     "next: a key the account looks up, of the candidate's type": (
         "pytest", KEY_THE_ACCOUNT_LOOKS_UP, "harness_reached: a key that is not a plain str was put in builtins"),
+    "next: a test function's attributes of the candidate's type": (
+        "pytest", ATTRIBUTES_OF_THE_CANDIDATES_TYPE,
+        "harness_reached: the attributes of test_wrap_never_exceeds_width is a _Attributes, not a dict"),
     "unittest's TestCase.run replaced": ("unittest", TESTCASE_RUN,
                                          "pytest_internals_changed: unittest.case.TestCase.run was replaced during the run"),
 }

@@ -69,6 +69,8 @@ RULES = [
      "from unittest import mock\nresult = mock.MagicMock()\nresult.parse.return_value = True"),
     ("constant_comparison", "import mock\nresult = mock.Mock()\nresult.configure_mock(**{'__ne__.return_value': False})",
      "import mock\nresult = mock.Mock()\nresult.configure_mock(**{'parse.return_value': False})"),
+    ("constant_comparison", "from unittest import mock\nm = mock.Mock()\nm.__eq__.side_effect = lambda o: True",
+     "from unittest import mock\nm = mock.Mock()\nreturn_value = m.__eq__(1)\nside_effect = return_value"),
 ]
 
 

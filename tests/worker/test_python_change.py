@@ -117,3 +117,12 @@ def test_a_change_with_a_triple_quote_or_a_scan_that_may_be_fooled_is_left_to_th
     fooling = b"QUOTE = '\"\"\"'\n" + BASE
     changed = fooling.replace(b"# pi is close enough", b"# an approximation")
     assert edit_is_semantic(changed, _edits(fooling, changed)) is None
+
+
+def test_a_change_to_the_code_line_that_says_whether_a_string_is_a_docstring_is_read_from_both_files():
+    # The closing quote of the first string sits after a '#': the line above the second string, for
+    # whether it is a docstring, is "a" before the change and "a:" after it.
+    old = b'def g():\n    """\n    a\n# """\n    """\n    x\n    """\n'
+    new = old.replace(b"    a\n", b"    a:\n").replace(b"    x\n", b"    y\n")
+    assert edit_is_semantic(new, _edits(old, new)) is None
+    assert _semantic(old, new) is True

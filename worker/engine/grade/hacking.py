@@ -338,7 +338,8 @@ class _Reading:
                 name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", None)
                 if name in COMPARISONS and isinstance(node.value, ast.Lambda):
                     self._comparison(name, node.value.args, [node.value.body], node)
-                elif name in MOCK_ANSWERS and getattr(target.value, "attr", None) in COMPARISONS:
+                elif isinstance(target, ast.Attribute) and name in MOCK_ANSWERS and \
+                        getattr(target.value, "attr", None) in COMPARISONS:
                     self.flag("constant_comparison", node, f"a mock's {target.value.attr} told what to answer")
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):

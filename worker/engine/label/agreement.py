@@ -74,6 +74,14 @@ def _corrected(observed: float, expected: float, items: int) -> ChanceCorrected:
     return ChanceCorrected(value=value, items=items, observed=observed)
 
 
+def _ordered(people) -> list:
+    """People in sorted order (ids as numbers, names as text); by their repr where they do not sort."""
+    try:
+        return sorted(people)
+    except TypeError:
+        return sorted(people, key=repr)
+
+
 def cohens_kappas(judgements: Iterable[Judgement]) -> dict[tuple[Hashable, Hashable], ChanceCorrected]:
     """Cohen's kappa of each pair of people who judged an item in common, over the items both judged
     (keyed by the pair, in sorted order): observed agreement against the agreement their own shares
@@ -81,7 +89,7 @@ def cohens_kappas(judgements: Iterable[Judgement]) -> dict[tuple[Hashable, Hasha
     shared: dict[tuple, list[tuple[Hashable, Hashable]]] = defaultdict(list)
     for item_judgements in _by_item(judgements).values():
         answer_of = {judgement.person: judgement.answer for judgement in item_judgements}
-        for first, second in combinations(sorted(answer_of, key=repr), 2):
+        for first, second in combinations(_ordered(answer_of), 2):
             shared[(first, second)].append((answer_of[first], answer_of[second]))
     kappas = {}
     for pair, answers in shared.items():

@@ -58,16 +58,17 @@ def _strings(source: bytes, limit: int) -> Iterator[tuple[int, int]]:
             single = find(b"'''", end, limit)
 
 
-def _previous_code(source: bytes, line_start: int) -> bytes:
-    """The code of the nearest line above the one starting at `line_start` that has any."""
+def _previous_code(source: bytes, line_start: int) -> tuple[bytes, int]:
+    """The code of the nearest line above the one starting at `line_start` that has any, and where
+    that line begins (b"", 0 where none has)."""
     end = line_start - 1
     while end >= 0:
         begin = source.rfind(b"\n", 0, end) + 1
         code = source[begin:end].split(b"#", 1)[0].strip()
         if code:
-            return code
+            return code, begin
         end = begin - 1
-    return b""
+    return b"", 0
 
 
 def _is_docstring(source: bytes, start: int) -> bool:
@@ -75,7 +76,7 @@ def _is_docstring(source: bytes, start: int) -> bool:
     line_start = source.rfind(b"\n", 0, start) + 1
     if not _STRING_PREFIX.match(source[line_start:start].strip()):
         return False
-    previous = _previous_code(source, line_start)
+    previous, _ = _previous_code(source, line_start)
     return not previous or previous.endswith(b":")
 
 
@@ -164,15 +165,22 @@ def edit_is_semantic(new: bytes, edits: list[LineEdit]) -> Optional[bool]:
     if b'"""' in changed or b"'''" in changed:
         return None
     # The strings before a run of changed lines are the same on both sides, and none begins or ends
-    # in it: the run lies wholly inside a docstring on both sides, or wholly outside.
+    # in it: the run lies wholly inside a string on both sides, or wholly outside. Whether that string
+    # is a docstring is told by the code line above it, which must then be the same on both sides.
     starts = _line_starts(new, [edit.new_at for edit in edits])
+    ends = _line_starts(new, [edit.new_at + len(edit.added) for edit in edits])
     strings = list(_strings(new, max(starts, default=0)))
     taken, around = 0, None  # the strings that begin before the run, and the last of them
     for at, edit in sorted(zip(starts, edits), key=lambda pair: pair[0]):
         while taken < len(strings) and strings[taken][0] < at:
             around, taken = strings[taken], taken + 1
-        if around is not None and around[1] > at and _is_docstring(new, around[0]):
-            continue
+        if around is not None and around[1] > at:
+            opener = new.rfind(b"\n", 0, around[0]) + 1
+            _, above = _previous_code(new, opener)
+            if any(above <= end and start <= opener for start, end in zip(starts, ends)):
+                return None  # a changed line may be what says whether it is a docstring
+            if _is_docstring(new, around[0]):
+                continue
         if [code for code in map(_line_code, edit.deleted) if code] != \
                 [code for code in map(_line_code, edit.added) if code]:
             return True

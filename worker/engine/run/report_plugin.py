@@ -436,6 +436,8 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         sys._getframe, type, _of_type, len, str, vars, dict.get, any, set, round, Exception)
     map_, zip_, is_not, itemgetter, repeat_ = map, zip, operator.is_not, operator.itemgetter, itertools.repeat
     lazy_map = getattr(itertools, "imap", map)  # Python 2's map pads the shorter with None, past the end
+    dict_type, proxy_type, unicode_type, module_type = dict, type(type.__dict__), type(u""), types.ModuleType
+    module_dict = types.ModuleType.__dict__["__dict__"].__get__  # not a subclass's own `__dict__`
     function_type, method_type, code_type, traceback_type = FunctionType, MethodType, CodeType, types.TracebackType
     classic_class = getattr(types, "ClassType", None)
     frames_near, event_name, heap_walks, hook_setters = FRAMES_NEAR, EVENT, HEAP_WALKS, HOOK_SETTERS
@@ -458,14 +460,23 @@ def _account(write, root, checked, untrusted, watched, skip_types):
         kinds.setdefault(os.path.join(root, path), ("candidate", path))
 
     def own_dict(holder):
-        return dict_of(holder) if isinstance_(holder, type_) else vars_(holder)
+        if isinstance_(holder, type_):
+            return dict_of(holder)
+        return module_dict(holder) if isinstance_(holder, module_type) else vars_(holder)
 
     def plain_keys(mapping, where):
-        """Whether every key of a dictionary the candidate's code can write to (a module's, a
-        function's) is an exact str, flagging it where not: a lookup in it then compares the name
-        only with plain strings. A str subclass's `__eq__` put there would run inside the account as
-        it looks the name up, where the audit hook, waiting for the account, hears nothing."""
-        if not any_(lazy_map(is_not, lazy_map(type_, mapping), repeat_(str_))):
+        """Whether a dictionary the candidate's code can write to (a module's, a function's, a class's)
+        is a plain dict whose every key is an exact str, flagging it where not: a lookup in it then
+        compares the name only with plain strings. A str subclass's `__eq__` put there, or a dict
+        subclass's own methods, would run inside the account, where the audit hook, waiting for the
+        account, hears nothing."""
+        if type_(mapping) is not dict_type and type_(mapping) is not proxy_type:
+            flag("harness_reached: %s is a %s, not a dict" % (where, named(type_(mapping))))
+            return False
+        odd = any_(lazy_map(is_not, lazy_map(type_, mapping), repeat_(str_)))
+        if odd and unicode_type is not str_:  # Python 2: unicode keys are plain too
+            odd = any_(kind is not str_ and kind is not unicode_type for kind in lazy_map(type_, mapping))
+        if not odd:
             return True
         flag("harness_reached: a key that is not a plain str was put in %s" % where)
         return False
@@ -631,7 +642,8 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             for name in [text(name) for name in mapping if text(name) not in had]:
                 if name in pytest_own_flags and mapping.get(name) is True:
                     continue
-                if name.startswith("__") or any_(name in dict_of(base) for base in bases):
+                if name.startswith("__") or any_(plain_keys(dict_of(base), named(base)) and name in dict_of(base)
+                                                 for base in bases):
                     found.append(("%s.%s" % (named(holder), name), mapping.get(name)))
         return found
 
@@ -793,7 +805,7 @@ def _account(write, root, checked, untrusted, watched, skip_types):
             told_not_to_run(options)
         write({"event": "report", "nodeid": rid, "when": text(when), "outcome": text(outcome),
                "wasxfail": wasxfail is True, "may_differ": may_differ is True,
-               "seconds": round_(seconds, 6) if type_(seconds) in (int, float) else 0}, text(when) == "teardown")
+               "seconds": round_(seconds, 6) if type_(seconds) is int or type_(seconds) is float else 0}, text(when) == "teardown")
 
     def sessionfinish(exitstatus, implementations):
         internals_check()
