@@ -546,11 +546,12 @@ def _python_change(blobs: BlobReader, commit: MinedCommit, names: list[str]) -> 
     if not _hunks_complete(commit) or any("\n" in name for name in names):
         return True
     for change, data in zip(commit.python_changes, blobs.read_objects(names)):
+        edits = change.edits
         if change.new_path is None:
             old, new = data, b""
         else:
             new = data
-            known = None if change.old_path is None or new is None else edit_is_semantic(new, change.edits)
+            known = None if change.old_path is None or new is None else edit_is_semantic(new, edits)
             if known is not None:  # told from the diff and the file after it
                 if known:
                     return True
@@ -560,7 +561,7 @@ def _python_change(blobs: BlobReader, commit: MinedCommit, names: list[str]) -> 
                 (old,) = blobs.read_objects([_side_name(commit, change, before=True)])
         if old is None or new is None:
             return True  # a side that cannot be read proves nothing: count the change
-        if is_semantic_python_change(old, new, change.blocks):
+        if is_semantic_python_change(old, new, [edit.numbers for edit in edits]):
             return True
     return False
 
