@@ -265,9 +265,32 @@ def _run_quietly(self, result=None):
 unittest.TestCase.run = _run_quietly
 '''
 
+# What each attack that reaches the account does there: the handlers that decide what a line says
+# made to say every test passed; and the frames above the code running, read without sys._getframe.
+ACCOUNT_HANDLERS_FORGED = r'''
+_done = []
+
+
+def _forge(handlers):
+    phase_end, called, logreport = handlers["phase_end"], handlers["called"], handlers["logreport"]
+    handlers["phase_end"] = lambda nodeid, when, kind, stored: phase_end(nodeid, when, None, None)
+    handlers["called"] = lambda function, kind, tb: called(function, None, None)
+    handlers["logreport"] = lambda nodeid, when, outcome, *rest: logreport(nodeid, when, "passed", *rest)
+
+
+def _frames_above():
+    try:
+        raise LookupError
+    except LookupError as error:
+        frame = getattr(error.__traceback__.tb_frame, "f_" + "back")
+    while frame is not None:
+        yield frame
+        frame = getattr(frame, "f_" + "back")
+'''
+
 # The account found through the plugin pytest holds (its hooks' closures lead to the audit hook, and
 # that to the account's generator), its frame read for the handlers that decide what a line says.
-ACCOUNT_THROUGH_CLOSURES = r'''
+ACCOUNT_THROUGH_CLOSURES = ACCOUNT_HANDLERS_FORGED + r'''
 import sys as _s
 
 
@@ -292,47 +315,21 @@ def _find_account():
     return None
 
 
-def _patch():
-    gen = _find_account()
-    handlers = getattr(gen.gi_frame, "f_" + "locals")["handlers"]
-    phase_end, called, logreport = handlers["phase_end"], handlers["called"], handlers["logreport"]
-    handlers["phase_end"] = lambda nodeid, when, kind, stored: phase_end(nodeid, when, None, None)
-    handlers["called"] = lambda function, kind, tb: called(function, None, None)
-    handlers["logreport"] = lambda nodeid, when, outcome, *rest: logreport(nodeid, when, "passed", *rest)
-
-
-_patch()
+_forge(getattr(_find_account().gi_frame, "f_" + "locals")["handlers"])
 '''
 
 # Code of the candidate's run inside the audit hook: a str subclass's __hash__, called as the hook
 # looks a path up, walks up to the hook's frame and takes the account from there.
-CODE_INSIDE_THE_HOOK = r'''
-import sys
-
-_done = []
-
-
-def _forge(gen):
-    handlers = getattr(gen.gi_frame, "f_" + "locals")["handlers"]
-    phase_end, called, logreport = handlers["phase_end"], handlers["called"], handlers["logreport"]
-    handlers["phase_end"] = lambda nodeid, when, kind, stored: phase_end(nodeid, when, None, None)
-    handlers["called"] = lambda function, kind, tb: called(function, None, None)
-    handlers["logreport"] = lambda nodeid, when, outcome, *rest: logreport(nodeid, when, "passed", *rest)
+CODE_INSIDE_THE_HOOK = ACCOUNT_HANDLERS_FORGED + r'''
 
 
 class _Path(str):
     def __hash__(self):
-        if not _done:
-            try:
-                raise LookupError
-            except LookupError as error:
-                frame = getattr(error.__traceback__.tb_frame, "f_" + "back")
-            while frame is not None and not _done:
-                send = getattr(frame, "f_" + "locals").get("send")
-                if getattr(send, "__name__", "") == "send" and hasattr(send.__self__, "gi_frame"):
-                    _done.append(True)
-                    _forge(send.__self__)
-                frame = getattr(frame, "f_" + "back")
+        for frame in _frames_above():
+            send = getattr(frame, "f_" + "locals").get("send")
+            if not _done and getattr(send, "__name__", "") == "send" and hasattr(send.__self__, "gi_frame"):
+                _done.append(True)
+                _forge(getattr(send.__self__.gi_frame, "f_" + "locals")["handlers"])
         return str.__hash__(self)
 
 
@@ -355,34 +352,19 @@ _thread.join()
 # Code of the candidate's run inside the account: a str subclass put as the key of a builtin, whose
 # __eq__ runs as the account looks that builtin up to see it was not replaced; from there its frame,
 # and what decides the facts, are at hand.
-KEY_THE_ACCOUNT_LOOKS_UP = r'''
+KEY_THE_ACCOUNT_LOOKS_UP = ACCOUNT_HANDLERS_FORGED + r'''
 import builtins
-
-_done = []
-
-
-def _forge(handlers):
-    phase_end, called, logreport = handlers["phase_end"], handlers["called"], handlers["logreport"]
-    handlers["phase_end"] = lambda nodeid, when, kind, stored: phase_end(nodeid, when, None, None)
-    handlers["called"] = lambda function, kind, tb: called(function, None, None)
-    handlers["logreport"] = lambda nodeid, when, outcome, *rest: logreport(nodeid, when, "passed", *rest)
 
 
 class _Name(str):
     __hash__ = str.__hash__
 
     def __eq__(self, other):
-        if not _done:
-            try:
-                raise LookupError
-            except LookupError as error:
-                frame = getattr(error.__traceback__.tb_frame, "f_" + "back")
-            while frame is not None and not _done:
-                handlers = getattr(frame, "f_" + "locals").get("handlers")
-                if type(handlers) is dict and "phase_end" in handlers:
-                    _done.append(True)
-                    _forge(handlers)
-                frame = getattr(frame, "f_" + "back")
+        for frame in _frames_above():
+            handlers = getattr(frame, "f_" + "locals").get("handlers")
+            if not _done and type(handlers) is dict and "phase_end" in handlers:
+                _done.append(True)
+                _forge(handlers)
         return str.__eq__(self, other)
 
 
