@@ -34,7 +34,9 @@ def sandbox_processes() -> list[str]:
 
 def labelled_containers(*, of_live_runs: bool = False) -> list[str]:
     """Sandbox containers whose run no longer holds their user (left behind), or all with `of_live_runs`."""
-    containers = docker_client(timeout=30).containers.list(all=True, filters={"label": "commitgym=1"})
+    # A container removed between the listing and its inspection (its run ended meanwhile) is gone, not left.
+    containers = docker_client(timeout=30).containers.list(all=True, filters={"label": "commitgym=1"},
+                                                           ignore_removed=True)
     return [container.id[:12] for container in containers if of_live_runs or not sandbox_user_held(
         int(container.attrs["Config"]["User"].split(":")[0]))]
 
