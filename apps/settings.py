@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "apps.llm",
     "apps.jobs",
     "apps.datasets",
+    "apps.labels",
 ]
 
 MIDDLEWARE = [

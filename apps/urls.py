@@ -12,6 +12,7 @@ urlpatterns = [
     path("repositories/", include("apps.repositories.urls")),
     path("", include("apps.tasks.urls")),
     path("", include("apps.datasets.urls")),
+    path("", include("apps.labels.urls")),
     path("environments/", include("apps.environments.urls")),
     path("models/", include("apps.llm.urls")),
     path("jobs/", include("apps.jobs.urls")),

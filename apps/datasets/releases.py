@@ -44,6 +44,7 @@ from worker.engine.release.writers import MANIFEST, JsonLines, ParquetRows, Writ
 from worker.engine.verify.reproduction import files_added_patch
 
 from .models import RESOLVED, Candidate, Dataset, HackingReview, Import, Release
+from .registry import PEOPLE_LABELS
 from .selectors import dataset_tasks
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -585,6 +586,7 @@ def _export_rows(kind: str, task_ids: list[int], counts: Counter) -> Iterator[di
     left_out = doubted.count()
     if left_out:
         counts["suspicious_left_out"] += left_out
+    people = PEOPLE_LABELS.context(task_ids=task_ids) if kind == Release.Kind.JUDGE else {}
     for candidate in candidates.iterator(chunk_size=500):
         task = tasks[candidate.task_id]
         common = dict(instance_id=task.instance_id, candidate_id=candidate.id, run=candidate.run.name
@@ -595,8 +597,11 @@ def _export_rows(kind: str, task_ids: list[int], counts: Counter) -> Iterator[di
                                  patch=candidate.patch)
         else:
             label = JUDGE_LABELS[candidate.outcome] and candidate.resolved
+            label_source = ("curator:hacking_confirmed" if JUDGE_LABELS[candidate.outcome] != label else
+                            f"hidden_tests:{candidate.outcome_source or 'graded'}")
+            if candidate.id in people:  # people's final label is the truth the tests are measured against
+                label, label_source = people[candidate.id]
+                counts["labelled_by_people"] += 1
             counts["right" if label else "wrong"] += 1
             yield judge_row(**common, source=candidate.source, patch=candidate.patch,
-                            steps=candidate.trajectory or None, resolved=label,
-                            label_source="curator:hacking_confirmed" if JUDGE_LABELS[candidate.outcome] != label else
-                            f"hidden_tests:{candidate.outcome_source or 'graded'}")
+                            steps=candidate.trajectory or None, resolved=label, label_source=label_source)

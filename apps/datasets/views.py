@@ -24,6 +24,7 @@ from worker.engine.run.pytest_run import output_section_of
 from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
+from .registry import DATASET_PAGE
 from .verifiers.execution import current_test_set, execution_under_way, verifier_test_flag_set
 from .grading.hacking import HackingReviewRefused, candidate_hacking_review, hacking_flags_shown
 from .verifiers.matrices import execution_said, task_matrix_view, toxic_rows
@@ -122,6 +123,7 @@ def dataset_detail(request, pk: int):
         "style_probe": scope_cached(fingerprint, lambda: style_probe(tasks, fingerprint=fingerprint), "style_probe"),
         "overlap_over_time": overlap_over_time(dataset, judge_mode),
         "suspicious": scope_cached(fingerprint, lambda: selectors.suspicious_counts(tasks=tasks), "suspicious"),
+        **DATASET_PAGE.context(dataset=dataset, tasks=tasks, user=request.user),
     }
     return render(request, "datasets/dataset_detail.html", context)
 

@@ -30,6 +30,7 @@ from apps.llm.calls import model_call_cache_key, role_settings
 from apps.llm.models import ModelCall
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task, Validation
+from tests.apps.labelling_e2e import people_label_the_sample_repository
 from tests.conftest import commands_database_url, mine_now
 from worker.demo.history import Author, author_env, git, git_env
 from worker.demo.sample_repo import sample_repo_write
@@ -174,7 +175,7 @@ def sample_history_extend(path, when, message, files):
 
 
 def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_ones(celery_worker, tmp_path,
-                                                                                   curator_client):
+                                                                                   curator, curator_client):
     path = tmp_path / "textkit"
     sample_repo_write(path)
     when = int(time.time()) - 3 * 86400
@@ -265,6 +266,9 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     dataset = Dataset.objects.get(repository=repository)
     page = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
     assert page.count('<svg class="chart"') == 2 and ">judge</text>" in page
+    people_label_the_sample_repository(manage=manage, tmp_path=tmp_path, repository=repository,
+                                       strong_task=strong_task, weak_task=weak_task, curator_client=curator_client,
+                                       curator=curator)
 
     # The execution verifier, through the workers. For the strong task the test writer's answer is one a capable
     # model gives (recorded in the model-call cache, as an earlier answer would be: the embedded model seldom

@@ -71,12 +71,13 @@ UNRUN = (-1, -1)  # a candidate not run against the verifier tests ranks below e
 
 
 def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Optional[str] = None,
-                     execution: bool = True, bands: bool = True) -> Measures:
+                     execution: bool = True, bands: bool = True, correct: Optional[dict[int, bool]] = None) -> Measures:
     """best@k per selector; with `judge_mode`, the judge ranks by its scores in that mode (from the
     judge model and prompt in use) and its calibration is measured; with `execution`, the candidates'
-    runs against their task's verifier tests rank them too."""
+    runs against their task's verifier tests rank them too. `correct` puts another truth (people's
+    final labels, by candidate id) in place of the hidden tests' where it has one."""
     valid = tasks.filter(verdict="valid")
-    pools = _pools(valid, sources)
+    pools = _pools(valid, sources, correct or {})
     measured = Measures(tasks=len(pools))
     judge_scores = _judge_scores(valid, sources, pools, judge_mode, measured) if judge_mode else {}
     measured.candidates = sum(len(pool.correct) for pool in pools.values())
@@ -241,12 +242,12 @@ def measures_cached(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Opt
                         "measures", MEASURES_SHAPE, sorted(map(str, sources)), judge_mode, judge)
 
 
-def _pools(tasks: QuerySet, sources) -> dict[int, _Pool]:
+def _pools(tasks: QuerySet, sources, correct: dict[int, bool]) -> dict[int, _Pool]:
     pools = {task_id: _Pool() for task_id in tasks.values_list("id", flat=True)}
     rows = Candidate.objects.filter(task__in=tasks, source__in=sources).exclude(outcome="") \
         .annotate(counted=COUNTS_RESOLVED).order_by("task_id", "id").values_list("task_id", "id", "counted")
     for task_id, candidate_id, counted in rows:
-        pools[task_id].correct.append(counted)
+        pools[task_id].correct.append(correct.get(candidate_id, counted))
         pools[task_id].ids.append(candidate_id)
     return pools
 

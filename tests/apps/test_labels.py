@@ -1,0 +1,315 @@
+"""People label candidates: a blind page, a queue with overlap and holds, refusals that write nothing,
+a curator's settlement, hidden controls, and what the labels say about the tests and the verifiers."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.datasets.models import Candidate, Dataset, Execution, JudgeScore, Run
+from apps.labels import services
+from apps.labels.models import Label, LabelHold, QueueItem, Settlement
+from apps.labels.services import LabelForm, LabelRefused
+from apps.repositories.models import Repository
+from apps.tasks.models import IssueVersion, Task
+from apps.tasks.selectors import task_patches
+from tests.apps.test_execution_measures import succeeded
+from tests.apps.test_sampling import valid_task  # noqa: F401 - a fixture
+from tests.conftest import user_with_role
+
+pytestmark = pytest.mark.django_db
+
+SENTINELS = {"run": "zebrafinch-agent-run", "model": "okapi-judge-model", "p_yes": "0.8137",
+             "rationale": "quokkafrobnicated", "execution": "13 of 17", "outcome_source": "report:v2:pangolin.json"}
+
+
+def candidate_make(task, name: str, *, outcome: str = "resolved", patch: str = "", source: str = "import",
+                   **fields) -> Candidate:
+    return Candidate.objects.create(task=task, source=source, run=Run.objects.create(name=name)
+                                    if source in Candidate.AGENTS else None, kind=name, patch=patch or task_patches(task=task).source_patch,
+                                    outcome=outcome, **{"outcome_source": "graded", **fields})
+
+
+def dataset_of(task) -> Dataset:
+    return Dataset.objects.get(repository=task.repository)
+
+
+def client_of(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def people(db):
+    return {"ann": user_with_role("ann", "annotator"), "bob": user_with_role("bob", "annotator"),
+            "cat": user_with_role("cat", "annotator"), "carla": user_with_role("carla", "curator")}
+
+
+def label(dataset, candidate, user, verdict="correct", confidence=2, rationale="", lines=()):
+    return services.label_submit(dataset=dataset, candidate=candidate, user=user,
+                                 form=LabelForm(verdict, confidence, rationale, lines))
+
+
+def take(dataset, user, **kwargs):
+    return services.label_queue_next(dataset=dataset, user=user, **kwargs)
+
+
+# --- blind ----------------------------------------------------------------------------------------
+
+
+def test_the_annotators_page_holds_none_of_what_would_unblind_it_and_the_curators_view_shows_each(
+        valid_task, people):  # noqa: F811
+    task = valid_task
+    IssueVersion.objects.create(task=task, number=1, author="model", text="Slugs keep their accents.")
+    candidate = candidate_make(task, SENTINELS["run"], source="sampler", trajectory=[{"step": 1, "thought": "look at slug.py", "action": "open slug.py",
+                                            "observation": "def slugify"}])
+    Candidate.objects.filter(pk=candidate.pk).update(outcome_source=SENTINELS["outcome_source"])
+    JudgeScore.objects.create(candidate=candidate, mode="patch", model=SENTINELS["model"], prompt_version=1,
+                              p_yes=float(SENTINELS["p_yes"]), logprob_yes=-0.2, logprob_no=-1.7)
+    tests = {f"tests/test_v.py::test_{n}": "PASSED" if n < 13 else "FAILED" for n in range(17)}
+    Execution.objects.create(job=succeeded("execute", candidate), candidate=candidate, outcome="partial",
+                             outcomes=tests, test_set_id=_test_set(task).id)
+    dataset = dataset_of(task)
+    assert take(dataset, people["bob"]) == candidate
+    label(dataset, candidate, people["bob"], "incorrect", 3, f"the {SENTINELS['rationale']} branch is wrong")
+    assert take(dataset, people["ann"]) == candidate
+
+    page = client_of(people["ann"]).get(reverse("labels:item", args=[dataset.pk, candidate.pk])).content.decode()
+    assert "Slugs keep their accents." in page and "slugify" in page  # the issue and the patch are there
+    lowered = page.lower()
+    for name, value in SENTINELS.items():
+        assert value.lower() not in lowered, f"the {name} is in the annotator's page"
+    for word in ("resolved", "p(yes)", "bob", "incorrect by", "sampler", "verifier"):
+        assert word not in lowered.replace('value="incorrect"', ""), word
+
+    shown = client_of(people["carla"]).get(reverse("labels:candidate", args=[dataset.pk, candidate.pk]))
+    assert shown.status_code == 200
+    unblinded = shown.content.decode()
+    for name, value in SENTINELS.items():
+        if name != "outcome_source":
+            assert value in unblinded, f"the {name} is missing from the curator's view"
+    assert "resolved" in unblinded and "Sampler" in unblinded and "bob" in unblinded
+    assert client_of(people["ann"]).get(reverse("labels:candidate", args=[dataset.pk, candidate.pk])).status_code == 403
+
+
+def _test_set(task):
+    from apps.datasets.models import ReproductionTests, VerifierTestSet
+
+    reproduction = ReproductionTests.objects.create(job=succeeded("reproduce", task), task=task)
+    return VerifierTestSet.objects.create(job=succeeded("verifier_tests", task), task=task, reproduction=reproduction)
+
+
+def test_a_trajectory_is_collapsed_and_gone_where_the_dataset_hides_it(valid_task, people):  # noqa: F811
+    candidate = candidate_make(valid_task, "a", trajectory=[{"step": 1, "thought": "I am confident this is right",
+                                                             "action": "edit", "observation": ""}])
+    dataset = dataset_of(valid_task)
+    take(dataset, people["ann"])
+    url = reverse("labels:item", args=[dataset.pk, candidate.pk])
+    page = client_of(people["ann"]).get(url).content.decode()
+    assert re.search(r'<details id="trajectory">\s*<summary>', page) and "I am confident" in page
+    services.label_settings_save(dataset=dataset, user=people["carla"], overlap=2, control_share=0,
+                                 order="random", hide_trajectory=True)
+    assert "I am confident" not in client_of(people["ann"]).get(url).content.decode()
+
+
+def test_more_context_is_read_from_the_base_commit(valid_task, people):  # noqa: F811
+    candidate = candidate_make(valid_task, "a")
+    dataset = dataset_of(valid_task)
+    take(dataset, people["ann"])
+    url = reverse("labels:item", args=[dataset.pk, candidate.pk])
+    narrow = client_of(people["ann"]).get(url).content.decode()
+    whole = client_of(people["ann"]).get(url + "?lines=all").content.decode()
+    assert whole.count("\n") > narrow.count("\n") and "whole files</strong>" in whole
+
+
+# --- the queue --------------------------------------------------------------------------------------
+
+
+def test_with_an_overlap_of_two_each_candidate_reaches_two_people_never_twice_the_same(valid_task, people):  # noqa: F811
+    candidates = [candidate_make(valid_task, f"agent-{n}") for n in range(3)]
+    dataset = dataset_of(valid_task)
+    first = take(dataset, people["ann"])
+    second = take(dataset, people["bob"])
+    assert first != second  # another item was free
+    assert take(dataset, people["ann"]) == first  # asking again gives back the item held
+    label(dataset, first, people["ann"])
+    label(dataset, second, people["bob"])
+    seen = {"ann": {first}, "bob": {second}}
+    for _ in range(4):
+        for name in ("ann", "bob"):
+            item = take(dataset, people[name])
+            if item is None:
+                continue
+            assert item not in seen[name]
+            seen[name].add(item)
+            label(dataset, item, people[name])
+    assert seen["ann"] == seen["bob"] == set(candidates)
+    assert take(dataset, people["cat"]) is None  # every candidate has its two labels
+    assert Label.objects.count() == 6
+
+
+def test_a_third_person_is_not_given_an_item_two_others_hold(valid_task, people):  # noqa: F811
+    only = candidate_make(valid_task, "a")
+    dataset = dataset_of(valid_task)
+    assert take(dataset, people["ann"]) == only == take(dataset, people["bob"])
+    assert take(dataset, people["cat"]) is None
+    LabelHold.objects.filter(annotator=people["bob"]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert take(dataset, people["cat"]) == only  # bob's hold expired
+
+
+def test_controls_come_only_hidden_at_the_share_asked_and_curators_see_each_annotators_accuracy(
+        valid_task, people):  # noqa: F811
+    for n in range(4):
+        candidate_make(valid_task, f"agent-{n}")
+    gold = candidate_make(valid_task, "gold", source="gold")
+    empty = candidate_make(valid_task, "empty", source="empty", outcome="no", patch="")
+    caught = candidate_make(valid_task, "swap_operands", source="mutant", outcome="no")
+    candidate_make(valid_task, "survivor", source="mutant", outcome="resolved")
+    dataset = dataset_of(valid_task)
+    services.label_queue_refresh(dataset, force=True)
+    assert not QueueItem.objects.filter(dataset=dataset, control=True).exists()  # share 0: no control at all
+    services.label_settings_save(dataset=dataset, user=people["carla"], overlap=1, control_share=0.4,
+                                 order="random", hide_trajectory=False)
+    controls = dict(QueueItem.objects.filter(dataset=dataset, control=True).values_list("candidate_id", "answer"))
+    assert len(controls) == 3 - 0 and set(controls) <= {gold.id, empty.id, caught.id}  # round(0.4 * 4 / 0.6) = 3
+    assert controls == {gold.id: "correct", empty.id: "incorrect", caught.id: "incorrect"}
+    while (item := take(dataset, people["ann"])) is not None:
+        page = client_of(people["ann"]).get(reverse("labels:item", args=[dataset.pk, item.pk])).content.decode()
+        assert not re.search(r"control:|gold|mutant|swap_operands|survivor", page.lower())
+        label(dataset, item, people["ann"], "correct" if item.id != empty.id else "incorrect",
+              rationale="changes nothing")
+    page = client_of(people["carla"]).get(reverse("labels:dataset", args=[dataset.pk])).content.decode()
+    accuracy = re.search(r'<table class="table" id="control-accuracy">.*?</table>', page, re.S).group(0)
+    assert re.search(r"<td>ann</td><td>2</td><td>3</td><td>0.667</td>", accuracy)  # the caught mutant fooled her
+    # Controls are left out of agreement and of what the labels say.
+    assert Label.objects.filter(control=True).count() == 3
+
+
+# --- refusals ---------------------------------------------------------------------------------------
+
+
+def test_every_bad_label_is_refused_in_words_and_writes_nothing(valid_task, people):  # noqa: F811
+    a, b = candidate_make(valid_task, "a"), candidate_make(valid_task, "b")
+    dataset = dataset_of(valid_task)
+    held = take(dataset, people["ann"])
+    other = b if held == a else a
+    for form, said in ((LabelForm("incorrect", 2, "   "), "needs a rationale"),
+                       (LabelForm("incorrect", 4, "wrong"), "confidence of 1"),
+                       (LabelForm("incorrect", None, "wrong"), "confidence of 1"),
+                       (LabelForm("maybe", 2), "correct, incorrect or can't tell")):
+        with pytest.raises(LabelRefused, match=said):
+            services.label_submit(dataset=dataset, candidate=held, user=people["ann"], form=form)
+    with pytest.raises(LabelRefused, match="not assigned to you"):
+        label(dataset, other, people["ann"])
+    LabelHold.objects.filter(annotator=people["ann"]).update(expires_at=timezone.now() - timedelta(minutes=1))
+    with pytest.raises(LabelRefused, match="hold on this item expired"):
+        label(dataset, held, people["ann"])
+    assert not Label.objects.exists()
+    take(dataset, people["ann"])
+    LabelHold.objects.filter(annotator=people["ann"]).update(expires_at=timezone.now() + timedelta(minutes=5))
+    label(dataset, held, people["ann"])
+    LabelHold.objects.create(dataset=dataset, candidate=held, annotator=people["ann"], taken_at=timezone.now(),
+                             expires_at=timezone.now() + timedelta(minutes=5))
+    with pytest.raises(LabelRefused, match="labelled this candidate already"):
+        label(dataset, held, people["ann"], "incorrect", 1, "changed my mind")
+    assert list(Label.objects.values_list("verdict", flat=True)) == ["correct"]
+
+    with pytest.raises(LabelRefused, match="Only curators and admins"):
+        services.label_settle(candidate=held, user=people["ann"], verdict="correct", note="mine")
+    with pytest.raises(LabelRefused, match="nothing to settle"):
+        services.label_settle(candidate=held, user=people["carla"], verdict="correct", note="fine")
+    assert not Settlement.objects.exists()
+
+
+def test_the_form_keeps_what_was_typed_when_a_label_is_refused(valid_task, people):  # noqa: F811
+    candidate = candidate_make(valid_task, "a")
+    dataset = dataset_of(valid_task)
+    take(dataset, people["ann"])
+    response = client_of(people["ann"]).post(reverse("labels:item", args=[dataset.pk, candidate.pk]), {
+        "verdict": "incorrect", "confidence": "3", "rationale": "", "lines": "textkit/slug.py:4"})
+    page = response.content.decode()
+    assert response.status_code == 400 and "needs a rationale" in page
+    assert 'value="incorrect" id="verdict-incorrect" checked' in page and "textkit/slug.py:4</textarea>" in page
+    assert not Label.objects.exists()
+
+
+def test_an_annotator_never_sees_a_repository_their_groups_cannot_see(valid_task, people):  # noqa: F811
+    candidate = candidate_make(valid_task, "a")
+    dataset = dataset_of(valid_task)
+    Repository.objects.get(pk=valid_task.repository_id).allowed_groups.add(Group.objects.create(name="team-x"))
+    ann = client_of(people["ann"])
+    assert ann.get(reverse("labels:next", args=[dataset.pk])).status_code == 404
+    assert ann.get(reverse("labels:item", args=[dataset.pk, candidate.pk])).status_code == 404
+    with pytest.raises(LabelRefused, match="not in a repository you can see"):
+        label(dataset, candidate, people["ann"])
+
+
+# --- settling, and what the labels say ------------------------------------------------------------------
+
+
+def test_a_disagreement_goes_to_a_curator_whose_settlement_is_final_and_a_weak_oracle_goes_back_to_curation(
+        valid_task, people):  # noqa: F811
+    Task.objects.filter(id=valid_task.id).update(state="accepted")
+    candidate = candidate_make(valid_task, "a")  # the hidden tests resolve it
+    dataset = dataset_of(valid_task)
+    take(dataset, people["ann"])
+    label(dataset, candidate, people["ann"], "correct")
+    take(dataset, people["bob"])
+    label(dataset, candidate, people["bob"], "incorrect", 3, "drops the accents instead of keeping them")
+    curator = client_of(people["carla"])
+    page = curator.get(reverse("labels:dataset", args=[dataset.pk])).content.decode()
+    assert f'href="/datasets/{dataset.pk}/labels/candidates/{candidate.pk}/" class="settle-link"' in page
+    shown = curator.get(reverse("labels:candidate", args=[dataset.pk, candidate.pk])).content.decode()
+    assert "drops the accents instead of keeping them" in shown and 'id="settle-form"' in shown
+    refused = curator.post(reverse("labels:settle", args=[dataset.pk, candidate.pk]), {"verdict": "incorrect",
+                                                                                       "note": ""}, follow=True)
+    assert "Say in the note why" in refused.content.decode() and not Settlement.objects.exists()
+    curator.post(reverse("labels:settle", args=[dataset.pk, candidate.pk]),
+                 {"verdict": "incorrect", "note": "bob is right: the accents go"})
+    settlement = Settlement.objects.get()
+    assert (settlement.verdict, settlement.settled_by, len(settlement.labels_seen)) == ("incorrect", people["carla"], 2)
+    assert Task.objects.get(id=valid_task.id).state == "needs_review"  # a weak oracle goes back to curation
+    review = curator.get(reverse("tasks:review", args=[valid_task.instance_id])).content.decode()
+    assert 'id="weak-oracle-flag"' in review and f"candidate {candidate.pk}" in review
+    page = curator.get(reverse("labels:dataset", args=[dataset.pk])).content.decode()
+    assert "No disagreement waits for a curator." in page
+    assert re.search(r'<ul id="weak-oracle-list"><li><a href="[^"]+"><code>' + re.escape(valid_task.instance_id), page)
+
+
+def test_the_labels_page_is_for_curators_an_annotator_sees_only_their_own_progress(valid_task, people):  # noqa: F811
+    candidate = candidate_make(valid_task, "a")
+    dataset = dataset_of(valid_task)
+    take(dataset, people["bob"])
+    label(dataset, candidate, people["bob"], "incorrect", 3, f"the {SENTINELS['rationale']} branch")
+    page = client_of(people["ann"]).get(reverse("labels:dataset", args=[dataset.pk])).content.decode()
+    assert 'id="start-labelling"' in page and SENTINELS["rationale"] not in page and "bob" not in page
+    assert 'id="open-items">1<' in page
+
+
+def test_peoples_final_labels_reach_the_judge_training_rows_with_their_source(valid_task, people):  # noqa: F811
+    from collections import Counter
+
+    from apps.datasets.models import Release
+    from apps.datasets.releases import _export_rows
+
+    fooled = candidate_make(valid_task, "fooled")  # the hidden tests resolve it
+    rejected = candidate_make(valid_task, "rejected", outcome="no")
+    unlabelled = candidate_make(valid_task, "unlabelled", outcome="no")
+    dataset = dataset_of(valid_task)
+    services.label_settings_save(dataset=dataset, user=people["carla"], overlap=1, control_share=0, order="random",
+                                 hide_trajectory=False)
+    for candidate, verdict in ((fooled, "incorrect"), (rejected, "correct")):
+        take(dataset, people["ann"])
+        LabelHold.objects.filter(annotator=people["ann"]).update(candidate=candidate)
+        label(dataset, candidate, people["ann"], verdict, 3, "checked by hand")
+    counts = Counter()
+    rows = {row["candidate_id"]: (row["label"], row["label_source"])
+            for row in _export_rows(Release.Kind.JUDGE, [valid_task.id], counts)}
+    assert rows == {fooled.id: (False, "people:agreed"), rejected.id: (True, "people:agreed"),
+                    unlabelled.id: (False, "hidden_tests:graded")}
+    assert counts == {"labelled_by_people": 2, "right": 1, "wrong": 2}
