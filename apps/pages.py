@@ -33,6 +33,16 @@ def require_reviewer(request, refusal: str = "Only curators and admins can accep
         raise PermissionDenied(refusal)
 
 
+BLINDED = ("Candidates' grades and the verifiers' scores are for curators and admins: annotators label patches "
+           "without them.")
+
+
+def require_unblinded(request) -> None:
+    """403 for annotators on a page that shows a candidate's grade, a verifier's score or who made it:
+    they label patches blind, and one click must not undo that."""
+    require_reviewer(request, BLINDED)
+
+
 def redirect_back(request, default):
     """To the page named by the form's `next`, if it is one of ours; else `default`."""
     target = request.POST.get("next", "")

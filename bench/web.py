@@ -11,6 +11,11 @@ and judged, under 150 ms at the 95th percentile, loaded the same way at the same
 Goal (issue: the execution verifier): a task's matrix page of 26 candidates x 100 verifier tests
 under 150 ms at the 95th percentile, loaded the same way at the same rate.
 
+Goal (issue: people label patches): with a dataset of 10,000 candidates and 20,000 labels by 50
+annotators, the labelling page (each user on the item the queue holds for them) and the dataset's
+labels page (agreement, settlements, what the labels say) under 150 ms at the 95th percentile,
+loaded the same way at the same rate.
+
 The pages are served by gunicorn with DEBUG off from a database of their own (DATABASE_URL's
 server, database `commitgym_webbench`, dropped and made again each run). One of the five
 repositories is a real git history, mined, so its review pages render the commit's diff; the
@@ -48,6 +53,7 @@ SEEDED_REPOSITORIES = 4  # plus the mined one
 MIRRORED_COMMITS = 1_500  # the mined repository's history; its kept commits become tasks
 USERS = 20
 DATASET_TASKS, DATASET_CANDIDATES = 500, 26
+LABELLED_TASKS, LABELLED_CANDIDATES, LABELS, ANNOTATORS = 400, 25, 20_000, 50  # 10,000 candidates, two labels each
 MATRIX_TESTS = 100  # verifier tests of the task whose matrix page is loaded
 RATE = 20  # requests per second: 20 users, a page a second each
 MEASURE_SECONDS = 25
@@ -312,10 +318,12 @@ def seed(workdir: Path) -> dict:
 
     dataset = judged_dataset_seed(tasks, rng)
     matrix_task = matrix_seed(dataset, rng)
+    labelled = labelled_dataset_seed(tasks, users, rng)
     review_ids = list(Task.objects.filter(state="needs_review").values_list("instance_id", "repository_id"))
     return {
         "dataset_path": f"/datasets/{dataset.pk}/",
         "matrix_path": f"/tasks/{matrix_task.instance_id}/matrix/",
+        "labelling_paths": labelled["item_paths"], "agreement_path": labelled["agreement_path"],
         "seconds": seconds, "mined_seconds": mined_seconds, "outcomes": outcomes,
         "runs": TestRunRecord.objects.count(), "mirrored_tasks": len(mirrored_tasks), "sessions": sessions,
         "review_with_diff": [iid for iid, repository_id in review_ids if repository_id == mirrored.pk],
@@ -347,6 +355,64 @@ def judged_dataset_seed(tasks: list, rng: random.Random):
                    p_yes=round(min(1.0, max(0.0, rng.gauss(0.6 if c.outcome == "resolved" else 0.4, 0.2))), 3),
                    logprob_yes=-0.5, logprob_no=-1.0) for c in candidates], batch_size=5000)
     return dataset
+
+
+def labelled_dataset_seed(tasks: list, users: list, rng: random.Random) -> dict:
+    """A dataset of LABELLED_TASKS valid tasks (others than the judged dataset's) x LABELLED_CANDIDATES
+    graded and judged candidates, each labelled by two of ANNOTATORS annotators over a month (a tenth
+    "can't tell", a fifth against the ground truth); each bench user holds an item of its queue."""
+    from datetime import timedelta
+
+    from django.contrib.auth.models import Group, User
+    from django.db import connection
+    from django.utils import timezone
+
+    from apps.datasets.models import Candidate, Dataset, DatasetTask, JudgeScore, Run
+    from apps.datasets.verifiers.judging import judge_identity
+    from apps.labels.models import Label, LabelHold, LabelSettings
+    from apps.labels.services import label_queue_refresh
+
+    model, version = judge_identity()
+    valid = [task for task in tasks if task.verdict == "valid"]
+    chosen = (valid[DATASET_TASKS:] + valid[:DATASET_TASKS])[:LABELLED_TASKS]
+    dataset = Dataset.objects.create(name="bench/labelled", kind=Dataset.Kind.IMPORT)
+    DatasetTask.objects.bulk_create([DatasetTask(dataset=dataset, task=task) for task in chosen])
+    runs = Run.objects.bulk_create([Run(name=f"bench-labelled-{r}") for r in range(LABELLED_CANDIDATES)])
+    candidates = Candidate.objects.bulk_create([
+        Candidate(task=task, source="import", run=run, kind=run.name, outcome="resolved" if rng.random() < 0.4 else "no",
+                  outcome_source="report",
+                  patch=(f"diff --git a/pkg/mod{n}.py b/pkg/mod{n}.py\n--- a/pkg/mod{n}.py\n+++ b/pkg/mod{n}.py\n"
+                         f"@@ -1,3 +1,3 @@\n def value():\n-    return None\n+    return {n}\n \n"))
+        for task in chosen for n, run in enumerate(runs)], batch_size=5000)
+    JudgeScore.objects.bulk_create([
+        JudgeScore(candidate=c, mode="patch", model=model, prompt_version=version, p_yes=round(rng.random(), 3),
+                   logprob_yes=-0.5, logprob_no=-1.0) for c in candidates], batch_size=5000)
+    annotators = User.objects.bulk_create([User(username=f"annotator{n:02d}", password="!")
+                                           for n in range(ANNOTATORS)])
+    Group.objects.get_or_create(name="annotator")[0].user_set.add(*annotators)
+    LabelSettings.objects.create(dataset=dataset, overlap=2)
+    now = timezone.now()
+    labels = []
+    for candidate in candidates:
+        for annotator in rng.sample(annotators, 2):
+            roll = rng.random()
+            right = "correct" if candidate.outcome == "resolved" else "incorrect"
+            verdict = "cant_tell" if roll < 0.1 else right if roll < 0.8 else {"correct": "incorrect",
+                                                                              "incorrect": "correct"}[right]
+            labels.append(Label(candidate=candidate, annotator=annotator, dataset=dataset, verdict=verdict,
+                                confidence=rng.randint(1, 3), rationale="wrong" if verdict == "incorrect" else "",
+                                seconds=rng.uniform(20, 400), order="random"))
+    Label.objects.bulk_create(labels[:LABELS], batch_size=5000)
+    with connection.cursor() as cursor:  # a month of labelling
+        cursor.execute(f"UPDATE {Label._meta.db_table} SET created_at = now() - (id %% 30) * interval '1 day' "
+                       f"WHERE dataset_id = %s", [dataset.pk])
+    label_queue_refresh(dataset, force=True)
+    # Each bench user has an item held for them: the one the queue would hand them.
+    held = Candidate.objects.filter(task__in=chosen).order_by("id")[:len(users)]
+    LabelHold.objects.bulk_create([LabelHold(dataset=dataset, candidate=candidate, annotator=user, taken_at=now,
+                                             expires_at=now + timedelta(days=1)) for candidate, user in zip(held, users)])
+    return {"item_paths": [f"/datasets/{dataset.pk}/label/{candidate.pk}/" for candidate in held],
+            "agreement_path": f"/datasets/{dataset.pk}/labels/"}
 
 
 def matrix_seed(dataset, rng: random.Random):
@@ -389,7 +455,8 @@ def page_queries(seeded: dict) -> None:
     pages = [("list", LIST_PATHS[0]), ("list_page_50", "/tasks/?page=50"),
              ("review", f"/tasks/{seeded['review_with_diff'][0]}/review/"),
              ("review_without_diff", f"/tasks/{seeded['review_without_diff'][0]}/review/"),
-             ("dataset", seeded["dataset_path"]), ("matrix", seeded["matrix_path"])]
+             ("dataset", seeded["dataset_path"]), ("matrix", seeded["matrix_path"]),
+             ("labelling", seeded["labelling_paths"][0]), ("agreement", seeded["agreement_path"])]
     for name, path in pages:
         client.get(path)  # templates and caches warm
         with CaptureQueriesContext(connection) as queries:
@@ -402,6 +469,10 @@ def page_queries(seeded: dict) -> None:
             assert "not on disk" not in content and "could not" not in content, "the review page shows no diff"
         if name == "dataset":
             assert content.count('<svg class="chart"') == 2, "the dataset page draws no chart"
+        if name == "labelling":
+            assert 'id="label-form"' in content and "bench-labelled" not in content, "no label form, or not blind"
+        if name == "agreement":
+            assert 'id="fleiss-row"' in content and 'id="error-rates"' in content, "the labels page lacks figures"
         if name == "matrix":
             cells = content.count('class="cell cell-')
             assert cells == DATASET_CANDIDATES * MATRIX_TESTS, f"the matrix page shows {cells} cells"
@@ -574,13 +645,20 @@ def measure(load: Load) -> tuple:
     for name, path, label in (("dataset", "dataset_path", f"dataset_{DATASET_TASKS}x{DATASET_CANDIDATES}"),
                               ("matrix", "matrix_path", f"matrix_{DATASET_CANDIDATES}x{MATRIX_TESTS}")):
         one_page_goal(load, name, load.seeded[path], f"web.{label}", count, static_p50, static_p95)
+    labels = f"{LABELLED_TASKS * LABELLED_CANDIDATES}_candidates_{LABELS}_labels"
+    one_page_goal(load, "labelling", load.seeded["labelling_paths"], f"web.labelling_{labels}", count, static_p50,
+                  static_p95)
+    one_page_goal(load, "agreement", load.seeded["agreement_path"], f"web.agreement_{labels}", count, static_p50,
+                  static_p95)
     return step_summary(pages)
 
 
-def one_page_goal(load: "Load", name: str, path: str, label: str, count: int, static_p50: float,
+def one_page_goal(load: "Load", name: str, path, label: str, count: int, static_p50: float,
                   static_p95: float) -> None:
-    """One page alone at RATE, against the static file's figures and the target."""
-    entry = load.run(RATE, [[name, path, load.seeded["sessions"][i % USERS]] for i in range(count)])[name]
+    """One page alone at RATE, against the static file's figures and the target. `path` is one page,
+    or a page per user (user i loads path[i])."""
+    paths = path if isinstance(path, list) else [path] * USERS
+    entry = load.run(RATE, [[name, paths[i % USERS], load.seeded["sessions"][i % USERS]] for i in range(count)])[name]
     p50, p95 = percentile(entry["ms"], 0.5), percentile(entry["ms"], 0.95)
     report(f"{label}_p50_{RATE}_per_s", p50, "ms", static_p50, "ms (static file p50)")
     report(f"{label}_p95_{RATE}_per_s", p95, "ms", static_p95, "ms (static file p95)")

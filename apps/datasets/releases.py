@@ -550,7 +550,7 @@ def export_job_work(job, progress) -> None:
         progress.report(0, len(task_ids))
         for start in range(0, len(task_ids), CHUNK):
             chunk = task_ids[start:start + CHUNK]
-            writer.write(list(_export_rows(export.kind, chunk, counts)))
+            writer.write(list(export_rows(export.kind, chunk, counts)))
             progress.report(start + len(chunk), len(task_ids))
         written = writer.close()
         manifest = {"export": export.kind, "release": str(export.of), "preview": export.preview,
@@ -569,7 +569,7 @@ def export_job_work(job, progress) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _export_rows(kind: str, task_ids: list[int], counts: Counter) -> Iterator[dict]:
+def export_rows(kind: str, task_ids: list[int], counts: Counter) -> Iterator[dict]:
     tasks = {task.id: task for task in Task.objects.filter(id__in=task_ids).select_related("repository")}
     issues = _issues(task_ids, Summary())
     candidates = (Candidate.objects.filter(task_id__in=task_ids).exclude(source__in=NOT_FOR_JUDGES)

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import ADMIN, user_can_mine, user_can_review, user_roles
-from apps.pages import diff_html, page_render, require_miner, require_reviewer
+from apps.pages import diff_html, page_render, require_miner, require_reviewer, require_unblinded
 from apps.tasks.models import Task
 from apps.tasks.selectors import repositories_named, task_for_page, tasks_visible
 from apps.tasks.views.common import saved_view_task_ids, saved_views_for
@@ -129,6 +129,7 @@ def dataset_detail(request, pk: int):
 
 
 def run_detail(request, pk: int):
+    require_unblinded(request)
     run = get_object_or_404(Run, pk=pk)
     tasks = tasks_visible(user=request.user)
     summary = next(iter(selectors.runs_summarised(tasks=tasks, runs=Run.objects.filter(pk=pk))), None)
@@ -147,12 +148,14 @@ def import_detail(request, pk: int):
 
 def candidate_detail(request, pk: int):
     """A candidate, where it is shown: on its task's candidates page."""
+    require_unblinded(request)
     candidate = get_object_or_404(Candidate.objects.filter(task__in=tasks_visible(user=request.user))
                                   .select_related("task"), pk=pk)
     return redirect(reverse("datasets:task_candidates", args=[candidate.task.instance_id]) + f"#candidate-{pk}")
 
 
 def task_candidates(request, instance_id: str):
+    require_unblinded(request)
     try:
         task = task_for_page(user=request.user, instance_id=instance_id)
     except Task.DoesNotExist:
@@ -200,6 +203,7 @@ def candidate_hacking(request, pk: int):
 def grade_run(request, pk: int, number: int):
     """One run of a candidate's grade, every test of it (the oracle's first) and its output; an htmx
     request gets the tests and output alone, for the candidates page to fold out."""
+    require_unblinded(request)
     grade = get_object_or_404(Grade.objects.filter(candidate__task__in=tasks_visible(user=request.user))
                               .select_related("candidate__task", "candidate__run", "job"), pk=pk)
     task = grade.candidate.task
@@ -260,6 +264,7 @@ def _task_or_404(request, instance_id: str) -> Task:
 
 def task_matrix(request, instance_id: str):
     """Candidates × verifier tests: each cell a run's outcome, opening its log."""
+    require_unblinded(request)
     task = _task_or_404(request, instance_id)
     test_set = current_test_set(task)
     return render(request, "datasets/task_matrix.html", {
@@ -271,6 +276,7 @@ def task_matrix(request, instance_id: str):
 def execution_log(request, pk: int):
     """One cell of a matrix: what the run wrote about that test (its whole output when pytest wrote
     nothing of it alone)."""
+    require_unblinded(request)
     execution = get_object_or_404(Execution.objects.filter(candidate__task__in=tasks_visible(user=request.user))
                                   .select_related("candidate__task", "test_set"), pk=pk)
     position = request.GET.get("test", "")
@@ -301,6 +307,7 @@ def verifier_test_flag(request, pk: int):
 def toxic_tests(request, pk: int):
     """The dataset's toxic verifier tests (pass a wrong candidate, fail a right one), each one click from
     its task's curation page."""
+    require_unblinded(request)
     dataset = get_object_or_404(Dataset, pk=pk)
     tasks = selectors.dataset_tasks_visible(dataset, user=request.user)
     if not tasks.exists():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import CommandError
+from django.urls import reverse
 
 from apps.datasets.models import Dataset
 from apps.jobs.on_demand import WorkerOnDemand
@@ -21,8 +22,14 @@ from .selectors import final_labels
 
 CHUNK = 2000
 COLUMNS = ("label_id", "instance_id", "candidate_id", "annotator", "verdict", "confidence", "rationale", "lines",
-           "seconds", "labelled_at", "control", "control_answer", "uniform_order", "final_label", "final_status",
+           "seconds", "labelled_at", "control", "control_answer", "queue_order", "final_label", "final_status",
            "settled_by", "settlement_note", "settled_at")
+
+
+def label_export_page(job) -> str:
+    """The labels page of the dataset whose labels a job exports."""
+    export = LabelExport.objects.filter(pk=job.subject_id).only("dataset_id").first()
+    return reverse("labels:dataset", args=[export.dataset_id]) if export else ""
 
 
 def pseudonym(user_id: int) -> str:
@@ -57,7 +64,7 @@ def _rows(labels: list, finals: dict, pseudonymize: bool) -> list[dict]:
             "annotator": _who(label.annotator_id, pseudonymize), "verdict": label.verdict,
             "confidence": label.confidence, "rationale": label.rationale, "lines": label.lines,
             "seconds": round(label.seconds, 3), "labelled_at": label.created_at.isoformat(), "control": label.control,
-            "control_answer": label.answer or None, "uniform_order": label.uniform,
+            "control_answer": label.answer or None, "queue_order": label.order,
             "final_label": final.verdict if final else None, "final_status": final.status if final else None,
             "settled_by": _who(settlement.settled_by_id, pseudonymize) if settlement else None,
             "settlement_note": settlement.note if settlement else None,

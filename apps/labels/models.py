@@ -53,6 +53,8 @@ class QueueItem(models.Model):
     control = models.BooleanField(default=False)
     answer = models.CharField(max_length=16, blank=True, choices=Verdict.choices, help_text="A control's answer.")
     order = models.CharField(max_length=16, choices=QueueOrder.choices, help_text="The order its priority follows.")
+    active = models.BooleanField(default=True, help_text="In the queue now; an item no longer wanted that has "
+                                                         "labels stays, inactive.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dataset", "candidate"], name="one_queue_item_per_candidate")]
@@ -87,8 +89,8 @@ class Label(models.Model):
     seconds = models.FloatField(help_text="From taking the item to labelling it.")
     control = models.BooleanField(default=False, help_text="A hidden control: its answer was known.")
     answer = models.CharField(max_length=16, blank=True, choices=Verdict.choices)
-    uniform = models.BooleanField(default=False, help_text="Given while the queue's order was uniformly random: "
-                                                           "part of the sample the estimates stand on.")
+    order = models.CharField(max_length=16, choices=QueueOrder.choices, help_text="The queue's order when it was "
+                                                                                  "given.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -133,3 +135,6 @@ class LabelExport(JobLife, models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"labels of dataset {self.dataset_id} ({self.format})"

@@ -7,20 +7,31 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Optional
 
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Q, QuerySet
+
+from apps.charts import Series, line_chart
 
 from apps.datasets.models import COUNTS_RESOLVED, Candidate, Dataset, Execution, JudgeScore
 from apps.datasets.selectors import dataset_tasks_visible
 from apps.datasets.verifiers.judging import judge_identity
+from apps.datasets.verifiers.measures import (
+    DEFAULT_SOURCES,
+    SELECTORS,
+    measures_compute,
+    scope_cached,
+    scope_fingerprint,
+)
 from worker.engine.label.agreement import (
     Judgement,
     cohens_kappas,
     fleiss_kappa,
     krippendorff_alpha,
+    krippendorff_alpha_over_time,
     pairwise_agreement,
 )
-from worker.engine.label.final import DISAGREE, FinalLabel, final_label
+from worker.engine.label.final import AGREED, DISAGREE, SETTLED, FinalLabel, final_label
 from worker.engine.label.overturns import overturns
+from worker.engine.label.queue import uniform_share
 from worker.engine.llm.clients import ModelError
 from worker.engine.run.pytest_run import PASSING
 
@@ -62,9 +73,22 @@ def dataset_label_settings(dataset: Dataset) -> LabelSettings:
 
 
 def dataset_labels(dataset: Dataset, *, user) -> QuerySet:
-    """Every label of a candidate in the dataset's tasks the user sees, with its annotator."""
-    return (Label.objects.filter(candidate__task__in=dataset_tasks_visible(dataset, user=user))
+    """The labels given through the dataset's queue, of tasks the user sees, with their annotators."""
+    return (Label.objects.filter(dataset=dataset, candidate__task__in=dataset_tasks_visible(dataset, user=user))
             .select_related("annotator").order_by("created_at", "id"))
+
+
+def dataset_seed(dataset_id: int) -> str:
+    """What the dataset's seeded orders hash with: its queue's random order and the oracle's sample."""
+    return f"dataset-{dataset_id}"
+
+
+# A candidate people cannot label: nothing to read (a prediction without a patch). People would call
+# it incorrect; it is in no queue.
+EMPTY_PATCH = Q(no_patch=True) | Q(patch="")
+# The grades that say a candidate does not resolve its task. Errors, timeouts, untrusted runs, a patch
+# that does not apply, no patch, and a pass the hacking detector doubts say nothing either way.
+NOT_RESOLVED = ("no", "partial")
 
 
 @dataclass
@@ -78,9 +102,8 @@ class LabelledCandidate:
     final: FinalLabel = FinalLabel(None, "pending")
     settlement: Optional[Settlement] = None
     outcome: str = ""  # the hidden tests' grade, "" ungraded
-    resolved: Optional[bool] = None  # what the measures count as resolved; None ungraded
+    resolved: Optional[bool] = None  # True resolved (and not in doubt), False no or partial, else None
     scores: VerifierScores = VerifierScores(None, None, None)
-    uniform: bool = False  # labelled from a uniformly random queue
 
     @property
     def people_say(self) -> Optional[bool]:
@@ -118,11 +141,17 @@ def final_labels(candidate_ids, *, labels: Optional[list] = None) -> dict[int, t
     return found
 
 
+def _tests_say(outcome: str, counted: bool) -> Optional[bool]:
+    if counted:
+        return True
+    return False if outcome in NOT_RESOLVED else None
+
+
 def labelled_candidates(dataset: Dataset, *, user, labels: Optional[list] = None) -> list[LabelledCandidate]:
     """The dataset's labelled agent candidates (controls are not among them), each with its final
-    label and its grade and scores."""
+    label (from every label it has, through whichever dataset) and its grade and scores."""
     labels = labels if labels is not None else list(dataset_labels(dataset, user=user))
-    finals = final_labels({label.candidate_id for label in labels if not label.control}, labels=labels)
+    finals = final_labels({label.candidate_id for label in labels if not label.control})
     scores = verifier_scores(finals)
     rows = []
     for candidate in (Candidate.objects.filter(id__in=list(finals)).annotate(counted=COUNTS_RESOLVED)
@@ -131,8 +160,7 @@ def labelled_candidates(dataset: Dataset, *, user, labels: Optional[list] = None
         rows.append(LabelledCandidate(
             id=candidate["id"], task=candidate["task__instance_id"], repository=candidate["task__repository__name"],
             labels=given, settlement=settlement, final=final, outcome=candidate["outcome"],
-            resolved=candidate["counted"] if candidate["outcome"] else None, scores=scores[candidate["id"]],
-            uniform=given[0].uniform))
+            resolved=_tests_say(candidate["outcome"], candidate["counted"]), scores=scores[candidate["id"]]))
     return sorted(rows, key=lambda row: (row.task, row.id))
 
 
@@ -190,9 +218,26 @@ def control_accuracy(labels: list) -> list[dict]:
             for name, (right, total) in sorted(rows.items())]
 
 
-def disagreements(rows: list[LabelledCandidate]) -> list[LabelledCandidate]:
+SHOWN = 50  # rows of a list a page shows; the count says how many there are
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A list of candidates as a page shows it: how many, and the first SHOWN as (candidate id, task id,
+    [(annotator, verdict)])."""
+
+    count: int
+    shown: tuple
+
+
+def _listed(rows: list[LabelledCandidate]) -> Listed:
+    return Listed(len(rows), tuple((row.id, row.task, tuple((label.annotator.username, label.get_verdict_display())
+                                                            for label in row.labels)) for row in rows[:SHOWN]))
+
+
+def disagreements(rows: list[LabelledCandidate]) -> Listed:
     """The candidates a curator settles: their annotators disagree and no settlement stands."""
-    return [row for row in rows if row.final.status == DISAGREE]
+    return _listed([row for row in rows if row.final.status == DISAGREE])
 
 
 # --- people against the tests and the verifiers ---------------------------------------------------
@@ -235,17 +280,24 @@ def confusions(rows: list[LabelledCandidate]) -> list[Confusion]:
 
 @dataclass
 class LabelLists:
-    weak_oracle: list  # tests say resolved, people say incorrect
-    rejects_valid: list  # tests say not resolved, people say correct
-    both_verifiers_liked: list  # people say incorrect, the judge and the execution verifier both said yes
+    weak_oracle: Listed  # tests say resolved, people say incorrect
+    rejects_valid: Listed  # tests say not resolved (no, partial), people say correct
+    both_verifiers_liked: Listed  # people say incorrect, the judge and the execution verifier both said yes
 
 
 def label_lists(rows: list[LabelledCandidate]) -> LabelLists:
     return LabelLists(
-        weak_oracle=[row for row in rows if row.resolved is True and row.people_say is False],
-        rejects_valid=[row for row in rows if row.resolved is False and row.people_say is True],
-        both_verifiers_liked=[row for row in rows if row.people_say is False and row.judge_says is True
-                              and row.scores.execution_passes is True])
+        weak_oracle=_listed([row for row in rows if row.resolved is True and row.people_say is False]),
+        rejects_valid=_listed([row for row in rows if row.resolved is False and row.people_say is True]),
+        both_verifiers_liked=_listed([row for row in rows if row.people_say is False and row.judge_says is True
+                                      and row.scores.execution_passes is True]))
+
+
+def side_by_side(rows: list[LabelledCandidate]) -> list[tuple]:
+    """Per labelled candidate, what each judge said, as the page's table shows it: (id, task, people's
+    final label or where it stands, the hidden tests' grade, verifier tests passed, run, P(YES))."""
+    return [(row.id, row.task, row.final.verdict or row.final.status, row.outcome, row.scores.execution_passed,
+             row.scores.execution_tests, row.scores.p_yes) for row in rows]
 
 
 @dataclass
@@ -255,32 +307,135 @@ class OracleErrorRate:
     rejects_valid: object  # Share: of the not resolved, people say correct
 
 
-def oracle_error_rates(rows: list[LabelledCandidate]) -> list[OracleErrorRate]:
-    """From the candidates labelled while the queue was uniformly random (a uniform sample), graded
-    and with a final correct or incorrect label: the dataset's first, then each repository's."""
-    sample = [row for row in rows if row.uniform and row.resolved is not None and row.people_say is not None]
+@dataclass
+class OracleSample:
+    """The uniform sample the oracle's error rate stands on, and what was left out of it."""
+
+    rates: list  # [OracleErrorRate], the dataset's first
+    items: int  # the agents' candidates in the queue
+    sampled: int  # the first of them in the seeded random order, up to the first without a final label
+    cant_tell: int  # in the sample, with a final label of can't tell
+    inconclusive: int  # in the sample, with no grade that says resolved or not
+
+
+def oracle_error_rates(dataset: Dataset, rows: list[LabelledCandidate]) -> OracleSample:
+    """How often people overturn the hidden tests, from a uniform sample: the dataset's candidates in
+    the seeded random order of its queue, up to the first one without a final label. Whatever order
+    people labelled in, that prefix is a uniform sample (a random order's first items are labelled
+    first; another order's fill it in as they go)."""
+    seed = dataset_seed(dataset.pk)
+    items = list(QueueItem.objects.filter(dataset=dataset, control=False, active=True)
+                 .values_list("candidate_id", flat=True))
+    by_id = {row.id: row for row in rows}
+    sample = []
+    for candidate_id in sorted(items, key=lambda i: uniform_share(seed, i)):
+        row = by_id.get(candidate_id)
+        if row is None or row.final.status not in (AGREED, SETTLED):
+            break
+        sample.append(row)
+    counted = [row for row in sample if row.resolved is not None and row.people_say is not None]
     by_repository: dict[str, list] = defaultdict(list)
-    for row in sample:
+    for row in counted:
         by_repository[row.repository].append(row)
     rates = []
-    for scope, chosen in [("the dataset", sample), *sorted(by_repository.items())]:
+    for scope, chosen in [("the dataset", counted), *sorted(by_repository.items())]:
         found = overturns((row.resolved, row.people_say) for row in chosen)
         rates.append(OracleErrorRate(scope, found.weak_oracle, found.rejects_valid))
-    return rates
+    return OracleSample(rates=rates, items=len(items), sampled=len(sample),
+                        cant_tell=sum(row.final.verdict == CANT_TELL for row in sample),
+                        inconclusive=sum(row.resolved is None and row.people_say is not None for row in sample))
 
 
 # --- progress -----------------------------------------------------------------------------------
 
 
+PROGRESS_DAYS = 14  # the days the per-annotator table shows, the latest
+
+
 def label_progress(dataset: Dataset, labels: list, *, overlap: int) -> dict:
-    """Labels per annotator per day, the median seconds per item, and what is left in the queue."""
+    """Labels per annotator per day (the latest PROGRESS_DAYS days with labels), the median seconds per
+    item, and what is left in the queue."""
     per_day: Counter = Counter()
     for label in labels:
-        per_day[(label.created_at.date(), label.annotator.username)] += 1
+        per_day[(label.annotator.username, label.created_at.date())] += 1
+    days = sorted({day for _, day in per_day})[-PROGRESS_DAYS:]
+    names = sorted({name for name, _ in per_day})
     given = Counter(label.candidate_id for label in labels)
-    items = list(QueueItem.objects.filter(dataset=dataset).values_list("candidate_id", flat=True))
-    remaining = sum(max(overlap - given.get(candidate, 0), 0) for candidate in items)
-    return {"per_day": [{"day": day, "name": name, "labels": n} for (day, name), n in sorted(per_day.items())],
+    items = list(QueueItem.objects.filter(dataset=dataset, active=True).values_list("candidate_id", flat=True))
+    return {"days": days, "per_day": [(name, [per_day.get((name, day), 0) for day in days]) for name in names],
             "median_seconds": median([label.seconds for label in labels]) if labels else None,
-            "items": len(items), "remaining_labels": remaining,
-            "items_done": sum(1 for candidate in items if given.get(candidate, 0) >= overlap)}
+            "items": len(items), "remaining_labels": sum(max(overlap - given.get(i, 0), 0) for i in items),
+            "items_done": sum(1 for i in items if given.get(i, 0) >= overlap)}
+
+
+def agreement_over_time(labels: list) -> dict:
+    """Krippendorff's alpha of the agents' candidates' labels given up to the end of each day, as a
+    chart (the product's chart helper) and the table beside it."""
+    dated = [(label.created_at.date(), Judgement(label.candidate_id, label.annotator_id, label.verdict))
+             for label in labels if not label.control]
+    series = krippendorff_alpha_over_time(sorted(dated, key=lambda pair: pair[0]), missing=[CANT_TELL])
+    given = Counter(day for day, _ in dated)
+    rows, total = [], 0
+    for day, alpha in series:
+        total += given[day]
+        rows.append({"day": day, "labels": total, "alpha": alpha.value, "items": alpha.items})
+    if len(rows) < 2:
+        return {"rows": rows, "chart": None}
+    first = rows[0]["day"]
+    chart = line_chart([Series("Krippendorff's alpha", [((row["day"] - first).days + 1, row["alpha"]) for row in rows])],
+                       x_label=f"day (1 = {first:%Y-%m-%d})", y_label="alpha, labels so far",
+                       x_range=(1, (rows[-1]["day"] - first).days + 1), title="Agreement over time")
+    return {"rows": rows, "chart": chart}
+
+
+def labels_fingerprint(tasks: QuerySet) -> list:
+    """What can change what the labels say over these tasks, beside their candidates' grades and
+    scores (`scope_fingerprint`): a label given, a settlement, a dataset's labelling settings."""
+    labels = Label.objects.filter(candidate__task__in=tasks).order_by()
+    return [labels.aggregate(n=Count("id"), top=Max("id")),
+            Settlement.objects.filter(candidate__task__in=tasks).order_by().aggregate(n=Count("id"), top=Max("id")),
+            LabelSettings.objects.order_by().aggregate(last=Max("updated_at"))]
+
+
+def dataset_label_figures(dataset: Dataset, *, user) -> dict:
+    """Everything the labels page shows of a dataset, computed once per change of what it stands on
+    (a page over 20,000 labels reads them once, not on every request)."""
+    tasks = dataset_tasks_visible(dataset, user=user)
+    overlap = dataset_label_settings(dataset).overlap
+
+    def compute() -> dict:
+        labels = list(dataset_labels(dataset, user=user))
+        rows = labelled_candidates(dataset, user=user, labels=labels)
+        return {"agreement": agreement_figures(labels, overlap=overlap), "controls": control_accuracy(labels),
+                "to_settle": disagreements(rows), "rows": side_by_side(rows), "confusions": confusions(rows),
+                "lists": label_lists(rows), "oracle": oracle_error_rates(dataset, rows),
+                "progress": label_progress(dataset, labels, overlap=overlap),
+                "over_time": agreement_over_time(labels), "label_count": len(labels),
+                "best_at_k": best_at_k_against_people(tasks, rows)}
+
+    fingerprint = [*scope_fingerprint(tasks), *labels_fingerprint(tasks), overlap]
+    return scope_cached(fingerprint, compute, "label_figures", dataset.pk)
+
+
+def best_at_k_against_people(tasks, rows: list) -> dict:
+    """best@k of every selector over the tasks whose agents' candidates all have a final label of
+    correct or incorrect, against people and against the hidden tests on the same tasks (a task of
+    several datasets counts here by the labels given through any of them)."""
+    people = {row.id: row.people_say for row in rows if row.people_say is not None}
+    in_scope = Candidate.objects.filter(task__in=tasks.filter(verdict="valid"), source__in=DEFAULT_SOURCES)
+    # A prediction without a patch is in no queue and fixes nothing: people would call it incorrect.
+    people.update(dict.fromkeys(in_scope.filter(EMPTY_PATCH).values_list("id", flat=True), False))
+    unlabelled = in_scope.exclude(id__in=list(people)).values("task_id")
+    full = tasks.filter(verdict="valid", candidates__id__in=list(people)).exclude(id__in=unlabelled).distinct()
+    if not full.exists():
+        return {"tasks": 0}
+    by_tests = measures_compute(full, judge_mode="patch", bands=False)
+    by_people = measures_compute(full, judge_mode="patch", bands=False, correct=people)
+    k_max = by_tests.k_max
+    table = [(name, [(k, _at(by_tests, name, k), _at(by_people, name, k)) for k in sorted({1, k_max})]) for name in SELECTORS]
+    return {"tasks": by_tests.tasks, "k_max": k_max, "table": table}
+
+
+def _at(measured, name: str, k: int):
+    curve = measured.best_at_k.get(name)
+    return float(curve[k - 1]) if curve and 0 < k <= len(curve) else None

@@ -4,25 +4,35 @@ curator's settlement where annotators disagree. Every refusal says why in words 
 Controls (gold, empty and mutant patches) give themselves away when labelled openly: they reach the
 queue only as hidden controls, mixed in at the share a curator set, their answer known."""
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Optional
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.accounts.roles import user_can_review, user_roles
 from apps.datasets.models import RESOLVED, Candidate, Dataset
 from apps.datasets.selectors import dataset_tasks, dataset_tasks_visible
+from apps.datasets.verifiers.measures import scope_fingerprint
 from apps.tasks.models import CurationSettings, Task
 from apps.tasks.states import task_changed_back_to_review
 from worker.engine.label import queue as queue_order
 from worker.engine.label.final import PENDING, FinalLabel
 
 from .models import Label, LabelHold, LabelSettings, QueueItem, Settlement, Verdict
-from .selectors import dataset_label_settings, final_labels, verifier_scores
+from .selectors import (
+    EMPTY_PATCH,
+    NOT_RESOLVED,
+    dataset_label_settings,
+    dataset_seed,
+    final_labels,
+    verifier_scores,
+)
 
 MAX_OVERLAP = 10
 MAX_CONTROL_SHARE = 0.5
@@ -41,20 +51,25 @@ def _curator_required(user, what: str) -> None:
 # --- the queue ----------------------------------------------------------------------------------
 
 
-def _scope_fingerprint(dataset: Dataset, settings: LabelSettings) -> str:
-    counts = Candidate.objects.filter(task__in=dataset_tasks(dataset)).aggregate(n=Count("id"), top=Max("id"),
-                                                                                  graded=Count("id", filter=~Q(outcome="")))
-    return f"{counts['n']}:{counts['top']}:{counts['graded']}:{settings.updated_at.isoformat()}"
+def _queue_fingerprint(candidates, settings: LabelSettings) -> str:
+    """What the queue is built from: the candidates, their grades and scores (scope_fingerprint), the
+    mutants marked equivalent, and the settings."""
+    tasks = dataset_tasks(settings.dataset).filter(verdict="valid")
+    equivalent = candidates.filter(made__equivalent=True).order_by().aggregate(n=Count("id"), ids=Sum("id"))
+    return hashlib.sha256(json.dumps([scope_fingerprint(tasks), equivalent, settings.updated_at.isoformat()],
+                                     sort_keys=True, default=str).encode()).hexdigest()
+
+
+CONTROL_SOURCES = (Candidate.Source.GOLD, Candidate.Source.MUTANT)
 
 
 def _answer_of_control(candidate: Candidate) -> str:
-    """A control's known answer: the gold patch is correct; the empty patch and a mutant the hidden
-    tests catch are not. A mutant they do not catch may be an equivalent one: it is no control."""
+    """A control's known answer: the gold patch is correct; a mutant the hidden tests catch (no, or
+    partial) is not. A mutant they pass may be an equivalent one, and one whose run said nothing
+    either way is no control; nor is the empty patch (with nothing to read, it gives itself away)."""
     if candidate.source == Candidate.Source.GOLD:
         return Verdict.CORRECT
-    if candidate.source == Candidate.Source.EMPTY:
-        return Verdict.INCORRECT
-    if candidate.outcome and candidate.outcome != "resolved" and not (candidate.made or {}).get("equivalent"):
+    if candidate.outcome in NOT_RESOLVED and not (candidate.made or {}).get("equivalent"):
         return Verdict.INCORRECT
     return ""
 
@@ -67,44 +82,56 @@ def _scored(candidates: list[Candidate]) -> list[queue_order.Scored]:
                                scores[c.id].execution_passes) for c in candidates]
 
 
-def label_queue_refresh(dataset: Dataset, *, force: bool = False) -> int:
-    """Put the dataset's candidates in its queue at their place in the order in force, with hidden
-    controls at the share asked for. Does nothing when neither the candidates nor the settings
-    changed since the last time. Returns the queue's size."""
-    settings = dataset_label_settings(dataset)
-    fingerprint = _scope_fingerprint(dataset, settings)
-    if not force and settings.queue_fingerprint == fingerprint:
-        return QueueItem.objects.filter(dataset=dataset).count()
-    candidates = list(Candidate.objects.filter(task__in=dataset_tasks(dataset)).only(
-        "id", "source", "outcome", "made", "no_patch", "patch"))
-    agents = [c for c in candidates if c.source in Candidate.AGENTS and not c.no_patch and c.patch.strip()]
-    answers = {c.id: _answer_of_control(c) for c in candidates if c.source not in Candidate.AGENTS}
-    seed = f"dataset-{dataset.pk}"
+def _queue_wanted(dataset: Dataset, settings: LabelSettings, candidates) -> dict[int, QueueItem]:
+    """The items the queue should hold: the agents' candidates with a patch at their place in the order
+    in force, and hidden controls at the share asked for, spread over the whole queue."""
+    agents = list(candidates.filter(source__in=Candidate.AGENTS).exclude(EMPTY_PATCH).only("id", "outcome"))
+    answers = {c.id: _answer_of_control(c) for c in candidates.filter(source__in=CONTROL_SOURCES)
+               .only("id", "source", "outcome", "made")}
+    seed = dataset_seed(dataset.pk)
     controls = queue_order.controls_chosen([i for i, answer in answers.items() if answer],
                                            share=settings.control_share, agents=len(agents), seed=seed)
     placed = queue_order.priorities(_scored(agents), settings.order, seed=seed)
-    span = 3.0 if settings.order == queue_order.DISAGREEMENT else 1.0  # controls spread over the whole queue
+    span = 3.0 if settings.order == queue_order.DISAGREEMENT else 1.0
     for control in controls:
         placed[control] = queue_order.uniform_share(seed + ":control", control) * span
-    wanted = {candidate_id: QueueItem(dataset=dataset, candidate_id=candidate_id, priority=priority,
-                                      control=candidate_id in answers, answer=answers.get(candidate_id, ""),
-                                      order=settings.order)
-              for candidate_id, priority in placed.items()}
+    return {candidate_id: QueueItem(dataset=dataset, candidate_id=candidate_id, priority=priority,
+                                    control=candidate_id in answers, answer=answers.get(candidate_id, ""),
+                                    order=settings.order, active=True)
+            for candidate_id, priority in placed.items()}
+
+
+def label_queue_refresh(dataset: Dataset, *, force: bool = False) -> int:
+    """Put the dataset's candidates (of its valid tasks) in its queue at their place in the order in
+    force, with hidden controls at the share asked for; an item no longer wanted leaves the queue
+    (kept, inactive, where it has labels). Does nothing when nothing it is built from changed since
+    the last time. Returns how many items the queue holds."""
+    settings = dataset_label_settings(dataset)
+    candidates = Candidate.objects.filter(task__in=dataset_tasks(dataset).filter(verdict="valid"))
+    fingerprint = _queue_fingerprint(candidates, settings)
+    if not force and settings.queue_fingerprint == fingerprint:
+        return QueueItem.objects.filter(dataset=dataset, active=True).count()
+    wanted = _queue_wanted(dataset, settings, candidates)
     with transaction.atomic():
+        LabelSettings.objects.select_for_update().filter(pk=settings.pk).first()  # one refresh at a time
         existing = {item.candidate_id: item for item in QueueItem.objects.filter(dataset=dataset)}
         labelled = set(Label.objects.filter(dataset=dataset).values_list("candidate_id", flat=True))
-        gone = [i for i in existing if i not in wanted and i not in labelled]
-        QueueItem.objects.filter(dataset=dataset, candidate_id__in=gone).delete()
+        QueueItem.objects.filter(dataset=dataset, candidate_id__in=[
+            i for i in existing if i not in wanted and i not in labelled]).delete()
+        QueueItem.objects.filter(dataset=dataset, candidate_id__in=[
+            i for i in existing if i not in wanted and i in labelled]).update(active=False)
         changed = []
         for candidate_id, item in wanted.items():
             if candidate_id in existing:
                 old = existing[candidate_id]
                 old.priority, old.control, old.answer, old.order = item.priority, item.control, item.answer, item.order
+                old.active = True
                 changed.append(old)
-        QueueItem.objects.bulk_update(changed, ["priority", "control", "answer", "order"], batch_size=1000)
-        QueueItem.objects.bulk_create([item for i, item in wanted.items() if i not in existing], batch_size=1000)
+        QueueItem.objects.bulk_update(changed, ["priority", "control", "answer", "order", "active"], batch_size=1000)
+        QueueItem.objects.bulk_create([item for i, item in wanted.items() if i not in existing], batch_size=1000,
+                                      ignore_conflicts=True)
         LabelSettings.objects.filter(pk=settings.pk).update(queue_fingerprint=fingerprint)
-    return len(wanted) + len([i for i in existing if i not in wanted and i in labelled])
+    return len(wanted)
 
 
 def _hold_minutes() -> int:
@@ -121,7 +148,8 @@ def queue_items_open(dataset: Dataset, *, user):
              .annotate(n=Count("id")).values("n"))
     held = (LabelHold.objects.filter(candidate=OuterRef("candidate"), expires_at__gt=now).exclude(annotator=user)
             .values("candidate").annotate(n=Count("id")).values("n"))
-    return (QueueItem.objects.filter(dataset=dataset, candidate__task__in=dataset_tasks_visible(dataset, user=user))
+    return (QueueItem.objects.filter(dataset=dataset, active=True,
+                                     candidate__task__in=dataset_tasks_visible(dataset, user=user))
             .exclude(candidate__labels__annotator=user)
             .annotate(taken=Coalesce(Subquery(taken, output_field=IntegerField()), 0)
                       + Coalesce(Subquery(held, output_field=IntegerField()), 0),
@@ -199,13 +227,14 @@ def label_submit(*, dataset: Dataset, candidate: Candidate, user, form: LabelFor
     if not dataset_tasks_visible(dataset, user=user).filter(id=candidate.task_id).exists():
         raise LabelRefused("This candidate is not in a repository you can see.")
     with transaction.atomic():
+        was = candidate_final_label(candidate)
         item = QueueItem.objects.filter(dataset=dataset, candidate=candidate).first()
         earlier = Label.objects.filter(candidate=candidate, annotator=user).first()
         if earlier:
             raise LabelRefused(f"You labelled this candidate already ({earlier.get_verdict_display()}, "
                                f"{timezone.localtime(earlier.created_at):%Y-%m-%d %H:%M}): a label is given once.")
         hold = LabelHold.objects.select_for_update().filter(dataset=dataset, candidate=candidate, annotator=user).first()
-        if item is None or hold is None:
+        if item is None or not item.active or hold is None:
             raise LabelRefused("This candidate is not assigned to you: take your next item from the queue.")
         now = timezone.now()
         if hold.expires_at <= now:
@@ -217,11 +246,11 @@ def label_submit(*, dataset: Dataset, candidate: Candidate, user, form: LabelFor
                     candidate=candidate, annotator=user, dataset=dataset, verdict=form.verdict,
                     confidence=form.confidence, rationale=form.rationale.strip(), lines=list(form.lines),
                     seconds=(now - hold.taken_at).total_seconds(), control=item.control, answer=item.answer,
-                    uniform=item.order == queue_order.RANDOM)
+                    order=item.order)
         except IntegrityError:
             raise LabelRefused("You labelled this candidate already: a label is given once.") from None
         hold.delete()
-        _weak_oracle_send_back(candidate, actor=user)
+        _weak_oracle_send_back(candidate, was=was)
     return label
 
 
@@ -230,12 +259,15 @@ def candidate_final_label(candidate: Candidate) -> FinalLabel:
     return final[0] if final else FinalLabel(None, PENDING)
 
 
-def _weak_oracle_send_back(candidate: Candidate, *, actor) -> None:
-    """Tests that pass a patch people call incorrect are a weak oracle: an accepted task goes back to
-    curation (its review page shows why)."""
+def _weak_oracle_send_back(candidate: Candidate, *, was: FinalLabel) -> None:
+    """Tests that pass a patch people call incorrect are a weak oracle: when a candidate's final label
+    becomes incorrect (not again on later labels) and its hidden tests resolve it, an accepted task
+    goes back to curation, its review page saying why. No person moved it: the labels did."""
     final = candidate_final_label(candidate)
-    if final.verdict == Verdict.INCORRECT and Candidate.objects.filter(RESOLVED, pk=candidate.pk).exists():
-        task_changed_back_to_review(task=Task.objects.get(pk=candidate.task_id), actor=actor,
+    if was.verdict == Verdict.INCORRECT or final.verdict != Verdict.INCORRECT:
+        return
+    if Candidate.objects.filter(RESOLVED, pk=candidate.pk).exists():
+        task_changed_back_to_review(task=Task.objects.get(pk=candidate.task_id), actor=None,
                                     why=f"people call candidate {candidate.pk} incorrect; its hidden tests pass it")
 
 
@@ -251,13 +283,14 @@ def label_settle(*, candidate: Candidate, user, verdict: str, note: str) -> Sett
         raise LabelRefused("Say in the note why this is the final label.")
     with transaction.atomic():
         Candidate.objects.select_for_update().filter(pk=candidate.pk).first()
+        was = candidate_final_label(candidate)
         labels = list(Label.objects.filter(candidate=candidate, control=False).values_list("id", "verdict"))
         settled_before = Settlement.objects.filter(candidate=candidate).exists()
         if len({verdict for _, verdict in labels}) < 2 and not settled_before:
             raise LabelRefused("Its annotators agree (or have not answered yet): there is nothing to settle.")
         settlement = Settlement.objects.create(candidate=candidate, verdict=verdict, note=note.strip(), settled_by=user,
                                                labels_seen=[label_id for label_id, _ in labels])
-        _weak_oracle_send_back(candidate, actor=user)
+        _weak_oracle_send_back(candidate, was=was)
     return settlement
 
 

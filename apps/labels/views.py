@@ -5,9 +5,11 @@ and settlement, and a dataset's labels page. Every action is a plain form or lin
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.cache import cache
+from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_review, user_roles
@@ -27,6 +29,7 @@ from . import selectors, services
 from .models import Label, QueueOrder, Settlement, Verdict
 
 CONTEXT_LINES = {"3": 3, "25": 25, "all": 1_000_000}
+ROWS_PER_PAGE = 50  # of the candidate-by-candidate table
 CONTEXT_CHOICES = [("3", "3 lines"), ("25", "25 lines"), ("all", "whole files")]
 
 
@@ -96,8 +99,10 @@ def _item_context(request, dataset: Dataset, candidate: Candidate, *, form: dict
         "issue": current_issue(list(candidate.task.issue_versions.all())),
         "files": patch_files(patch_shown(candidate, context_lines), split=False),
         "context_lines": context_lines, "context_choices": CONTEXT_CHOICES,
-        "trajectory": [] if label_settings.hide_trajectory else candidate.trajectory,
-        "hold": hold, "verdicts": Verdict.choices, "form": form or {},
+        # Controls have no trajectory: with controls mixed in, a trajectory would mark an agent's patch.
+        "trajectory": [] if label_settings.hide_trajectory or label_settings.control_share else candidate.trajectory,
+        "hold": hold, "hold_expired": bool(hold and hold.expires_at <= timezone.now()),
+        "verdicts": Verdict.choices, "form": form or {},
         "mine": Label.objects.filter(candidate=candidate, annotator=request.user).first(),
         "labelled": Label.objects.filter(dataset=dataset, annotator=request.user).count(),
     }
@@ -203,29 +208,32 @@ def settings_save(request, pk: int):
 
 # --- a dataset's labels page ----------------------------------------------------------------------
 
+PAIRS_SHOWN = 50  # Cohen's kappas on the page: 50 annotators make 1,225 pairs; the rest on asking
+
+
+def _pairs_shown(cohens: list, *, every: bool) -> dict:
+    """The pairs of annotators who share the most items first; all of them when asked."""
+    ranked = sorted(cohens, key=lambda pair: -pair[2].items)
+    return {"shown": ranked if every else ranked[:PAIRS_SHOWN], "count": len(ranked)}
+
 
 def dataset_labels(request, pk: int):
     """Agreement, what a curator settles, people against the tests and the verifiers, the oracle's
     error rate, controls and progress."""
     dataset = _dataset_seen(request, pk)
     label_settings = selectors.dataset_label_settings(dataset)
-    services.label_queue_refresh(dataset)
     if not user_can_review(request.user):  # others' labels and the grades stay out of an annotator's sight
         _require_labeller(request)
+        services.label_queue_refresh(dataset)  # what waits for them, counted on the queue as it is now
         return render(request, "labels/annotator_home.html", {
             "dataset": dataset, "labelled": Label.objects.filter(dataset=dataset, annotator=request.user).count(),
             "open": services.queue_items_open(dataset, user=request.user).count()})
-    labels = list(selectors.dataset_labels(dataset, user=request.user))
-    rows = selectors.labelled_candidates(dataset, user=request.user, labels=labels)
+    figures = selectors.dataset_label_figures(dataset, user=request.user)
     return render(request, "labels/dataset_labels.html", {
         "dataset": dataset, "settings": label_settings, "orders": QueueOrder.choices,
-        "uniform": label_settings.order == RANDOM,
-        "agreement": selectors.agreement_figures(labels, overlap=label_settings.overlap),
-        "controls": selectors.control_accuracy(labels),
-        "to_settle": selectors.disagreements(rows),
-        "rows": rows, "confusions": selectors.confusions(rows), "lists": selectors.label_lists(rows),
-        "error_rates": selectors.oracle_error_rates(rows),
-        "progress": selectors.label_progress(dataset, labels, overlap=label_settings.overlap),
+        "uniform": label_settings.order == RANDOM, **figures,
+        "rows": Paginator(figures["rows"], ROWS_PER_PAGE).get_page(request.GET.get("page")),
+        "pairs": _pairs_shown(figures["agreement"].cohens, every=request.GET.get("pairs") == "all"),
         "can_curate": user_can_review(request.user), "can_label": bool(user_roles(request.user)),
         "verdicts": Verdict.choices,
     })

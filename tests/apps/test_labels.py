@@ -2,6 +2,7 @@
 a curator's settlement, hidden controls, and what the labels say about the tests and the verifiers."""
 
 import re
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -10,16 +11,20 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.datasets.models import Candidate, Dataset, Execution, JudgeScore, Run
+from apps.datasets.models import Candidate, Dataset, Execution, JudgeScore, Release, Run
+from apps.datasets.releases import export_rows
 from apps.labels import services
 from apps.labels.models import Label, LabelHold, QueueItem, Settlement
+from apps.labels.selectors import dataset_seed, labelled_candidates, oracle_error_rates
 from apps.labels.services import LabelForm, LabelRefused
 from apps.repositories.models import Repository
-from apps.tasks.models import IssueVersion, Task
+from apps.tasks.models import IssueVersion, Review, Task
 from apps.tasks.selectors import task_patches
+from apps.tasks.states import task_summary_refresh
 from tests.apps.test_execution_measures import succeeded
 from tests.apps.test_sampling import valid_task  # noqa: F401 - a fixture
-from tests.conftest import user_with_role
+from tests.conftest import user_with_role, validation_make
+from worker.engine.label.queue import uniform_share
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +34,10 @@ SENTINELS = {"run": "zebrafinch-agent-run", "model": "okapi-judge-model", "p_yes
 
 def candidate_make(task, name: str, *, outcome: str = "resolved", patch: str = "", source: str = "import",
                    **fields) -> Candidate:
+    """A candidate of the task, graded; the task valid by a finished validation, as a worker leaves it."""
+    if not task.validations.exists():
+        validation_make(task, verdict="valid", fail_to_pass=["tests/test_slug.py::test_slugify"])
+        task_summary_refresh(task.id)
     return Candidate.objects.create(task=task, source=source, run=Run.objects.create(name=name)
                                     if source in Candidate.AGENTS else None, kind=name, patch=patch or task_patches(task=task).source_patch,
                                     outcome=outcome, **{"outcome_source": "graded", **fields})
@@ -176,18 +185,18 @@ def test_controls_come_only_hidden_at_the_share_asked_and_curators_see_each_anno
     services.label_settings_save(dataset=dataset, user=people["carla"], overlap=1, control_share=0.4,
                                  order="random", hide_trajectory=False)
     controls = dict(QueueItem.objects.filter(dataset=dataset, control=True).values_list("candidate_id", "answer"))
-    assert len(controls) == 3 - 0 and set(controls) <= {gold.id, empty.id, caught.id}  # round(0.4 * 4 / 0.6) = 3
-    assert controls == {gold.id: "correct", empty.id: "incorrect", caught.id: "incorrect"}
+    # round(0.4 * 4 / 0.6) = 3 asked; the gold patch and the caught mutant are all there are (the survivor may
+    # be equivalent; the empty patch, with nothing to read, would give itself away).
+    assert controls == {gold.id: "correct", caught.id: "incorrect"}
     while (item := take(dataset, people["ann"])) is not None:
         page = client_of(people["ann"]).get(reverse("labels:item", args=[dataset.pk, item.pk])).content.decode()
         assert not re.search(r"control:|gold|mutant|swap_operands|survivor", page.lower())
-        label(dataset, item, people["ann"], "correct" if item.id != empty.id else "incorrect",
-              rationale="changes nothing")
+        label(dataset, item, people["ann"], "correct")
     page = client_of(people["carla"]).get(reverse("labels:dataset", args=[dataset.pk])).content.decode()
     accuracy = re.search(r'<table class="table" id="control-accuracy">.*?</table>', page, re.S).group(0)
-    assert re.search(r"<td>ann</td><td>2</td><td>3</td><td>0.667</td>", accuracy)  # the caught mutant fooled her
-    # Controls are left out of agreement and of what the labels say.
-    assert Label.objects.filter(control=True).count() == 3
+    assert re.search(r"<td>ann</td><td>1</td><td>2</td><td>0.500</td>", accuracy)  # the caught mutant fooled her
+    assert Label.objects.filter(control=True).count() == 2
+    assert empty.id not in QueueItem.objects.values_list("candidate_id", flat=True)
 
 
 # --- refusals ---------------------------------------------------------------------------------------
@@ -292,11 +301,6 @@ def test_the_labels_page_is_for_curators_an_annotator_sees_only_their_own_progre
 
 
 def test_peoples_final_labels_reach_the_judge_training_rows_with_their_source(valid_task, people):  # noqa: F811
-    from collections import Counter
-
-    from apps.datasets.models import Release
-    from apps.datasets.releases import _export_rows
-
     fooled = candidate_make(valid_task, "fooled")  # the hidden tests resolve it
     rejected = candidate_make(valid_task, "rejected", outcome="no")
     unlabelled = candidate_make(valid_task, "unlabelled", outcome="no")
@@ -309,7 +313,105 @@ def test_peoples_final_labels_reach_the_judge_training_rows_with_their_source(va
         label(dataset, candidate, people["ann"], verdict, 3, "checked by hand")
     counts = Counter()
     rows = {row["candidate_id"]: (row["label"], row["label_source"])
-            for row in _export_rows(Release.Kind.JUDGE, [valid_task.id], counts)}
+            for row in export_rows(Release.Kind.JUDGE, [valid_task.id], counts)}
     assert rows == {fooled.id: (False, "people:agreed"), rejected.id: (True, "people:agreed"),
                     unlabelled.id: (False, "hidden_tests:graded")}
     assert counts == {"labelled_by_people": 2, "right": 1, "wrong": 2}
+
+
+def test_agreement_over_time_is_drawn_with_its_table_worked_out_by_hand(valid_task, people):  # noqa: F811
+    first, second = candidate_make(valid_task, "a"), candidate_make(valid_task, "b")
+    dataset = dataset_of(valid_task)
+    for candidate, verdicts in ((first, ("correct", "correct")), (second, ("correct", "incorrect"))):
+        for name, verdict in zip(("ann", "bob"), verdicts):
+            take(dataset, people[name])
+            LabelHold.objects.filter(annotator=people[name]).update(candidate=candidate)
+            label(dataset, candidate, people[name], verdict, 2, "why")
+    yesterday = timezone.now() - timedelta(days=1)
+    Label.objects.filter(candidate=first).update(created_at=yesterday)
+    page = client_of(people["carla"]).get(reverse("labels:dataset", args=[dataset.pk])).content.decode()
+    shown = re.search(r'<div class="chart-with-table" id="agreement-over-time">(.*?)</div>', page, re.S).group(1)
+    assert '<svg class="chart"' in shown
+    rows = re.findall(r"<tr><td>[-0-9]+</td><td class=\"num\">(\d+)</td><td class=\"num\">(\d+)</td>"
+                      r"<td class=\"num\">([^<]+)</td></tr>", shown)
+    # Day 1: one item, both said correct: chance agrees totally, no alpha. Day 2: answers C C | C I: 3 C and 1 I,
+    # coincidences agreeing 2 of 4 (0.5), by chance (3*2 + 1*0) / (4*3) = 0.5: alpha 0.
+    assert rows == [("2", "1", "—"), ("4", "2", "0.000")]
+
+
+def test_one_click_from_the_item_does_not_unblind_it(valid_task, people):  # noqa: F811
+    candidate = candidate_make(valid_task, "agent")
+    dataset = dataset_of(valid_task)
+    take(dataset, people["ann"])
+    ann = client_of(people["ann"])
+    page = ann.get(reverse("labels:item", args=[dataset.pk, candidate.pk])).content.decode()
+    assert reverse("datasets:detail", args=[dataset.pk]) + '"' not in page  # no way round to the runs
+    for url in (reverse("datasets:candidate", args=[candidate.pk]), reverse("datasets:run", args=[candidate.run_id]),
+                reverse("datasets:task_candidates", args=[valid_task.instance_id]),
+                reverse("datasets:task_matrix", args=[valid_task.instance_id]),
+                reverse("datasets:toxic_tests", args=[dataset.pk])):
+        response = ann.get(url)
+        assert response.status_code == 403 and b"annotators label patches without them" in response.content, url
+    assert client_of(people["carla"]).get(reverse("datasets:task_candidates", args=[valid_task.instance_id])
+                                          ).status_code == 200
+
+
+def test_a_weak_oracle_sends_a_task_back_once_and_only_curators_see_the_flag(valid_task, people):  # noqa: F811
+    Task.objects.filter(id=valid_task.id).update(state="accepted")
+    candidate = candidate_make(valid_task, "a")
+    dataset = dataset_of(valid_task)
+    for name, verdict in (("ann", "incorrect"), ("bob", "correct")):
+        take(dataset, people[name])
+        label(dataset, candidate, people[name], verdict, 3, "read it")
+    assert Task.objects.get(id=valid_task.id).state == "accepted"  # a disagreement decides nothing
+    services.label_settle(candidate=candidate, user=people["carla"], verdict="incorrect", note="ann is right")
+    assert Task.objects.get(id=valid_task.id).state == "needs_review"
+    review = Review.objects.create(task=valid_task, reviewer=people["carla"], decision="accept", underspecified=0,
+                                   false_negative=0, difficulty="<15 min fix")
+    services.label_settle(candidate=candidate, user=people["carla"], verdict="incorrect", note="still wrong")
+    review.refresh_from_db()
+    assert review.current  # sent back once: the review made since stands
+    flagged = reverse("tasks:review", args=[valid_task.instance_id])
+    assert 'id="weak-oracle-flag"' in client_of(people["carla"]).get(flagged).content.decode()
+    assert 'id="weak-oracle-flag"' not in client_of(people["ann"]).get(flagged).content.decode()
+
+
+def test_a_mutant_marked_equivalent_later_leaves_the_controls(valid_task, people):  # noqa: F811
+    candidate_make(valid_task, "agent")
+    mutant = candidate_make(valid_task, "swap", source="mutant", outcome="no")
+    dataset = dataset_of(valid_task)
+    services.label_settings_save(dataset=dataset, user=people["carla"], overlap=1, control_share=0.5,
+                                 order="random", hide_trajectory=False)
+    assert QueueItem.objects.get(candidate=mutant).active
+    Candidate.objects.filter(pk=mutant.pk).update(made={"equivalent": True})
+    services.label_queue_refresh(dataset)
+    assert not QueueItem.objects.filter(candidate=mutant).exists()
+
+
+def test_the_oracle_error_rate_stands_on_the_seeded_random_prefix_whatever_order_people_labelled_in(
+        valid_task, people):  # noqa: F811
+    candidates = [candidate_make(valid_task, f"agent-{n}", outcome=outcome)
+                  for n, outcome in enumerate(["resolved", "resolved", "no", "no", "error", "resolved"])]
+    dataset = dataset_of(valid_task)
+    services.label_settings_save(dataset=dataset, user=people["carla"], overlap=1, control_share=0,
+                                 order="uncertain", hide_trajectory=False)
+    order = sorted(candidates, key=lambda c: uniform_share(dataset_seed(dataset.pk), c.id))
+    people_say = {c.id: ("incorrect" if c.outcome == "resolved" and c.kind != "agent-0" else "correct")
+                  for c in candidates}
+    # The last in the seeded order is labelled first; the one before it never: the sample stops there.
+    for candidate in [order[-1], *order[:-2]]:
+        take(dataset, people["ann"])
+        LabelHold.objects.filter(annotator=people["ann"]).update(candidate=candidate)
+        label(dataset, candidate, people["ann"], people_say[candidate.id], 2, "read it")
+    sample = oracle_error_rates(dataset, labelled_candidates(dataset, user=people["carla"]))
+    prefix = order[:-2]
+    assert (sample.items, sample.sampled) == (6, 4)
+    counted = [c for c in prefix if c.outcome in ("resolved", "no", "partial")]
+    resolved = [c for c in counted if c.outcome == "resolved"]
+    unresolved = [c for c in counted if c.outcome != "resolved"]
+    weak = sum(people_say[c.id] == "incorrect" for c in resolved)
+    rejects = sum(people_say[c.id] == "correct" for c in unresolved)
+    rate = sample.rates[0]
+    assert (rate.weak_oracle.count, rate.weak_oracle.total) == (weak, len(resolved))
+    assert (rate.rejects_valid.count, rate.rejects_valid.total) == (rejects, len(unresolved))
+    assert sample.inconclusive == sum(c.outcome == "error" for c in prefix)  # an error says nothing either way

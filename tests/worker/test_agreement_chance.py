@@ -118,3 +118,24 @@ def test_each_figure_matches_a_published_implementation_on_random_judgements(see
 def test_a_pair_of_people_named_by_numbers_is_keyed_in_numeric_order():
     judgements = [Judgement(item, person, "y") for item in range(2) for person in (10, 9)]
     assert list(cohens_kappas(judgements)) == [(9, 10)]
+
+
+def test_alpha_over_time_is_alpha_of_everything_up_to_each_period():
+    from worker.engine.label.agreement import krippendorff_alpha_over_time
+
+    chooser = random.Random(7)
+    dated = []
+    for day in range(12):
+        for _ in range(chooser.randint(0, 40)):
+            dated.append((day, Judgement(chooser.randint(0, 30), chooser.randint(0, 5),
+                                         chooser.choice(["correct", "incorrect", "cant_tell"]))))
+    series = krippendorff_alpha_over_time(dated, missing=["cant_tell"])
+    assert [day for day, _ in series] == sorted({day for day, _ in dated})
+    for day, figure in series:
+        upto = [judgement for when, judgement in dated if when <= day]
+        expected = krippendorff_alpha(upto, missing=["cant_tell"])
+        assert figure.items == expected.items
+        assert figure.value == pytest.approx(expected.value) if expected.value is not None else figure.value is None
+        if expected.observed is not None:
+            assert figure.observed == pytest.approx(expected.observed)
+    assert krippendorff_alpha_over_time([]) == []

@@ -147,3 +147,52 @@ def krippendorff_alpha(judgements: Iterable[Judgement], missing: Iterable[Hashab
     # Expected agreement by chance: pairs drawn without replacement from all answers pooled.
     expected = sum(n_c * (n_c - 1) for n_c in marginal.values()) / (n * (n - 1))
     return _corrected(agreeing / n, expected, items)
+
+
+def krippendorff_alpha_over_time(dated: Iterable[tuple[Hashable, Judgement]],
+                                 missing: Iterable[Hashable] = ()) -> list[tuple[Hashable, ChanceCorrected]]:
+    """Krippendorff's alpha of everything judged up to the end of each period, from (period,
+    judgement) pairs in the order of their periods: one figure per period, as `krippendorff_alpha`
+    gives for the judgements up to it. Each judgement updates only its own item's part of the
+    coincidences (an item with m answers puts each of them in the marginals once, and n_c(n_c - 1)
+    / (m - 1) in the agreeing coincidences), so the whole series costs one pass."""
+    left_out = set(missing)
+    counts: dict[Hashable, Counter] = defaultdict(Counter)
+    marginal: Counter = Counter()
+    agreeing, items = 0.0, 0
+    series: list[tuple[Hashable, ChanceCorrected]] = []
+
+    def part(count: Counter) -> tuple[int, float]:
+        answers = sum(count.values())
+        if answers < 2:
+            return answers, 0.0
+        return answers, sum(n * (n - 1) for n in count.values()) / (answers - 1)
+
+    def figure() -> ChanceCorrected:
+        n = sum(marginal.values())
+        if not items or n < 2:
+            return ChanceCorrected(value=None, items=0, observed=None)
+        expected = sum(n_c * (n_c - 1) for n_c in marginal.values()) / (n * (n - 1))
+        return _corrected(agreeing / n, expected, items)
+
+    period_now, started = None, False
+    for period, judgement in dated:
+        if started and period != period_now:
+            series.append((period_now, figure()))
+        period_now, started = period, True
+        if judgement.answer in left_out:
+            continue
+        count = counts[judgement.item]
+        before, agreeing_before = part(count)
+        if before >= 2:
+            marginal.subtract(count)
+            agreeing -= agreeing_before
+        count[judgement.answer] += 1
+        after, agreeing_after = part(count)
+        if after >= 2:
+            marginal.update(count)
+            agreeing += agreeing_after
+            items += before < 2
+    if started:
+        series.append((period_now, figure()))
+    return series
