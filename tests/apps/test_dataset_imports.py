@@ -197,7 +197,7 @@ def test_predictions_in_each_shape_with_a_report_in_each_shape_land_with_its_gro
         assert imported.report_shape == expected_shape
         assert [run.printed() for run in runs] == [{
             "run": f"run-{expected_shape}", "rows": 3, "candidates": 3, "no_patch": 1, "unknown_instance": 0,
-            "duplicates": 0, "rejected": 0, "resolved": 1, "replaced": 0, "trajectories": 0}]
+            "duplicates": 0, "rejected": 0, "resolved": 1, "ungraded": 0, "replaced": 0, "trajectories": 0}]
         got = {c.task.instance_id: (c.patch, c.no_patch, c.outcome, c.outcome_source) for c in
                Candidate.objects.filter(run__name=f"run-{expected_shape}").select_related("task")}
         source = f"report:{expected_shape}:{report.name}"
@@ -215,7 +215,7 @@ def test_runs_by_model_name_unknown_ids_duplicates_and_replacing_a_runs_candidat
     imported, runs = predictions_import(path=path)
     lines = {run.run: run.printed() for run in runs}
     assert lines["agent-a"] == {"run": "agent-a", "rows": 4, "candidates": 3, "no_patch": 1, "unknown_instance": 0,
-                                "duplicates": 1, "rejected": 0, "resolved": None, "replaced": 0,
+                                "duplicates": 1, "rejected": 0, "resolved": None, "ungraded": None, "replaced": 0,
                                 "trajectories": 0}
     assert lines["agent-b"]["unknown_instance"] == 1 and lines["agent-b"]["candidates"] == 1
     assert imported.refused == [{"row": 5, "instance_id": "nobody__none-1", "reason": "no task has this instance id"}]
@@ -252,7 +252,7 @@ def test_the_predictions_command_prints_one_json_line_per_run(tmp_path):
     assert done.returncode == 0, done.stderr
     assert [json.loads(line) for line in done.stdout.splitlines()] == [{
         "run": "agent-a", "rows": 4, "candidates": 3, "no_patch": 1, "unknown_instance": 0, "duplicates": 0,
-        "rejected": 1, "resolved": 1, "replaced": 0, "trajectories": 0}]
+        "rejected": 1, "resolved": 1, "ungraded": 0, "replaced": 0, "trajectories": 0}]
     assert "row 4 (x) refused: missing or not text: model_name_or_path (or name the run)" in done.stderr
     unreadable = subprocess.run([sys.executable, "manage.py", "import_predictions", str(path), "--report",
                                  str(tmp_path / "absent.json")], capture_output=True, text=True,
@@ -336,3 +336,24 @@ def test_a_saved_views_tasks_make_a_dataset_a_snapshot(tmp_path, curator, curato
 def test_a_repository_gets_its_dataset_when_registered():
     repository = Repository.objects.create(name="octo/lib", url="/x")
     assert Dataset.objects.get(repository=repository).name == "octo/lib"
+
+
+def test_a_report_that_lists_only_resolved_gives_every_submitted_prediction_a_ground_truth(tmp_path):
+    instances_import(path=jsonl(tmp_path / "verified.jsonl", three_instances()))
+    only_resolved = tmp_path / "results.json"  # SWE-bench's older shape: generated and applied as counts
+    only_resolved.write_text(json.dumps({"generated": 3, "applied": 2, "resolved": ["octo__calc-1"]}))
+    _, runs = predictions_import(path=jsonl(tmp_path / "preds.jsonl", predictions("agent-a")),
+                                 report_path=only_resolved)
+    assert (runs[0].resolved, runs[0].ungraded) == (1, 0)
+    got = dict(Candidate.objects.filter(run__name="agent-a").values_list("task__instance_id", "outcome"))
+    assert got == {"octo__calc-1": "resolved", "octo__calc-2": "no", "sympy__sympy-20590": "no_patch"}
+
+    # A run report names every prediction it evaluated: one it does not name is left without a ground truth,
+    # and the import says how many.
+    partial_report = tmp_path / "partial_run_report.json"
+    partial_report.write_text(json.dumps({"schema_version": 2, "resolved_ids": ["octo__calc-1"],
+                                          "unresolved_ids": [], "submitted_ids": ["octo__calc-1"]}))
+    _, runs = predictions_import(path=jsonl(tmp_path / "preds_b.jsonl", predictions("agent-b")),
+                                 report_path=partial_report)
+    assert (runs[0].resolved, runs[0].ungraded) == (1, 1)
+    assert Candidate.objects.get(run__name="agent-b", task__instance_id="octo__calc-2").outcome == ""

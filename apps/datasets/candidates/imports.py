@@ -170,6 +170,7 @@ class RunImported:
     duplicates: int = 0
     rejected: int = 0
     resolved: Optional[int] = None  # by the report; None without one
+    ungraded: Optional[int] = None  # with a report: candidates with a patch left without a ground truth
     replaced: int = 0  # of `candidates`, those whose patch replaced the run's earlier one for the task
     trajectories: int = 0  # of `candidates`, those given a trajectory
     unknown_ids: list = field(default_factory=list)
@@ -269,7 +270,8 @@ def _run_import(summary: RunImported, predictions: list, tasks: dict, report: Op
     rows, kept, replaced = [], [], []
     for prediction in predictions:
         task_id, patch = tasks[prediction.instance_id], text_storable(prediction.patch or "")
-        outcome, outcome_source = (report.outcomes.get(prediction.instance_id, ""), source) if report else ("", "")
+        outcome, outcome_source = ((report.outcomes.get(prediction.instance_id, report.unlisted), source) if report
+                                   else ("", ""))
         if prediction.patch is None:
             outcome, outcome_source = "no_patch", NO_PATCH_SOURCE  # no run can say otherwise
         earlier = existing.get(task_id)
@@ -307,3 +309,5 @@ def _run_import(summary: RunImported, predictions: list, tasks: dict, report: Op
         resolved = {p.instance_id for p in predictions if p.patch is not None
                     and report.outcomes.get(p.instance_id) == "resolved"}
         summary.resolved = len(resolved)
+        summary.ungraded = Candidate.objects.filter(run=run, task_id__in=[tasks[p.instance_id] for p in predictions],
+                                                    outcome="").count()

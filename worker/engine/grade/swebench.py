@@ -255,6 +255,10 @@ def _test_ids(row: dict, name: str) -> tuple[str, ...]:
 class Report:
     shape: str  # "run_report", "lists", "report_folder"
     outcomes: dict  # instance id -> one of GROUND_TRUTH_OUTCOMES
+    # What a submitted prediction the report does not name is: in the older report of lists, which may
+    # list only `resolved` (with `generated` and `applied` as counts), it is unresolved (SWE-bench's
+    # rule); the other shapes name every prediction they evaluated, so one they do not name is unknown ("").
+    unlisted: str = ""
 
 
 def report_read(path: Path) -> Report:
@@ -271,7 +275,7 @@ def report_read(path: Path) -> Report:
     if "resolved_ids" in document:
         return Report("run_report", _run_report_outcomes(document))
     if "resolved" in document and isinstance(document["resolved"], list):
-        return Report("lists", _lists_outcomes(document))
+        return Report("lists", _lists_outcomes(document), unlisted="no")
     if document and all(isinstance(value, dict) and "resolved" in value for value in document.values()):
         return Report("report_folder", _per_instance_outcomes(document))
     raise NotARow(f"{path.name} is none of the report shapes (a run report with resolved_ids, the older "

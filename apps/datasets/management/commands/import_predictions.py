@@ -30,6 +30,10 @@ class Command(BaseCommand):
                               f"refused: {row['reason']}")
         for summary in runs:
             line = summary.printed()
+            if summary.ungraded:
+                self.stderr.write(f"run {summary.run}: {summary.ungraded} candidate{'s' if summary.ungraded != 1 else ''} "
+                                  f"left without a ground truth: the report does not name "
+                                  f"{'them' if summary.ungraded != 1 else 'it'} (`grade` gives one)")
             if as_json:
                 self.stdout.write(json.dumps(line))
                 continue
