@@ -2,11 +2,16 @@
 against the hidden tests and both verifiers, the oracle's error rate, controls and progress. The
 figures are the engine's (worker.engine.label); this reads the rows they stand on, once per page."""
 
+import hashlib
+import json
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Optional
+from datetime import datetime
+from typing import NamedTuple, Optional
 
+from django.core.cache import cache
 from django.db.models import Count, Max, Q, QuerySet
 
 from apps.charts import Series, line_chart
@@ -15,6 +20,7 @@ from apps.datasets.models import COUNTS_RESOLVED, Candidate, Dataset, Execution,
 from apps.datasets.selectors import dataset_tasks_visible
 from apps.datasets.verifiers.judging import judge_identity
 from apps.datasets.verifiers.measures import (
+    CACHE_SECONDS,
     DEFAULT_SOURCES,
     SELECTORS,
     measures_compute,
@@ -52,20 +58,47 @@ class VerifierScores:
         return None if not self.execution_tests else self.execution_passed == self.execution_tests
 
 
-def verifier_scores(candidate_ids) -> dict[int, VerifierScores]:
-    """Per candidate: the judge's P(YES) and what its latest execution passed."""
-    ids = list(candidate_ids)
+def verifier_scores(candidates) -> dict[int, VerifierScores]:
+    """Per candidate (ids, or a query of candidates): the judge's P(YES) and what its latest execution
+    passed."""
+    chosen = candidates if isinstance(candidates, QuerySet) else list(candidates)
     try:
         model, version = judge_identity()
     except ModelError:
         model, version = "", 0
-    p_yes = dict(JudgeScore.objects.filter(candidate_id__in=ids, mode="patch", model=model, prompt_version=version)
+    p_yes = dict(JudgeScore.objects.filter(candidate__in=chosen, mode="patch", model=model, prompt_version=version)
                  .values_list("candidate_id", "p_yes"))
     executed = {}
-    for candidate_id, outcomes in (Execution.objects.filter(candidate_id__in=ids, job__state="succeeded")
+    for candidate_id, outcomes in (Execution.objects.filter(candidate__in=chosen, job__state="succeeded")
                                    .order_by("created_at", "id").values_list("candidate_id", "outcomes")):
         executed[candidate_id] = (sum(status in PASSING for status in outcomes.values()), len(outcomes))
+    ids = chosen.values_list("id", flat=True) if isinstance(chosen, QuerySet) else chosen
     return {i: VerifierScores(p_yes.get(i), *executed.get(i, (None, None))) for i in ids}
+
+
+class LabelRow(NamedTuple):
+    """A label as the figures read it (a row, not a model: a page over 20,000 labels reads them all)."""
+
+    id: int
+    candidate_id: int
+    annotator_id: int
+    annotator: str  # the annotator's user name
+    verdict: str
+    seconds: float
+    created_at: datetime
+    control: bool
+    answer: str
+    dataset_id: int
+
+    @property
+    def verdict_said(self) -> str:
+        return Verdict(self.verdict).label
+
+
+def label_rows(labels: QuerySet) -> list[LabelRow]:
+    return [LabelRow(*values) for values in labels.order_by("created_at", "id").values_list(
+        "id", "candidate_id", "annotator_id", "annotator__username", "verdict", "seconds", "created_at", "control",
+        "answer", "dataset_id")]
 
 
 def dataset_label_settings(dataset: Dataset) -> LabelSettings:
@@ -73,9 +106,8 @@ def dataset_label_settings(dataset: Dataset) -> LabelSettings:
 
 
 def dataset_labels(dataset: Dataset, *, user) -> QuerySet:
-    """The labels given through the dataset's queue, of tasks the user sees, with their annotators."""
-    return (Label.objects.filter(dataset=dataset, candidate__task__in=dataset_tasks_visible(dataset, user=user))
-            .select_related("annotator").order_by("created_at", "id"))
+    """The labels given through the dataset's queue, of tasks the user sees."""
+    return Label.objects.filter(dataset=dataset, candidate__task__in=dataset_tasks_visible(dataset, user=user))
 
 
 def dataset_seed(dataset_id: int) -> str:
@@ -115,19 +147,25 @@ class LabelledCandidate:
         return None if self.scores.p_yes is None else self.scores.p_yes >= 0.5
 
 
-def final_labels(candidate_ids, *, labels: Optional[list] = None) -> dict[int, tuple[FinalLabel, list, Optional[Settlement]]]:
-    """Per candidate with labels (controls' left out): its final label, its labels, and the settlement
-    that stands if any. The overlap asked for is that of the dataset it was first labelled through."""
-    ids = list(candidate_ids)
+def final_labels(candidates, *, labels: Optional[list] = None) -> dict[int, tuple[FinalLabel, list, Optional[Settlement]]]:
+    """Per candidate with labels (ids, or a query of candidates; controls' labels left out): its final
+    label, its labels (LabelRow) and the settlement that stands if any. `labels` may bring rows read
+    already: those of other datasets are read besides. The overlap asked for is that of the dataset
+    it was first labelled through."""
+    chosen = candidates if isinstance(candidates, QuerySet) else list(candidates)
+    everything = Label.objects.filter(candidate__in=chosen, control=False)
     if labels is None:
-        labels = list(Label.objects.filter(candidate_id__in=ids, control=False).select_related("annotator")
-                      .order_by("created_at", "id"))
+        labels = label_rows(everything)
+    else:
+        datasets = {label.dataset_id for label in labels}
+        labels = sorted([*labels, *label_rows(everything.exclude(dataset_id__in=datasets))],
+                        key=lambda label: (label.created_at, label.id))
     by_candidate: dict[int, list] = defaultdict(list)
     for label in labels:
         if not label.control:
             by_candidate[label.candidate_id].append(label)
     settlements = {}
-    for settlement in (Settlement.objects.filter(candidate_id__in=list(by_candidate)).select_related("settled_by")
+    for settlement in (Settlement.objects.filter(candidate__in=chosen).select_related("settled_by")
                        .order_by("created_at", "id")):
         settlements[settlement.candidate_id] = settlement  # the latest stands
     overlaps = dict(LabelSettings.objects.filter(dataset_id__in={label.dataset_id for label in labels})
@@ -150,12 +188,16 @@ def _tests_say(outcome: str, counted: bool) -> Optional[bool]:
 def labelled_candidates(dataset: Dataset, *, user, labels: Optional[list] = None) -> list[LabelledCandidate]:
     """The dataset's labelled agent candidates (controls are not among them), each with its final
     label (from every label it has, through whichever dataset) and its grade and scores."""
-    labels = labels if labels is not None else list(dataset_labels(dataset, user=user))
-    finals = final_labels({label.candidate_id for label in labels if not label.control})
-    scores = verifier_scores(finals)
+    labels = labels if labels is not None else label_rows(dataset_labels(dataset, user=user))
+    labelled = Candidate.objects.filter(id__in=Label.objects.filter(dataset=dataset, control=False).values(
+        "candidate_id"), task__in=dataset_tasks_visible(dataset, user=user))
+    finals = final_labels(labelled, labels=[label for label in labels if not label.control])
+    scores = verifier_scores(labelled)
     rows = []
-    for candidate in (Candidate.objects.filter(id__in=list(finals)).annotate(counted=COUNTS_RESOLVED)
+    for candidate in (labelled.annotate(counted=COUNTS_RESOLVED)
                       .values("id", "outcome", "counted", "task__instance_id", "task__repository__name")):
+        if candidate["id"] not in finals:
+            continue
         final, given, settlement = finals[candidate["id"]]
         rows.append(LabelledCandidate(
             id=candidate["id"], task=candidate["task__instance_id"], repository=candidate["task__repository__name"],
@@ -167,10 +209,9 @@ def labelled_candidates(dataset: Dataset, *, user, labels: Optional[list] = None
 def people_final_labels(*, task_ids) -> dict[int, tuple[bool, str]]:
     """For the judge-training export: {candidate id: (people say correct, the label's source)} of the
     tasks' candidates with a final label of correct or incorrect."""
-    candidate_ids = Label.objects.filter(candidate__task_id__in=list(task_ids), control=False).values_list(
-        "candidate_id", flat=True).distinct()
+    labelled = Candidate.objects.filter(task_id__in=list(task_ids), labels__control=False).distinct()
     return {candidate_id: (final.verdict == Verdict.CORRECT, f"people:{final.status}")
-            for candidate_id, (final, _, _) in final_labels(candidate_ids).items()
+            for candidate_id, (final, _, _) in final_labels(labelled).items()
             if final.verdict in (Verdict.CORRECT, Verdict.INCORRECT)}
 
 
@@ -192,7 +233,7 @@ def agreement_figures(labels: list, *, overlap: int) -> AgreementFigures:
     """The agreement of the labels of agent candidates (never of controls)."""
     judgements = [Judgement(label.candidate_id, label.annotator_id, label.verdict) for label in labels
                   if not label.control]
-    names = {label.annotator_id: label.annotator.username for label in labels}
+    names = {label.annotator_id: label.annotator for label in labels}
     raw = pairwise_agreement(judgements)
     counts = Counter(judgement.person for judgement in judgements)
     cohens = [(names[first], names[second], kappa) for (first, second), kappa in
@@ -212,8 +253,8 @@ def control_accuracy(labels: list) -> list[dict]:
     rows: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for label in labels:
         if label.control and label.answer:
-            rows[label.annotator.username][0] += label.verdict == label.answer
-            rows[label.annotator.username][1] += 1
+            rows[label.annotator][0] += label.verdict == label.answer
+            rows[label.annotator][1] += 1
     return [{"name": name, "right": right, "labelled": total, "share": right / total}
             for name, (right, total) in sorted(rows.items())]
 
@@ -231,7 +272,7 @@ class Listed:
 
 
 def _listed(rows: list[LabelledCandidate]) -> Listed:
-    return Listed(len(rows), tuple((row.id, row.task, tuple((label.annotator.username, label.get_verdict_display())
+    return Listed(len(rows), tuple((row.id, row.task, tuple((label.annotator, label.verdict_said)
                                                             for label in row.labels)) for row in rows[:SHOWN]))
 
 
@@ -357,7 +398,7 @@ def label_progress(dataset: Dataset, labels: list, *, overlap: int) -> dict:
     item, and what is left in the queue."""
     per_day: Counter = Counter()
     for label in labels:
-        per_day[(label.annotator.username, label.created_at.date())] += 1
+        per_day[(label.annotator, label.created_at.date())] += 1
     days = sorted({day for _, day in per_day})[-PROGRESS_DAYS:]
     names = sorted({name for name, _ in per_day})
     given = Counter(label.candidate_id for label in labels)
@@ -388,23 +429,28 @@ def agreement_over_time(labels: list) -> dict:
     return {"rows": rows, "chart": chart}
 
 
-def labels_fingerprint(tasks: QuerySet) -> list:
-    """What can change what the labels say over these tasks, beside their candidates' grades and
-    scores (`scope_fingerprint`): a label given, a settlement, a dataset's labelling settings."""
-    labels = Label.objects.filter(candidate__task__in=tasks).order_by()
-    return [labels.aggregate(n=Count("id"), top=Max("id")),
-            Settlement.objects.filter(candidate__task__in=tasks).order_by().aggregate(n=Count("id"), top=Max("id")),
-            LabelSettings.objects.order_by().aggregate(last=Max("updated_at"))]
+FRESH_SECONDS = 30  # how long the figures may leave out labels given since they were computed
 
 
 def dataset_label_figures(dataset: Dataset, *, user) -> dict:
-    """Everything the labels page shows of a dataset, computed once per change of what it stands on
-    (a page over 20,000 labels reads them once, not on every request)."""
+    """Everything the labels page shows of a dataset (a page over 20,000 labels reads them once, not on
+    every request). A change of what a curator decides (a settlement, the settings) or of the
+    candidates' grades and scores computes them again at once; labels given meanwhile join them at
+    most FRESH_SECONDS later, so a page read while people label does not recompute on every label.
+    `as_of` says when they were computed, `newer_labels` how many labels they leave out."""
     tasks = dataset_tasks_visible(dataset, user=user)
     overlap = dataset_label_settings(dataset).overlap
+    decided = [*scope_fingerprint(tasks), overlap,
+               Settlement.objects.filter(candidate__task__in=tasks).order_by().aggregate(n=Count("id"), top=Max("id")),
+               LabelSettings.objects.filter(dataset=dataset).values_list("updated_at", flat=True).first()]
+    given = Label.objects.filter(dataset=dataset).order_by().aggregate(n=Count("id"), top=Max("id"))
+    name = "label_figures:" + hashlib.sha256(json.dumps([dataset.pk, decided], default=str).encode()).hexdigest()
+    kept = cache.get(name)
+    if kept and (kept["given"] == given or time.time() - kept["at"] < FRESH_SECONDS):
+        return {**kept["figures"], "as_of": kept["at"], "newer_labels": given["n"] - kept["given"]["n"]}
 
     def compute() -> dict:
-        labels = list(dataset_labels(dataset, user=user))
+        labels = label_rows(dataset_labels(dataset, user=user))
         rows = labelled_candidates(dataset, user=user, labels=labels)
         return {"agreement": agreement_figures(labels, overlap=overlap), "controls": control_accuracy(labels),
                 "to_settle": disagreements(rows), "rows": side_by_side(rows), "confusions": confusions(rows),
@@ -413,8 +459,10 @@ def dataset_label_figures(dataset: Dataset, *, user) -> dict:
                 "over_time": agreement_over_time(labels), "label_count": len(labels),
                 "best_at_k": best_at_k_against_people(tasks, rows)}
 
-    fingerprint = [*scope_fingerprint(tasks), *labels_fingerprint(tasks), overlap]
-    return scope_cached(fingerprint, compute, "label_figures", dataset.pk)
+    at = time.time()
+    figures = scope_cached([*decided, given], compute, "label_figures", dataset.pk)  # one computation at a time
+    cache.set(name, {"given": given, "at": at, "figures": figures}, CACHE_SECONDS)
+    return {**figures, "as_of": at, "newer_labels": 0}
 
 
 def best_at_k_against_people(tasks, rows: list) -> dict:

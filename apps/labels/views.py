@@ -2,6 +2,9 @@
 made the patch, how it was graded or scored, or what anyone else said), a curator's unblinded view
 and settlement, and a dataset's labels page. Every action is a plain form or link."""
 
+from datetime import datetime
+from datetime import timezone as dt_timezone
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.cache import cache
@@ -11,6 +14,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
 
 from apps.accounts.roles import user_can_review, user_roles
 from apps.datasets.candidates.mutants import files_at_commits
@@ -112,8 +117,13 @@ def _posted(request, name: str, limit: int = services.RATIONALE_CHARS + 1) -> st
     return request.POST.get(name, "").replace("\x00", "")[:limit]
 
 
-def _pinned_lines(text: str) -> tuple:
-    """`path:line` pins, one per line or comma, as [{path, line}]; what does not read as one is refused."""
+def _pinned_lines(text: str, patch: str) -> tuple:
+    """`path:line` pins, one per line or comma, as [{path, line}]: each a line the patch shows (a file
+    it changes, a line number inside one of its hunks, old or new side); anything else is refused."""
+    try:
+        shown = {changed.path: changed for changed in PatchSet(patch)}
+    except UnidiffParseError:
+        shown = {}
     pins = []
     for part in text.replace(",", "\n").splitlines():
         part = part.strip()
@@ -122,6 +132,12 @@ def _pinned_lines(text: str) -> tuple:
         path, _, line = part.rpartition(":")
         if not path or not line.isdecimal():
             raise services.LabelRefused(f"“{part}” is not a line of the diff: write it as path:line.")
+        if path not in shown:
+            raise services.LabelRefused(f"“{part}”: the patch does not change {path}.")
+        if not any(hunk.source_start <= int(line) < hunk.source_start + max(hunk.source_length, 1)
+                   or hunk.target_start <= int(line) < hunk.target_start + max(hunk.target_length, 1)
+                   for hunk in shown[path]):
+            raise services.LabelRefused(f"“{part}”: line {line} of {path} is not in the diff.")
         pins.append({"path": path, "line": int(line)})
     return tuple(pins)
 
@@ -139,7 +155,7 @@ def item(request, pk: int, candidate_id: int):
         confidence = int(posted["confidence"]) if posted["confidence"].isdecimal() else None
         services.label_submit(dataset=dataset, candidate=candidate, user=request.user, form=services.LabelForm(
             verdict=posted["verdict"], confidence=confidence, rationale=posted["rationale"],
-            lines=_pinned_lines(posted["lines"])))
+            lines=_pinned_lines(posted["lines"], candidate.patch)))
     except services.LabelRefused as refusal:
         context = _item_context(request, dataset, candidate, form=posted)
         context["refusal"] = str(refusal)
@@ -234,6 +250,7 @@ def dataset_labels(request, pk: int):
         "uniform": label_settings.order == RANDOM, **figures,
         "rows": Paginator(figures["rows"], ROWS_PER_PAGE).get_page(request.GET.get("page")),
         "pairs": _pairs_shown(figures["agreement"].cohens, every=request.GET.get("pairs") == "all"),
+        "as_of": datetime.fromtimestamp(figures["as_of"], tz=dt_timezone.utc),
         "can_curate": user_can_review(request.user), "can_label": bool(user_roles(request.user)),
         "verdicts": Verdict.choices,
     })

@@ -1,5 +1,5 @@
 """People label the sample repository's candidates through the pages, end to end: three annotators
-(every one of them on every item: an overlap of 3), a hidden control among the items, a curator who
+(every one of them on every item: an overlap of 3), hidden controls among the items, a curator who
 settles the one disagreement; then the dataset page's oracle error rate and best@k against people,
 the labels' export and the judge-training rows, with the figures worked out here by hand.
 
@@ -57,20 +57,23 @@ def people_label_the_sample_repository(*, manage, tmp_path, repository, strong_t
 
     dataset = Dataset.objects.get(repository=repository)
     response = curator_client.post(reverse("labels:settings", args=[dataset.pk]),
-                                   {"overlap": "3", "control_share": "25", "order": "random"})
+                                   {"overlap": "3", "control_share": "50", "order": "random"})
     assert response.status_code == 302
     items = dict(QueueItem.objects.filter(dataset=dataset).values_list("candidate_id", "control"))
-    # The three agents' candidates with a patch, and round(0.25 * 3 / 0.75) = 1 hidden control.
+    # The three agents' candidates with a patch, and round(0.5 * 3 / 0.5) = 3 hidden controls drawn from the two
+    # gold patches and the caught mutants: at least one of them a mutant.
     assert sorted(i for i, control in items.items() if not control) == sorted([right.id, commented.id, sly.id])
-    [control] = [i for i, is_control in items.items() if is_control]
-    answer = QueueItem.objects.get(dataset=dataset, candidate_id=control).answer
+    answers = dict(QueueItem.objects.filter(dataset=dataset, control=True).values_list("candidate_id", "answer"))
+    sources = dict(Candidate.objects.filter(id__in=list(answers)).values_list("id", "source"))
+    assert len(answers) == 3 and "mutant" in sources.values()
+    assert all(answers[i] == ("correct" if sources[i] == "gold" else "incorrect") for i in answers)
 
     annotators = [user_with_role(name, "annotator") for name in ("ann", "bob", "cat")]
 
     def verdict_by(name):
         def verdict_of(candidate_id):
-            if candidate_id == control:
-                return answer, "the control's answer" if answer == "incorrect" else ""
+            if candidate_id in answers:
+                return answers[candidate_id], "it breaks the fix" if answers[candidate_id] == "incorrect" else ""
             if candidate_id == sly.id and name != "cat":
                 return "incorrect", "flips the comparison: values at the bound are not clamped"
             return "correct", ""
@@ -78,7 +81,7 @@ def people_label_the_sample_repository(*, manage, tmp_path, repository, strong_t
 
     for user in annotators:
         assert sorted(_label_everything(_client(user), dataset, verdict_by(user.username))) == sorted(items)
-    assert Label.objects.filter(dataset=dataset).count() == 12
+    assert Label.objects.filter(dataset=dataset).count() == 18
 
     # The one disagreement (cat on agent-sly) goes to the curator, who settles it.
     page = curator_client.get(reverse("labels:dataset", args=[dataset.pk])).content.decode()
@@ -117,7 +120,7 @@ def people_label_the_sample_repository(*, manage, tmp_path, repository, strong_t
     out = tmp_path / "labels.csv"
     exported = manage("export_labels", dataset.name, "--format", "csv", "--out", str(out), "--pseudonymize", "--json")
     assert exported.returncode == 0, exported.stderr
-    assert json.loads(exported.stdout)["rows"] == 12
+    assert json.loads(exported.stdout)["rows"] == 18
     text = out.read_text()
     assert not re.search(r"\b(ann|bob|cat|carla)\b", text) and len(set(re.findall(r"annotator-[0-9a-f]{10}", text))) == 4  # three and the curator
     assert "the weak tests miss the flipped comparison" in text

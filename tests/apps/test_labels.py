@@ -4,16 +4,18 @@ a curator's settlement, hidden controls, and what the labels say about the tests
 import re
 from collections import Counter
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from unidiff import PatchSet
 
 from apps.datasets.models import Candidate, Dataset, Execution, JudgeScore, Release, Run
 from apps.datasets.releases import export_rows
-from apps.labels import services
+from apps.labels import selectors, services
 from apps.labels.models import Label, LabelHold, QueueItem, Settlement
 from apps.labels.selectors import dataset_seed, labelled_candidates, oracle_error_rates
 from apps.labels.services import LabelForm, LabelRefused
@@ -237,13 +239,14 @@ def test_every_bad_label_is_refused_in_words_and_writes_nothing(valid_task, peop
 
 def test_the_form_keeps_what_was_typed_when_a_label_is_refused(valid_task, people):  # noqa: F811
     candidate = candidate_make(valid_task, "a")
+    pin = f"{PatchSet(candidate.patch)[0].path}:{PatchSet(candidate.patch)[0][0].target_start}"
     dataset = dataset_of(valid_task)
     take(dataset, people["ann"])
     response = client_of(people["ann"]).post(reverse("labels:item", args=[dataset.pk, candidate.pk]), {
-        "verdict": "incorrect", "confidence": "3", "rationale": "", "lines": "textkit/slug.py:4"})
+        "verdict": "incorrect", "confidence": "3", "rationale": "", "lines": pin})
     page = response.content.decode()
     assert response.status_code == 400 and "needs a rationale" in page
-    assert 'value="incorrect" id="verdict-incorrect" checked' in page and "textkit/slug.py:4</textarea>" in page
+    assert 'value="incorrect" id="verdict-incorrect" checked' in page and f"{pin}</textarea>" in page
     assert not Label.objects.exists()
 
 
@@ -415,3 +418,47 @@ def test_the_oracle_error_rate_stands_on_the_seeded_random_prefix_whatever_order
     assert (rate.weak_oracle.count, rate.weak_oracle.total) == (weak, len(resolved))
     assert (rate.rejects_valid.count, rate.rejects_valid.total) == (rejects, len(unresolved))
     assert sample.inconclusive == sum(c.outcome == "error" for c in prefix)  # an error says nothing either way
+
+
+def test_a_rationale_is_pinned_only_to_lines_the_diff_shows(valid_task, people):  # noqa: F811
+    candidate = candidate_make(valid_task, "a")
+    changed = PatchSet(candidate.patch)[0]
+    hunk = changed[0]
+    inside, outside = hunk.target_start, hunk.target_start + hunk.target_length + 50
+    dataset = dataset_of(valid_task)
+    take(dataset, people["ann"])
+    url = reverse("labels:item", args=[dataset.pk, candidate.pk])
+    ann = client_of(people["ann"])
+    for pins, said in (("nowhere.py:3", "the patch does not change nowhere.py"),
+                       (f"{changed.path}:{outside}", f"line {outside} of {changed.path} is not in the diff"),
+                       (f"{changed.path}", "write it as path:line")):
+        response = ann.post(url, {"verdict": "incorrect", "confidence": "2", "rationale": "wrong", "lines": pins})
+        assert response.status_code == 400 and said in response.content.decode(), pins
+    assert not Label.objects.exists()
+    ann.post(url, {"verdict": "incorrect", "confidence": "2", "rationale": "wrong", "lines": f"{changed.path}:{inside}"})
+    assert Label.objects.get().lines == [{"path": changed.path, "line": inside}]
+
+
+def test_labels_given_while_a_curator_reads_join_the_figures_within_half_a_minute(valid_task, people):  # noqa: F811
+    first = candidate_make(valid_task, "a")
+    dataset = dataset_of(valid_task)
+    take(dataset, people["ann"])
+    LabelHold.objects.filter(annotator=people["ann"]).update(candidate=first)
+    label(dataset, first, people["ann"], "correct")
+    carla = client_of(people["carla"])
+    url = reverse("labels:dataset", args=[dataset.pk])
+    assert 'id="figures-as-of"' not in carla.get(url).content.decode()
+    take(dataset, people["bob"])
+    LabelHold.objects.filter(annotator=people["bob"]).update(candidate=first)
+    label(dataset, first, people["bob"], "incorrect", 2, "wrong")
+    page = carla.get(url).content.decode()
+    assert "the 1 label given since joins them" in page and "No disagreement waits" in page  # not counted yet
+    cached = selectors.dataset_label_figures(dataset, user=people["carla"])
+    assert cached["newer_labels"] == 1
+    # Half a minute on, the figures are computed again with it.
+    with mock.patch("apps.labels.selectors.time.time", return_value=cached["as_of"] + selectors.FRESH_SECONDS + 1):
+        page = carla.get(url).content.decode()
+    assert 'id="figures-as-of"' not in page and "class=\"settle-link\">Candidate " + str(first.id) in page
+    # A settlement shows at once.
+    services.label_settle(candidate=first, user=people["carla"], verdict="incorrect", note="bob is right")
+    assert "No disagreement waits" in carla.get(url).content.decode()
