@@ -46,8 +46,9 @@ def tasks_in_scope(*, scope: str = "", dataset: str = "") -> QuerySet:
     return Task.objects.filter(repository=repository, verdict="valid")
 
 
-# The sources a command may name: probes are the style probe's own, made from candidates of these.
-NAMEABLE_SOURCES = [source for source in Candidate.Source.values if source != Candidate.Source.PROBE]
+# The sources a command may name: probes are the style probe's own, made from candidates of these;
+# `no_patch` puts the predictions without a patch in the pools (by default they are counted beside them).
+NAMEABLE_SOURCES = [source for source in Candidate.Source.values if source != Candidate.Source.PROBE] + ["no_patch"]
 
 
 def sources_chosen(text: str) -> tuple[str, ...]:

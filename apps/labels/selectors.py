@@ -471,7 +471,7 @@ def best_at_k_against_people(tasks, rows: list) -> dict:
     several datasets counts here by the labels given through any of them)."""
     people = {row.id: row.people_say for row in rows if row.people_say is not None}
     in_scope = Candidate.objects.filter(task__in=tasks.filter(verdict="valid"), source__in=DEFAULT_SOURCES)
-    # A prediction without a patch is in no queue and fixes nothing: people would call it incorrect.
+    # A prediction without a patch is in no queue and in no pool: it does not keep a task from counting.
     people.update(dict.fromkeys(in_scope.filter(EMPTY_PATCH).values_list("id", flat=True), False))
     unlabelled = in_scope.exclude(id__in=list(people)).values("task_id")
     full = tasks.filter(verdict="valid", candidates__id__in=list(people)).exclude(id__in=unlabelled).distinct()

@@ -100,19 +100,17 @@ def people_label_the_sample_repository(*, manage, tmp_path, repository, strong_t
     panel = re.search(r'<section id="labels-panel">.*?</section>', page, re.S).group(0)
     assert '<strong class="weak-oracle-rate">1 of 3 = 0.333</strong> [0.008, 0.906]' in panel
     assert "tests say not resolved, people say correct:\n    —" in panel
-    # best@k over the two tasks whose candidates are all labelled (agent-empty, with no patch, counts as incorrect):
-    # strong [right, empty, commented] = tests [T, F, T], people [T, F, T]; weak [sly] = tests [T], people [F].
-    # Random and oracle at k = 1: tests (2/3 + 1) / 2 = 0.833, people (2/3 + 0) / 2 = 0.333; the oracle at k = 3:
-    # tests 1.000, people (1 + 0) / 2 = 0.500; random at k = 3 is the mean share again.
+    # best@k over the two tasks whose candidates are all labelled (agent-empty, with no patch, is outside the pools,
+    # as for every selector): strong [right, commented] = tests [T, T], people [T, T]; weak [sly] = tests [T],
+    # people [F]. Random and oracle, at k = 1 and k = 2 alike: tests (1 + 1) / 2 = 1.000, people (1 + 0) / 2 = 0.500.
     table = re.search(r'<table class="table" id="best-at-k-people">.*?</table>', panel, re.S).group(0)
 
     def cells(name):
         row = re.search(rf'<tr data-selector="{name}">(.*?)</tr>', table, re.S).group(1)
         return re.findall(r'<td class="num">([^<]*)</td>', row)
 
-    assert "k=1: tests" in table and "k=3: people" in table
-    assert cells("random") == ["0.833", "0.333", "0.833", "0.333"]
-    assert cells("oracle") == ["0.833", "0.333", "1.000", "0.500"]
+    assert "k=1: tests" in table and "k=2: people" in table
+    assert cells("random") == cells("oracle") == ["1.000", "0.500", "1.000", "0.500"]
     judge = [float(value) for value in cells("judge")]  # the weak task's one candidate: 1 by the tests, 0 by people
     assert round(judge[0] - judge[1], 3) == round(judge[2] - judge[3], 3) == 0.5
 

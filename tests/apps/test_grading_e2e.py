@@ -256,7 +256,9 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     assert verified.returncode == 0, verified.stderr
     line = json.loads(verified.stdout)
     in_scope = Candidate.objects.filter(task=strong_task, source__in=("import", "mutant"))
-    assert line["candidates"] == in_scope.count() == len(MUTANT_KINDS) + 3
+    # agent-empty, a prediction without a patch, is counted beside the pool: no selector chooses it.
+    assert line["candidates"] == in_scope.exclude(no_patch=True).count() == len(MUTANT_KINDS) + 2
+    assert line["no_patch"] == 1
     assert line["resolved_candidates"] == 2 and line["best_at_k"]["oracle"][-1] == 1.0
     assert line["judge"]["mode"] == "patch" and line["judge"]["unscored"] == 0 and line["judge"]["brier"] is not None
     judge_curve = line["best_at_k"]["judge"]

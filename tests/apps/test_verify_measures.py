@@ -70,3 +70,18 @@ def test_controls_count_only_when_asked_and_bad_arguments_say_why(tmp_path):
     out = StringIO()
     call_command("verify", "--dataset", "verified", "--no-tests", "--no-judge", stdout=out)
     assert "4 tasks, 8 candidates" in out.getvalue() and "50.0%" in out.getvalue()
+
+
+def test_a_prediction_without_a_patch_is_in_no_pool_unless_the_sources_name_it(tmp_path):
+    imported(tmp_path)
+    empty = tmp_path / "d.jsonl"
+    empty.write_text(json.dumps({"instance_id": "octo__calc-3", "model_name_or_path": "d", "model_patch": None}) + "\n")
+    predictions_import(path=empty)
+    line = verify("--dataset", "verified", "--no-tests", "--no-judge", "--json")
+    # As before it came: calc-3's pool is still its two resolved candidates, counted beside it the one without a patch.
+    assert (line["candidates"], line["no_patch"]) == (8, 1)
+    assert line["best_at_k"]["random"] == [float(Fraction(1, 3))] * 3
+    asked = verify("--dataset", "verified", "--no-tests", "--no-judge", "--json", "--sources", "import,no_patch")
+    # In calc-3's pool it is a wrong candidate: random there 2/3, so (1/3 + 0 + 2/3 + 0) / 4 = 1/4 at k = 1.
+    assert (asked["candidates"], asked["no_patch"]) == (9, 0)
+    assert asked["best_at_k"]["random"][0] == 0.25

@@ -24,6 +24,7 @@ from ..models import COUNTS_RESOLVED, RESOLVED, Candidate, Execution, JudgeScore
 
 SELECTORS = ("random", "execution", "judge", "hybrid", "oracle")
 DEFAULT_SOURCES = Candidate.AGENTS
+NO_PATCH = "no_patch"  # named among the sources: predictions without a patch join the pools
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Measures:
     candidates: int = 0
     resolved_candidates: int = 0
     ungraded: int = 0  # candidates in scope with no ground truth yet, left out
+    no_patch: int = 0  # predictions without a patch, counted beside the pools (no selector chooses one)
     k_max: int = 0
     best_at_k: dict = field(default_factory=dict)  # selector -> [Fraction per k] or None
     bands: dict = field(default_factory=dict)  # selector -> [(low, high) per k]
@@ -47,7 +49,7 @@ class Measures:
 
     def as_json(self) -> dict:
         return {"tasks": self.tasks, "candidates": self.candidates, "resolved_candidates": self.resolved_candidates,
-                "ungraded": self.ungraded, "k_max": self.k_max,
+                "ungraded": self.ungraded, "no_patch": self.no_patch, "k_max": self.k_max,
                 "best_at_k": {name: None if curve is None else [float(v) for v in curve]
                               for name, curve in self.best_at_k.items()},
                 "bands": {name: [list(band) for band in bands] for name, bands in self.bands.items()},
@@ -83,6 +85,8 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Op
     measured.candidates = sum(len(pool.correct) for pool in pools.values())
     measured.resolved_candidates = sum(sum(pool.correct) for pool in pools.values())
     measured.ungraded = Candidate.objects.filter(task__in=valid, source__in=sources, outcome="").count()
+    if NO_PATCH not in sources:
+        measured.no_patch = Candidate.objects.filter(task__in=valid, source__in=sources, no_patch=True).count()
     measured.k_max = max((len(pool.correct) for pool in pools.values()), default=0)
     matrices = task_matrices(pools) if execution else {}
     executed = _execution_scores(matrices, pools, measured)
@@ -187,7 +191,7 @@ def _what_each_gets_wrong(matrices: dict, pools: dict, judge_scores: dict, execu
 
 
 CACHE_SECONDS = 24 * 3600
-MEASURES_SHAPE = 3  # in the cache key: Measures kept in an older shape are not read back
+MEASURES_SHAPE = 4  # in the cache key: Measures kept in an older shape are not read back
 
 
 def scope_fingerprint(tasks: QuerySet) -> list:
@@ -243,8 +247,13 @@ def measures_cached(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Opt
 
 
 def _pools(tasks: QuerySet, sources, correct: dict[int, bool]) -> dict[int, _Pool]:
+    """Each task's graded candidates of the sources; a prediction without a patch only when the sources
+    name `no_patch` (every real selector passes over an empty patch)."""
     pools = {task_id: _Pool() for task_id in tasks.values_list("id", flat=True)}
-    rows = Candidate.objects.filter(task__in=tasks, source__in=sources).exclude(outcome="") \
+    rows = Candidate.objects.filter(task__in=tasks, source__in=sources).exclude(outcome="")
+    if NO_PATCH not in sources:
+        rows = rows.exclude(no_patch=True)
+    rows = rows \
         .annotate(counted=COUNTS_RESOLVED).order_by("task_id", "id").values_list("task_id", "id", "counted")
     for task_id, candidate_id, counted in rows:
         pools[task_id].correct.append(correct.get(candidate_id, counted))

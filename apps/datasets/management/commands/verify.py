@@ -135,7 +135,8 @@ class Command(BaseCommand):
 
     def _table(self, line: dict) -> None:
         self.stdout.write(f"{line['tasks']} tasks, {line['candidates']} candidates "
-                          f"({line['resolved_candidates']} resolved, {line['ungraded']} ungraded and left out)")
+                          f"({line['resolved_candidates']} resolved, {line['ungraded']} ungraded and left out, "
+                          f"{line['no_patch']} without a patch counted beside them)")
         shown = [name for name in SELECTORS if line["best_at_k"][name] is not None]
         self.stdout.write("k".rjust(4) + "".join(name.rjust(10) for name in shown))
         for k in range(1, line["k_max"] + 1):
