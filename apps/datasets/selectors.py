@@ -103,16 +103,18 @@ class RunRow:
     resolved: int  # of those, tasks whose candidate is resolved
     ungraded: int  # candidates with no ground truth yet
     no_patch: int
+    instances: int  # the tasks in the scope: what SWE-bench's resolved rate is over
 
     @property
     def resolved_rate(self) -> Optional[float]:
-        graded = self.tasks - self.ungraded
-        return self.resolved / graded if graded else None
+        """Over every instance in scope, as SWE-bench counts a run ("28 of 300"), not over those graded."""
+        return self.resolved / self.instances if self.instances else None
 
 
 def runs_summarised(*, tasks: QuerySet, runs: Optional[QuerySet] = None) -> list[RunRow]:
-    """Each run with candidates among `tasks`: its resolved rate over the graded ones, and how
-    many are still ungraded."""
+    """Each run with candidates among `tasks`: how many it resolved of the tasks in scope (its resolved
+    rate over all of them, as SWE-bench reports a run), and how many are still ungraded."""
+    instances = tasks.count()
     candidates = Candidate.objects.filter(task__in=tasks, run__isnull=False)
     if runs is not None:
         candidates = candidates.filter(run__in=runs)
@@ -120,8 +122,8 @@ def runs_summarised(*, tasks: QuerySet, runs: Optional[QuerySet] = None) -> list
         tasks=Count("id"), resolved=Count("id", filter=RESOLVED),
         ungraded=Count("id", filter=Q(outcome="")), no_patch=Count("id", filter=Q(no_patch=True)))
     by_id = {run.pk: run for run in Run.objects.filter(pk__in=[row["run"] for row in counts])}
-    return sorted((RunRow(by_id[row["run"]], row["tasks"], row["resolved"], row["ungraded"], row["no_patch"])
-                   for row in counts), key=lambda row: row.run.name)
+    return sorted((RunRow(by_id[row["run"]], row["tasks"], row["resolved"], row["ungraded"], row["no_patch"],
+                          instances) for row in counts), key=lambda row: row.run.name)
 
 
 def candidate_counts(*, tasks: QuerySet) -> dict:
