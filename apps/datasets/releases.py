@@ -4,6 +4,7 @@ checksum), by a job that streams the rows to files. A version is never written t
 edited: a new one is made when anything changed, and a withdrawn one is kept, marked, with why.
 Exports (training data from one release's tasks) are jobs of their own, written beside it."""
 
+import hashlib
 import json
 import re
 import shutil
@@ -36,8 +37,10 @@ from apps.tasks.models import (
     current_issue,
 )
 from apps.tasks.selectors import task_base_sha
+from worker.engine.git.archive import archive_write, file_at, top_level_files
 from worker.engine.git.patches import NO_PATCHES, commits_patches
 from worker.engine.git.repo import GitError
+from worker.engine.release.licences import licence_files, licence_spdx
 from worker.engine.release.records import SCHEMA, ReleasedTask, instance_row
 from worker.engine.release.training import judge_row, trajectory_row
 from worker.engine.release.writers import MANIFEST, JsonLines, ParquetRows, WrittenFile, manifest_write
@@ -175,6 +178,9 @@ def release_job_work(job, progress) -> None:
     try:
         files, summary = _instances_write(work, task_ids, progress)
         same = _same_as(release, files)
+        if same is None:
+            sources, licences = _sources_write(work, summary)
+            files, summary.sources_written, summary.licences = [*files, *sources], sources, licences
         if same is not None:
             progress.complete(lambda: Release.objects.filter(id=release.id).update(
                 same_as=same, task_count=len(task_ids), files=[]))
@@ -266,11 +272,18 @@ class Summary:
     last_commit: Optional[datetime] = None
     fail_to_pass: int = 0
     pass_to_pass: int = 0
+    sources_written: list = field(default_factory=list)  # WrittenFile of each source archive and licence file
+    licences: dict = field(default_factory=dict)  # repository name -> {file, spdx, commit} (file None: none found)
     issue_models: defaultdict = field(default_factory=lambda: defaultdict(set))  # (model, prompt, version) -> tasks
     test_models: defaultdict = field(default_factory=lambda: defaultdict(set))
     datasets: set = field(default_factory=set)
+    # repository name -> (its mirror, {base commit: its commit date}): what the source archives are made of
+    bases: dict = field(default_factory=dict)
 
     def add(self, task: Task, released: ReleasedTask) -> None:
+        mirror, bases = self.bases.setdefault(task.repository.name, (task.repository.mirror_dir, {}))
+        if released.base_commit:
+            bases.setdefault(released.base_commit, task.commit.committed_at)
         self.repositories[task.repository.name] += 1
         self.states[task.state] += 1
         self.sources[task.source] += 1
@@ -298,10 +311,81 @@ def release_manifest(release: Release, number: int, summary: Summary, files: lis
             "commit_dates": {"first": _day(summary.first_commit), "last": _day(summary.last_commit)},
             "imports": imports,
         },
+        "source_archives": [{"repository": name, "commit": commit, "file": archive}
+                            for name, commit, archive in _archives_listed(summary) if archive],
+        "source_archives_missing": [{"repository": name, "commit": commit}
+                                    for name, commit, archive in _archives_listed(summary) if not archive],
+        "licences": summary.licences,
         "rules": {"curation": _curation_rules(), "mining_filters": _mining_filters(repositories)},
         "models": {"issues": _models_listed(summary.issue_models), "tests": _models_listed(summary.test_models)},
         "files": [file.described() for file in files],
     }
+
+
+SOURCES, LICENCES = "sources", "licences"
+
+
+def _slug(repository: str) -> str:
+    return repository.replace("/", "__")
+
+
+def _archive_name(repository: str, commit: str) -> str:
+    return f"{SOURCES}/{_slug(repository)}-{commit}.tar.gz"
+
+
+def _archives_listed(summary: Summary) -> list[tuple[str, str, str]]:
+    """(repository, base commit, its archive's name or "" where none could be made)."""
+    written = {file.name for file in summary.sources_written}
+    return [(name, commit, _archive_name(name, commit) if _archive_name(name, commit) in written else "")
+            for name, (_, bases) in sorted(summary.bases.items()) for commit in sorted(bases)]
+
+
+def _sources_write(work: Path, summary: Summary) -> tuple[list[WrittenFile], dict]:
+    """Per repository: a source archive at each base commit of its released tasks (what a task's image
+    adds to its environment's), and its licence file as of the newest of them, with the SPDX
+    identifier where one is recognisable. A repository without a mirror (an imported instance's) gets
+    neither, and the manifest says so."""
+    (work / SOURCES).mkdir()
+    (work / LICENCES).mkdir()
+    written, licences = [], {}
+    for name, (mirror, bases) in sorted(summary.bases.items()):
+        archived = []
+        for commit in sorted(bases) if mirror.is_dir() else []:
+            target = work / _archive_name(name, commit)
+            try:
+                archive_write(mirror, commit, target, prefix=_slug(name))
+            except GitError:  # a commit the mirror does not hold: listed without an archive
+                target.unlink(missing_ok=True)
+                continue
+            written.append(_described(work, target))
+            archived.append(commit)
+        if not archived:
+            licences[name] = {"file": None, "spdx": None, "commit": None,
+                              "why": "no mirror of the repository here holds its base commits"}
+            continue
+        newest = max(archived, key=lambda commit: str(bases[commit]))
+        licences[name] = _licence_copied(work, mirror, name, newest, written)
+    return written, licences
+
+
+def _licence_copied(work: Path, mirror: Path, name: str, commit: str, written: list) -> dict:
+    found = licence_files(top_level_files(mirror, commit))
+    if not found:
+        return {"file": None, "spdx": None, "commit": commit, "why": "none found"}
+    data = file_at(mirror, commit, found[0]) or b""
+    target = work / LICENCES / f"{_slug(name)}-{found[0]}"
+    target.write_bytes(data)
+    written.append(_described(work, target))
+    return {"file": f"{LICENCES}/{target.name}", "spdx": licence_spdx(data.decode("utf-8", "replace")),
+            "commit": commit}
+
+
+def _described(work: Path, path: Path) -> WrittenFile:
+    digest = hashlib.sha256()
+    with open(path, "rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return WrittenFile(str(path.relative_to(work)), path.stat().st_size, digest.hexdigest())
 
 
 def _day(when: Optional[datetime]) -> Optional[str]:

@@ -26,7 +26,7 @@ urlpatterns = [
     path("releases/", views.release_list, name="releases"),
     path("releases/new/", views.release_new, name="release_new"),
     path("releases/<int:pk>/", views.release_detail, name="release"),
-    path("releases/<int:pk>/files/<str:name>", views.release_file, name="release_file"),
+    path("releases/<int:pk>/files/<path:name>", views.release_file, name="release_file"),
     path("releases/<int:pk>/withdraw/", views.release_withdraw_view, name="release_withdraw"),
     path("releases/<int:pk>/export/", views.export_new, name="export_new"),
 ]

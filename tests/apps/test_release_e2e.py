@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 
 import pytest
 from django.test import Client
@@ -55,9 +56,27 @@ def test_a_release_of_the_sample_repository_loads_with_swebench_and_datasets(cel
     done = manage("release_dataset", "textkit", "--repository", repository.name, "--out", str(out), "--json")
     assert done.returncode == 0, done.stderr
     line = json.loads(done.stdout)
+    folder = out / "textkit@1"
+    bases = sorted({task.commit.parent_sha for task in tasks})
+    slug = repository.name.replace("/", "__")
+    archives = [str(folder / "sources" / f"{slug}-{base}.tar.gz") for base in bases]
     assert line == {"release": "textkit", "version": 1, "tasks": 2, "preview": False, "unchanged": False,
-                    "files": [str(out / "textkit@1" / "instances.jsonl"), str(out / "textkit@1" / "instances.parquet")],
-                    "manifest": str(out / "textkit@1" / "manifest.json")}
+                    "files": [str(folder / "instances.jsonl"), str(folder / "instances.parquet")],
+                    "manifest": str(folder / "manifest.json"), "source_archives": archives,
+                    "licence_files": [str(folder / "licences" / f"{slug}-LICENSE")]}
+    # Each base commit's tree, unpacked without git, is the repository as the task's patches apply to it.
+    for base, archive in zip(bases, archives):
+        with tarfile.open(archive) as tar:
+            names = tar.getnames()
+            assert f"{slug}/textkit/slug.py" in names and f"{slug}/LICENSE" in names
+            listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", base], cwd=repository.mirror_dir,
+                                    capture_output=True, text=True, check=True).stdout.split()
+            assert sorted(name.removeprefix(f"{slug}/") for name in names if tar.getmember(name).isfile()) == \
+                sorted(listed)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["licences"] == {repository.name: {"file": f"licences/{slug}-LICENSE", "spdx": "MIT",
+                                                      "commit": manifest["licences"][repository.name]["commit"]}}
+    assert [entry["commit"] for entry in manifest["source_archives"]] == bases
     ours = [json.loads(row) for row in open(line["files"][0])]
     assert sorted(row["instance_id"] for row in ours) == sorted(task.instance_id for task in tasks)
     for row in ours:

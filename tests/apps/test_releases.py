@@ -99,10 +99,15 @@ def test_a_release_holds_swebench_rows_the_same_rows_in_parquet_and_a_manifest(a
     assert manifest["rules"]["curation"]["required_reviews"] == 1
     assert manifest["rules"]["mining_filters"][small_repository.name]["max_files"] == small_repository.max_files
     # Every file's checksum is in the manifest; the manifest's own where the release is recorded.
-    assert [file["name"] for file in release.files] == ["instances.jsonl", "instances.parquet", "manifest.json"]
+    # The repository at the task's base commit rides along as a source archive (this one has no licence file).
+    archive = f"sources/{small_repository.name.replace('/', '__')}-{commit.parent_sha}.tar.gz"
+    assert [file["name"] for file in release.files] == ["instances.jsonl", "instances.parquet", archive,
+                                                        "manifest.json"]
+    assert manifest["licences"] == {small_repository.name: {"file": None, "spdx": None, "commit": commit.parent_sha,
+                                                            "why": "none found"}}
     for file in release.files:
         assert file_sha256(Path(release.folder) / file["name"]) == file["sha256"]
-    assert manifest["files"] == release.files[:2] and files_check(Path(release.folder), release.files) == []
+    assert manifest["files"] == release.files[:-1] and files_check(Path(release.folder), release.files) == []
 
 
 def test_nothing_changed_makes_no_version_and_a_change_makes_the_next(accepted, small_repository, tmp_path, settings,
@@ -124,7 +129,7 @@ def test_a_withdrawn_version_is_kept_and_its_number_never_written_again(accepted
                                                                          settings, curator):
     settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
     first = released(scope=scope_of_repository(small_repository))
-    before = {file.name: file.read_bytes() for file in Path(first.folder).iterdir()}
+    before = {file: file.read_bytes() for file in Path(first.folder).rglob("*") if file.is_file()}
     with pytest.raises(ReleaseRefused, match="say why"):
         release_withdraw(release=first, user=curator, reason="  ")
     release_withdraw(release=first, user=curator, reason="the oracle of one task is wrong")
@@ -133,7 +138,7 @@ def test_a_withdrawn_version_is_kept_and_its_number_never_written_again(accepted
     # The same rows again: a new number, the withdrawn files as they were.
     second = released(scope=scope_of_repository(small_repository))
     assert str(second) == "calc@2" and rows_of(second) == rows_of(first)
-    assert {file.name: file.read_bytes() for file in Path(first.folder).iterdir()} == before
+    assert {file: file.read_bytes() for file in Path(first.folder).rglob("*") if file.is_file()} == before
     first.refresh_from_db()
     assert first.withdrawn_reason == "the oracle of one task is wrong" and first.withdrawn_by == curator
     with pytest.raises(ReleaseRefused, match="withdrawn: export from a current version"):

@@ -84,8 +84,13 @@ class Command(BaseCommand):
     def _report(self, release: Release, as_json: bool) -> None:
         shown = release.same_as or release
         paths = [str(Path(shown.folder) / file["name"]) for file in shown.files]
-        line = {"release": shown.name, "version": shown.version, "tasks": shown.task_count, "files": paths[:-1],
-                "manifest": paths[-1], "preview": shown.preview, "unchanged": release.same_as is not None}
+        folders = {"sources": [], "licences": []}  # the source archives and licence files, beside the rows
+        for path, file in zip(paths, shown.files):
+            folders.get(file["name"].partition("/")[0], []).append(path)
+        rows = [path for path in paths[:-1] if path not in folders["sources"] + folders["licences"]]
+        line = {"release": shown.name, "version": shown.version, "tasks": shown.task_count, "files": rows,
+                "manifest": paths[-1], "source_archives": folders["sources"], "licence_files": folders["licences"],
+                "preview": shown.preview, "unchanged": release.same_as is not None}
         if as_json:
             self.stdout.write(json.dumps(line))
             return
