@@ -291,6 +291,7 @@ class Confusion:
     against: str
     cells: dict  # (people say, other says) -> count; each True/False
     unknown: int  # labelled candidates the other judge said nothing on
+    kappa: object = None  # ChanceCorrected: Cohen's kappa of people and this judge, as of two annotators
 
     def cell(self, people: bool, other: bool) -> int:
         return self.cells.get((people, other), 0)
@@ -307,6 +308,7 @@ def confusions(rows: list[LabelledCandidate]) -> list[Confusion]:
     for name, says in judges:
         cells: Counter = Counter()
         unknown = 0
+        paired = []
         for row in rows:
             if row.people_say is None:
                 continue
@@ -315,7 +317,9 @@ def confusions(rows: list[LabelledCandidate]) -> list[Confusion]:
                 unknown += 1
             else:
                 cells[(row.people_say, other)] += 1
-        tables.append(Confusion(name, dict(cells), unknown))
+                paired += [Judgement(row.id, "people", row.people_say), Judgement(row.id, "other", other)]
+        kappa = cohens_kappas(paired).get(("other", "people"))
+        tables.append(Confusion(name, dict(cells), unknown, kappa))
     return tables
 
 

@@ -462,3 +462,22 @@ def test_labels_given_while_a_curator_reads_join_the_figures_within_half_a_minut
     # A settlement shows at once.
     services.label_settle(candidate=first, user=people["carla"], verdict="incorrect", note="bob is right")
     assert "No disagreement waits" in carla.get(url).content.decode()
+
+
+def test_people_against_the_tests_with_cohens_kappa_worked_out_by_hand(valid_task, people):  # noqa: F811
+    outcomes = ["resolved", "resolved", "no", "no"]
+    said = ["correct", "incorrect", "incorrect", "incorrect"]
+    candidates = [candidate_make(valid_task, f"agent-{n}", outcome=outcome) for n, outcome in enumerate(outcomes)]
+    dataset = dataset_of(valid_task)
+    services.label_settings_save(dataset=dataset, user=people["carla"], overlap=1, control_share=0, order="random",
+                                 hide_trajectory=False)
+    for candidate, verdict in zip(candidates, said):
+        take(dataset, people["ann"])
+        LabelHold.objects.filter(annotator=people["ann"]).update(candidate=candidate)
+        label(dataset, candidate, people["ann"], verdict, 2, "read it")
+    page = client_of(people["carla"]).get(reverse("labels:dataset", args=[dataset.pk])).content.decode()
+    table = re.search(r'<table class="table confusion" id="confusion-1">.*?</table>', page, re.S).group(0)
+    # People C I I I against the tests T T F F: they agree on 3 of 4 (0.75); by chance (1*2 + 3*2) / 16 = 0.5 (people
+    # say correct 1 of 4 times, the tests resolve 2 of 4): kappa (0.75 - 0.5) / (1 - 0.5) = 0.5.
+    assert 'Cohen\'s kappa <span class="confusion-kappa">0.500</span> (agreement 0.750, n 4)' in table
+    assert re.findall(r"<td>(\d+)</td>", table) == ["1", "0", "1", "2"]
