@@ -39,7 +39,7 @@ from apps.tasks.models import (
 from apps.tasks.selectors import task_base_sha
 from worker.engine.git.archive import archive_write, file_at, top_level_files
 from worker.engine.git.patches import NO_PATCHES, commits_patches
-from worker.engine.git.repo import GitError
+from worker.engine.git.repo import GitError, commit_exists
 from worker.engine.release.licences import licence_files, licence_spdx
 from worker.engine.release.records import SCHEMA, ReleasedTask, instance_row
 from worker.engine.release.training import judge_row, trajectory_row
@@ -179,7 +179,7 @@ def release_job_work(job, progress) -> None:
         files, summary = _instances_write(work, task_ids, progress)
         same = _same_as(release, files)
         if same is None:
-            sources, licences = _sources_write(work, summary)
+            sources, licences = _sources_write(work, summary, progress)
             files, summary.sources_written, summary.licences = [*files, *sources], sources, licences
         if same is not None:
             progress.complete(lambda: Release.objects.filter(id=release.id).update(
@@ -340,44 +340,48 @@ def _archives_listed(summary: Summary) -> list[tuple[str, str, str]]:
             for name, (_, bases) in sorted(summary.bases.items()) for commit in sorted(bases)]
 
 
-def _sources_write(work: Path, summary: Summary) -> tuple[list[WrittenFile], dict]:
+def _sources_write(work: Path, summary: Summary, progress) -> tuple[list[WrittenFile], dict]:
     """Per repository: a source archive at each base commit of its released tasks (what a task's image
-    adds to its environment's), and its licence file as of the newest of them, with the SPDX
-    identifier where one is recognisable. A repository without a mirror (an imported instance's) gets
-    neither, and the manifest says so."""
+    adds to its environment's), and its licence files as of the newest of them, each with its SPDX
+    identifier where the text is a common licence. A base commit no mirror here holds (an imported
+    instance's, say) gets no archive, and the manifest says so; any other git failure fails the job."""
     (work / SOURCES).mkdir()
     (work / LICENCES).mkdir()
     written, licences = [], {}
+    tasks = sum(summary.repositories.values())
     for name, (mirror, bases) in sorted(summary.bases.items()):
         archived = []
-        for commit in sorted(bases) if mirror.is_dir() else []:
-            target = work / _archive_name(name, commit)
-            try:
-                archive_write(mirror, commit, target, prefix=_slug(name))
-            except GitError:  # a commit the mirror does not hold: listed without an archive
-                target.unlink(missing_ok=True)
+        for commit in sorted(bases):
+            progress.report(tasks, tasks)  # every row is written; a cancel asked meanwhile stops here
+            if not (mirror.is_dir() and commit_exists(mirror, commit)):
                 continue
+            target = work / _archive_name(name, commit)
+            archive_write(mirror, commit, target, prefix=_slug(name))
             written.append(_described(work, target))
             archived.append(commit)
         if not archived:
-            licences[name] = {"file": None, "spdx": None, "commit": None,
+            licences[name] = {"commit": None, "files": [],
                               "why": "no mirror of the repository here holds its base commits"}
             continue
         newest = max(archived, key=lambda commit: str(bases[commit]))
-        licences[name] = _licence_copied(work, mirror, name, newest, written)
+        licences[name] = _licences_copied(work, mirror, name, newest, written)
     return written, licences
 
 
-def _licence_copied(work: Path, mirror: Path, name: str, commit: str, written: list) -> dict:
-    found = licence_files(top_level_files(mirror, commit))
-    if not found:
-        return {"file": None, "spdx": None, "commit": commit, "why": "none found"}
-    data = file_at(mirror, commit, found[0]) or b""
-    target = work / LICENCES / f"{_slug(name)}-{found[0]}"
-    target.write_bytes(data)
-    written.append(_described(work, target))
-    return {"file": f"{LICENCES}/{target.name}", "spdx": licence_spdx(data.decode("utf-8", "replace")),
-            "commit": commit}
+def _licences_copied(work: Path, mirror: Path, name: str, commit: str, written: list) -> dict:
+    """Every licence file at the top of the tree (a project under the LGPL keeps the GPL beside it; a
+    dual-licensed one, both), each with its SPDX identifier or null."""
+    files = []
+    for found in licence_files(top_level_files(mirror, commit)):
+        data = file_at(mirror, commit, found)
+        if data is None:
+            files.append({"file": None, "spdx": None, "name": found, "why": "larger than a licence file"})
+            continue
+        target = work / LICENCES / f"{_slug(name)}-{found}"
+        target.write_bytes(data)
+        written.append(_described(work, target))
+        files.append({"file": f"{LICENCES}/{target.name}", "spdx": licence_spdx(data.decode("utf-8", "replace"))})
+    return {"commit": commit, "files": files, **({} if files else {"why": "none found"})}
 
 
 def _described(work: Path, path: Path) -> WrittenFile:

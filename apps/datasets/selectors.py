@@ -103,18 +103,26 @@ class RunRow:
     resolved: int  # of those, tasks whose candidate is resolved
     ungraded: int  # candidates with no ground truth yet
     no_patch: int
-    instances: int  # the tasks in the scope: what SWE-bench's resolved rate is over
+    instances: int  # what SWE-bench's resolved rate is over: the scope's instances, or the run's own tasks
 
     @property
     def resolved_rate(self) -> Optional[float]:
-        """Over every instance in scope, as SWE-bench counts a run ("28 of 300"), not over those graded."""
-        return self.resolved / self.instances if self.instances else None
+        """Over every instance, as SWE-bench counts a run ("28 of 300"), not over those graded; None while
+        none of its candidates has a ground truth."""
+        return self.resolved / self.instances if self.instances and self.ungraded < self.tasks else None
 
 
-def runs_summarised(*, tasks: QuerySet, runs: Optional[QuerySet] = None) -> list[RunRow]:
-    """Each run with candidates among `tasks`: how many it resolved of the tasks in scope (its resolved
-    rate over all of them, as SWE-bench reports a run), and how many are still ungraded."""
-    instances = tasks.count()
+# The instances of a scope a run is measured over: imported instances (their oracle came with them) and
+# mined tasks that validated; a mined task still on its way, or found invalid, is no instance yet.
+INSTANCES = Q(source=Task.Source.IMPORTED) | Q(verdict="valid")
+
+
+def runs_summarised(*, tasks: QuerySet, runs: Optional[QuerySet] = None, over_own_tasks: bool = False
+                    ) -> list[RunRow]:
+    """Each run with candidates among `tasks`: how many it resolved, and its resolved rate over the
+    scope's instances (a dataset's page), or over the tasks it has a candidate for (a run's own page,
+    where no dataset bounds it); and how many are still ungraded."""
+    instances = tasks.filter(INSTANCES).count()
     candidates = Candidate.objects.filter(task__in=tasks, run__isnull=False)
     if runs is not None:
         candidates = candidates.filter(run__in=runs)
@@ -123,7 +131,8 @@ def runs_summarised(*, tasks: QuerySet, runs: Optional[QuerySet] = None) -> list
         ungraded=Count("id", filter=Q(outcome="")), no_patch=Count("id", filter=Q(no_patch=True)))
     by_id = {run.pk: run for run in Run.objects.filter(pk__in=[row["run"] for row in counts])}
     return sorted((RunRow(by_id[row["run"]], row["tasks"], row["resolved"], row["ungraded"], row["no_patch"],
-                          instances) for row in counts), key=lambda row: row.run.name)
+                          row["tasks"] if over_own_tasks else instances) for row in counts),
+                  key=lambda row: row.run.name)
 
 
 def candidate_counts(*, tasks: QuerySet) -> dict:

@@ -132,7 +132,8 @@ def run_detail(request, pk: int):
     require_unblinded(request)
     run = get_object_or_404(Run, pk=pk)
     tasks = tasks_visible(user=request.user)
-    summary = next(iter(selectors.runs_summarised(tasks=tasks, runs=Run.objects.filter(pk=pk))), None)
+    summary = next(iter(selectors.runs_summarised(tasks=tasks, runs=Run.objects.filter(pk=pk), over_own_tasks=True)),
+                   None)
     if summary is None:
         raise Http404("No such run.")
     candidates = (run.candidates.filter(task__in=tasks).select_related("task").defer("patch", "trajectory")

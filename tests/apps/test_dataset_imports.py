@@ -308,7 +308,7 @@ def test_the_pages_show_datasets_runs_imports_and_a_tasks_candidates(tmp_path, c
     page = curator_client.get(reverse("datasets:import", args=[instances.pk])).content.decode()
     assert "missing or not text: repo" in page and "<strong>4</strong> rows read" in page
     page = curator_client.get(reverse("datasets:run", args=[Run.objects.get(name="agent-a").pk])).content.decode()
-    assert "1 resolved, of the 3 tasks you can see (33%)" in page
+    assert "1 resolved, of the 3 tasks it was given (33%)" in page
     page = curator_client.get(reverse("datasets:task_candidates", args=["octo__calc-1"])).content.decode()
     assert "report:run_report:run_report.json" in page and "Gold" in page and "Empty" in page
     page = curator_client.get(reverse("tasks:detail", args=["sympy__sympy-20590"])).content.decode()

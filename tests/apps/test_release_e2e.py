@@ -74,8 +74,9 @@ def test_a_release_of_the_sample_repository_loads_with_swebench_and_datasets(cel
             assert sorted(name.removeprefix(f"{slug}/") for name in names if tar.getmember(name).isfile()) == \
                 sorted(listed)
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["licences"] == {repository.name: {"file": f"licences/{slug}-LICENSE", "spdx": "MIT",
-                                                      "commit": manifest["licences"][repository.name]["commit"]}}
+    newest = max(tasks, key=lambda task: task.commit.committed_at).commit.parent_sha
+    assert manifest["licences"] == {repository.name: {"commit": newest, "files": [
+        {"file": f"licences/{slug}-LICENSE", "spdx": "MIT"}]}}
     assert [entry["commit"] for entry in manifest["source_archives"]] == bases
     ours = [json.loads(row) for row in open(line["files"][0])]
     assert sorted(row["instance_id"] for row in ours) == sorted(task.instance_id for task in tasks)

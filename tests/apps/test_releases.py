@@ -103,7 +103,7 @@ def test_a_release_holds_swebench_rows_the_same_rows_in_parquet_and_a_manifest(a
     archive = f"sources/{small_repository.name.replace('/', '__')}-{commit.parent_sha}.tar.gz"
     assert [file["name"] for file in release.files] == ["instances.jsonl", "instances.parquet", archive,
                                                         "manifest.json"]
-    assert manifest["licences"] == {small_repository.name: {"file": None, "spdx": None, "commit": commit.parent_sha,
+    assert manifest["licences"] == {small_repository.name: {"commit": commit.parent_sha, "files": [],
                                                             "why": "none found"}}
     for file in release.files:
         assert file_sha256(Path(release.folder) / file["name"]) == file["sha256"]

@@ -1,7 +1,13 @@
 """A release's licence files: found by name at the top of a tree, their SPDX identifier recognised
 from the text where it is a common licence, and never guessed where it is not."""
 
+from pathlib import Path
+
+import pytest
+
 from worker.engine.release.licences import licence_files, licence_spdx
+
+DEBIAN_TEXTS = Path("/usr/share/common-licenses")  # every Debian system's full licence texts (base-files)
 
 MIT = """MIT License\n\nCopyright (c) 2020 Someone\n\nPermission is hereby granted, free of charge, to any person
 obtaining a copy of this software..."""
@@ -24,6 +30,15 @@ def test_common_licences_are_recognised_whatever_the_line_breaks():
     assert [licence_spdx(text) for text in (MIT, APACHE, BSD3, BSD2, GPL3, GPL2, LGPL21, MPL, ISC, UNLICENSE)] == [
         "MIT", "Apache-2.0", "BSD-3-Clause", "BSD-2-Clause", "GPL-3.0", "GPL-2.0", "LGPL-2.1", "MPL-2.0", "ISC",
         "Unlicense"]
+
+
+@pytest.mark.parametrize("name, spdx", [("Apache-2.0", "Apache-2.0"), ("BSD", "BSD-3-Clause"), ("GPL-2", "GPL-2.0"),
+                                        ("GPL-3", "GPL-3.0"), ("LGPL-2", "LGPL-2.0"), ("LGPL-2.1", "LGPL-2.1"),
+                                        ("LGPL-3", "LGPL-3.0"), ("MPL-2.0", "MPL-2.0"), ("MPL-1.1", None),
+                                        ("Artistic", None)])
+def test_whole_licence_texts_are_named_by_their_own_title_not_by_the_licences_they_mention(name, spdx):
+    # The full GPLv3 speaks of the Affero and Lesser licences; the LGPL's of the GPL: the title decides.
+    assert licence_spdx((DEBIAN_TEXTS / name).read_text()) == spdx
 
 
 def test_a_text_that_is_no_common_licence_is_not_guessed():

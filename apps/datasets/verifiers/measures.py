@@ -86,7 +86,8 @@ def measures_compute(tasks: QuerySet, *, sources=DEFAULT_SOURCES, judge_mode: Op
     measured.resolved_candidates = sum(sum(pool.correct) for pool in pools.values())
     measured.ungraded = Candidate.objects.filter(task__in=valid, source__in=sources, outcome="").count()
     if NO_PATCH not in sources:
-        measured.no_patch = Candidate.objects.filter(task__in=valid, source__in=sources, no_patch=True).count()
+        measured.no_patch = (Candidate.objects.filter(task__in=valid, source__in=sources, no_patch=True)
+                             .exclude(outcome="").count())  # an ungraded one is counted as ungraded
     measured.k_max = max((len(pool.correct) for pool in pools.values()), default=0)
     matrices = task_matrices(pools) if execution else {}
     executed = _execution_scores(matrices, pools, measured)
