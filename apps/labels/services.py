@@ -1,8 +1,8 @@
 """Labelling: a dataset's queue of candidates in the order in force, holds on items, labels, and a
 curator's settlement where annotators disagree. Every refusal says why in words and writes nothing.
 
-Controls (gold, empty and mutant patches) give themselves away when labelled openly: they reach the
-queue only as hidden controls, mixed in at the share a curator set, their answer known."""
+Controls (the gold patch, and mutants the hidden tests catch) give themselves away when labelled openly:
+they reach the queue only as hidden controls, mixed in at the share a curator set, their answer known."""
 
 import hashlib
 import json

@@ -481,3 +481,16 @@ def test_people_against_the_tests_with_cohens_kappa_worked_out_by_hand(valid_tas
     # say correct 1 of 4 times, the tests resolve 2 of 4): kappa (0.75 - 0.5) / (1 - 0.5) = 0.5.
     assert 'Cohen\'s kappa <span class="confusion-kappa">0.500</span> (agreement 0.750, n 4)' in table
     assert re.findall(r"<td>(\d+)</td>", table) == ["1", "0", "1", "2"]
+
+
+def test_the_admin_reads_labels_and_settlements_and_changes_none(valid_task, people, admin_user):
+    candidate = candidate_make(valid_task, "a")
+    dataset = dataset_of(valid_task)
+    take(dataset, people["ann"])
+    given = label(dataset, candidate, people["ann"], "incorrect", 2, "wrong branch")
+    admin = client_of(admin_user)
+    page = admin.get(reverse("admin:labels_label_changelist")).content.decode()
+    assert "ann" in page and "incorrect" in page
+    assert admin.get(reverse("admin:labels_label_add")).status_code == 403
+    admin.post(reverse("admin:labels_label_change", args=[given.pk]), {"verdict": "correct", "confidence": "3"})
+    assert Label.objects.get(pk=given.pk).verdict == "incorrect"
