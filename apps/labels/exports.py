@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import CommandError
+from django.db import transaction
 from django.urls import reverse
 
 from apps.datasets.models import Dataset
@@ -42,10 +43,11 @@ def pseudonym(user_id: int) -> str:
 def label_export_start(*, dataset: Dataset, format: str, pseudonymize: bool, user=None) -> LabelExport:
     if format not in LabelExport.Format.values:
         raise CommandError(f"unknown format {format!r}: choose jsonl or csv")
-    export = LabelExport.objects.create(dataset=dataset, format=format, pseudonymize=pseudonymize,
-                                        created_by=user if getattr(user, "pk", None) else None)
-    export.job, _ = job_start(kind="label_export", subject=export, user=user)
-    export.save(update_fields=["job"])
+    with transaction.atomic():  # the job's message goes out once its row and the export's are both stored
+        export = LabelExport.objects.create(dataset=dataset, format=format, pseudonymize=pseudonymize,
+                                            created_by=user if getattr(user, "pk", None) else None)
+        export.job, _ = job_start(kind="label_export", subject=export, user=user)
+        export.save(update_fields=["job"])
     return export
 
 

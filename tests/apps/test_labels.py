@@ -16,7 +16,8 @@ from unidiff import PatchSet
 from apps.datasets.models import Candidate, Dataset, Execution, JudgeScore, Release, Run
 from apps.datasets.releases import export_rows
 from apps.labels import selectors, services
-from apps.labels.models import Label, LabelHold, QueueItem, Settlement
+from apps.labels.exports import label_export_start
+from apps.labels.models import Label, LabelExport, LabelHold, QueueItem, Settlement
 from apps.labels.selectors import dataset_seed, labelled_candidates, oracle_error_rates
 from apps.labels.services import LabelForm, LabelRefused
 from apps.repositories.models import Repository
@@ -494,3 +495,14 @@ def test_the_admin_reads_labels_and_settlements_and_changes_none(valid_task, peo
     assert admin.get(reverse("admin:labels_label_add")).status_code == 403
     admin.post(reverse("admin:labels_label_change", args=[given.pk]), {"verdict": "correct", "confidence": "3"})
     assert Label.objects.get(pk=given.pk).verdict == "incorrect"
+
+
+def test_a_label_exports_job_is_sent_only_once_the_export_row_names_it(valid_task, transactional_db):  # noqa: F811
+    seen = []
+
+    def dispatched(job_id, **kwargs):  # what a worker taking the message at once would find
+        seen.append(LabelExport.objects.filter(job_id=job_id).exists())
+
+    with mock.patch("apps.jobs.services.job_dispatch", side_effect=dispatched):
+        label_export_start(dataset=dataset_of(valid_task), format="jsonl", pseudonymize=False)
+    assert seen == [True]
