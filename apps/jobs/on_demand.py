@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import DatabaseError
 
+from apps.jobs.models import Job
 from apps.jobs.selectors import queues_without_worker
 from apps.jobs.services import jobs_sweep
 
@@ -135,3 +136,15 @@ def _end_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+def job_waited(job_id: int, *, queues: str, what: str, stderr, timeout: float) -> None:
+    """For a command: wait for one job to end, a worker started for it on the embedded default;
+    CommandError unless it succeeded (`what` names it: "the release")."""
+    ended = lambda: Job.objects.filter(id=job_id).exclude(state__in=Job.ACTIVE_STATES).exists()  # noqa: E731
+    queued = lambda: Job.objects.filter(id=job_id, state=Job.State.QUEUED).exists()  # noqa: E731
+    with WorkerOnDemand(queues=queues, stderr=stderr) as worker:
+        worker.wait_until(ended, queued=queued, timeout=timeout, what=what)
+    job = Job.objects.get(id=job_id)
+    if job.state != Job.State.SUCCEEDED:
+        raise CommandError(f"{what} {job.state}: {job.error_message or 'see its job'}")

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from apps.datasets.models import Dataset
-from apps.jobs.on_demand import WorkerOnDemand
+from apps.jobs.on_demand import job_waited
 from apps.jobs.services import job_start
 from worker.engine.release.writers import json_line
 
@@ -117,11 +117,5 @@ def label_export_work(job, progress) -> None:
 
 def label_export_waited(export: LabelExport, *, stderr, timeout: float) -> LabelExport:
     """For the command: wait for the export's job (a worker started for it on the embedded default)."""
-    ended = lambda: LabelExport.objects.filter(id=export.id).exclude(job__state__in=LabelExport.ACTIVE_STATES).exists()  # noqa: E731,E501
-    queued = lambda: LabelExport.objects.filter(id=export.id, job__state=LabelExport.State.QUEUED).exists()  # noqa: E731,E501
-    with WorkerOnDemand(queues="curation", stderr=stderr) as worker:
-        worker.wait_until(ended, queued=queued, timeout=timeout, what="the label export")
-    export = LabelExport.objects.select_related("job").get(id=export.id)
-    if export.state != LabelExport.State.SUCCEEDED:
-        raise CommandError(f"the label export {export.state}: {export.error_message or 'see its job'}")
-    return export
+    job_waited(export.job_id, queues="curation", what="the label export", stderr=stderr, timeout=timeout)
+    return LabelExport.objects.select_related("job").get(id=export.id)
