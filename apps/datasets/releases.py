@@ -4,7 +4,6 @@ checksum), by a job that streams the rows to files. A version is never written t
 edited: a new one is made when anything changed, and a withdrawn one is kept, marked, with why.
 Exports (training data from one release's tasks) are jobs of their own, written beside it."""
 
-import hashlib
 import json
 import re
 import shutil
@@ -17,13 +16,12 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from django.conf import settings
-from django.core.management.base import CommandError
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone as django_timezone
 
 from apps.environments.models import Environment
-from apps.jobs.on_demand import WorkerOnDemand
+from apps.jobs.on_demand import job_waited
 from apps.jobs.services import JobFailed, job_start
 from apps.repositories.models import Repository
 from apps.tasks.models import (
@@ -43,7 +41,7 @@ from worker.engine.git.repo import GitError, commit_exists
 from worker.engine.release.licences import licence_files, licence_spdx
 from worker.engine.release.records import SCHEMA, ReleasedTask, instance_row
 from worker.engine.release.training import judge_row, trajectory_row
-from worker.engine.release.writers import MANIFEST, JsonLines, ParquetRows, WrittenFile, manifest_write
+from worker.engine.release.writers import MANIFEST, JsonLines, ParquetRows, WrittenFile, file_sha256, manifest_write
 from worker.engine.verify.reproduction import files_added_patch
 
 from .models import RESOLVED, Candidate, Dataset, HackingReview, Import, Release
@@ -385,11 +383,7 @@ def _licences_copied(work: Path, mirror: Path, name: str, commit: str, written: 
 
 
 def _described(work: Path, path: Path) -> WrittenFile:
-    digest = hashlib.sha256()
-    with open(path, "rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return WrittenFile(str(path.relative_to(work)), path.stat().st_size, digest.hexdigest())
+    return WrittenFile(str(path.relative_to(work)), path.stat().st_size, file_sha256(path))
 
 
 def _day(when: Optional[datetime]) -> Optional[str]:
@@ -562,15 +556,9 @@ def _difficulties(task_ids: list[int]) -> dict[int, str]:
 def release_waited(release: Release, *, stderr, timeout: float) -> Release:
     """For a command: wait for a release's (or export's) job to end, a worker started for it on the
     embedded default; CommandError unless it succeeded."""
-    ended = lambda: Release.objects.filter(id=release.id).exclude(job__state__in=Release.ACTIVE_STATES).exists()  # noqa: E731,E501
-    queued = lambda: Release.objects.filter(id=release.id, job__state=Release.State.QUEUED).exists()  # noqa: E731
-    with WorkerOnDemand(queues="curation", stderr=stderr) as worker:
-        worker.wait_until(ended, queued=queued, timeout=timeout, what=f"the {release.get_kind_display().lower()}")
-    release = Release.objects.select_related("job", "of", "same_as").get(id=release.id)
-    if release.state != Release.State.SUCCEEDED:
-        raise CommandError(f"the {release.get_kind_display().lower()} {release.state}: "
-                           f"{release.error_message or 'see its job'}")
-    return release
+    job_waited(release.job_id, queues="curation", what=f"the {release.get_kind_display().lower()}", stderr=stderr,
+               timeout=timeout)
+    return Release.objects.select_related("job", "of", "same_as").get(id=release.id)
 
 
 # --- withdrawing -------------------------------------------------------------------------------
