@@ -123,7 +123,7 @@ def dataset_detail(request, pk: int):
         "style_probe": scope_cached(fingerprint, lambda: style_probe(tasks, fingerprint=fingerprint), "style_probe"),
         "overlap_over_time": overlap_over_time(dataset, judge_mode),
         "suspicious": scope_cached(fingerprint, lambda: selectors.suspicious_counts(tasks=tasks), "suspicious"),
-        **DATASET_PAGE.context(dataset=dataset, tasks=tasks, user=request.user),
+        **DATASET_PAGE.context(dataset=dataset, tasks=tasks, user=request.user, fingerprint=fingerprint),
     }
     return render(request, "datasets/dataset_detail.html", context)
 

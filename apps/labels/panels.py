@@ -21,13 +21,13 @@ def task_weak_oracle(task) -> dict:
     return {"weak_oracle": weak} if weak else {}
 
 
-def dataset_labels_panel(*, dataset, tasks, user) -> dict:
+def dataset_labels_panel(*, dataset, tasks, user, fingerprint) -> dict:
     """The labels' figures on the dataset page, for curators; a way in for everyone who labels."""
     if not user_roles(user):
         return {}
     panel = {"dataset": dataset, "curator": user_can_review(user)}
     if panel["curator"] and Label.objects.filter(dataset=dataset).exists():
-        figures = selectors.dataset_label_figures(dataset, user=user)
+        figures = selectors.dataset_label_figures(dataset, user=user, fingerprint=fingerprint)
         panel.update(labels=figures["label_count"], labelled=len(figures["rows"]),
                      error_rate=figures["oracle"].rates[0], best_at_k=figures["best_at_k"])
     return {"labels_panel": panel}
