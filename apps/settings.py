@@ -171,6 +171,10 @@ COMMITGYM_INDEX_HOSTS = index_hosts_from(os.environ.get("COMMITGYM_INDEX_HOSTS",
 COMMITGYM_VALIDATION_RERUNS = _env_int("COMMITGYM_VALIDATION_RERUNS", 2)
 COMMITGYM_TEST_TIMEOUT = _env_int("COMMITGYM_TEST_TIMEOUT", 60)
 COMMITGYM_SUITE_SECONDS = _env_int("COMMITGYM_SUITE_SECONDS", 600)
+# Memory a sandboxed run of tests may use (address space and, where a cgroup holds the run, resident
+# memory): size it below what the machine can give every concurrent run, or the kernel, not the
+# limit, ends a run that allocates without bound.
+COMMITGYM_SANDBOX_MEMORY_MB = _env_int("COMMITGYM_SANDBOX_MEMORY_MB", 4096)
 # A running job whose worker has not reported for this long may be taken over.
 COMMITGYM_JOB_STALE_SECONDS = _env_int("COMMITGYM_JOB_STALE_SECONDS", 300)
 COMMITGYM_JOB_HEARTBEAT_SECONDS = _env_int("COMMITGYM_JOB_HEARTBEAT_SECONDS", 30)

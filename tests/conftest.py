@@ -185,6 +185,8 @@ def _celery_worker_process(django_db_setup, _worker_mirror_dir, tmp_path_factory
     env = {**os.environ, "DATABASE_URL": commands_database_url, "CELERY_BROKER_URL": broker,
            "COMMITGYM_MIRROR_DIR": str(_worker_mirror_dir), "COMMITGYM_VALIDATION_RERUNS": "1",
            "COMMITGYM_TEST_TIMEOUT": "10",
+           # Runs that allocate without bound meet the limit, not the memory of a busy CI machine.
+           "COMMITGYM_SANDBOX_MEMORY_MB": "1024",
            # As the web app's settings allow each test's own folder (_local_folders): the worker
            # checks a local repository's folder again before every fetch.
            "COMMITGYM_LOCAL_ROOTS": str(tmp_path_factory.getbasetemp())}

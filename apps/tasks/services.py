@@ -3,6 +3,7 @@ environment, runs and verdict; generated tests get their verdicts the same way."
 
 import logging
 import sys
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Optional
@@ -17,6 +18,7 @@ from apps.jobs.leases import LeaseLost
 from apps.jobs.services import JobFailed, JobRefused, job_start, jobs_lost_end
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
 from worker.engine.env.runtimes import default_images, docker_runtimes, local_runtimes
+from worker.engine.sandbox.base import Limits
 from worker.engine.sandbox.docker import DockerSandbox
 from worker.engine.sandbox.index_proxy import INDEX_PROXY
 from worker.engine.sandbox.local import LocalSandbox
@@ -139,10 +141,16 @@ def validation_job_retry(job, user):
     return again.job
 
 
+def sandbox_limits(limits: Limits) -> Limits:
+    """An engine's limits for a run of tests with the operator's memory limit."""
+    return replace(limits, memory_bytes=settings.COMMITGYM_SANDBOX_MEMORY_MB << 20)
+
+
 def _engine_settings() -> ValidationSettings:
     return ValidationSettings(reruns=settings.COMMITGYM_VALIDATION_RERUNS,
                               per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT,
-                              suite_seconds=settings.COMMITGYM_SUITE_SECONDS)
+                              suite_seconds=settings.COMMITGYM_SUITE_SECONDS,
+                              limits=sandbox_limits(ValidationSettings.limits))
 
 
 def environment_builder(repository, backend: str) -> EnvironmentBuilder:

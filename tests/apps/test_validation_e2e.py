@@ -172,7 +172,8 @@ def test_hostile_code_is_contained_and_the_worker_goes_on(celery_worker, tmp_pat
     assert validation.pass_to_pass == [] and validation.flaky == []
     attacks = ("test_hangs", "test_allocates_ten_gigabytes", "test_forks_without_end", "test_reaches_the_hosts_redis",
                "test_reads_secrets", "test_deletes_the_environment")
-    assert validation.runs.count() == 3  # the suite before and after, one rerun (COMMITGYM_VALIDATION_RERUNS=1)
+    runs = [(run.side, run.scope, run.outcomes) for run in validation.runs.order_by("id")]
+    assert validation.runs.count() == 3, runs  # the suite before and after, one rerun (COMMITGYM_VALIDATION_RERUNS=1)
     for run in validation.runs.all():
         for attack in attacks:
             assert run.outcomes[f"tests/test_calc.py::{attack}"] in {"FAILED", "ERROR"}, (attack, run.outcomes)

@@ -14,7 +14,7 @@ from apps.bulk_insert import text_storable
 from apps.jobs.services import JobFailed, JobRefused, job_start
 from apps.tasks.models import Task, TestRunRecord, Validation
 from apps.tasks.selectors import task_base_sha, task_patches
-from apps.tasks.services import built_environment, environment_builder
+from apps.tasks.services import built_environment, environment_builder, sandbox_limits
 from worker.engine.git.repo import GitError
 from worker.engine.grade.candidate import GradeResult, GradeSettings, TaskToGrade, candidate_grade, runs_graded
 from worker.engine.grade.second_opinion import Doubts, candidate_doubts
@@ -103,7 +103,7 @@ def control_graded_by_validation(candidate: Candidate, validation: Validation, t
 
 
 def _grade_settings(limits: Limits) -> GradeSettings:
-    return GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT, limits=limits,
+    return GradeSettings(per_test_timeout=settings.COMMITGYM_TEST_TIMEOUT, limits=sandbox_limits(limits),
                          bases=Path(settings.COMMITGYM_WORK_DIR) / GRADE_BASES)
 
 
