@@ -38,6 +38,15 @@ from apps.tasks.selectors import task_base_sha
 from worker.engine.git.archive import archive_write, file_at, top_level_files
 from worker.engine.git.patches import NO_PATCHES, commits_patches
 from worker.engine.git.repo import GitError, commit_exists
+from worker.engine.env.rebuild import (
+    ENVIRONMENTS,
+    EXTRA_CA,
+    EnvironmentToRelease,
+    default_base,
+    environment_folder_write,
+    lock_checksum,
+    release_readme,
+)
 from worker.engine.release.licences import licence_files, licence_spdx
 from worker.engine.release.records import SCHEMA, ReleasedTask, instance_row
 from worker.engine.release.training import judge_row, trajectory_row
@@ -179,6 +188,7 @@ def release_job_work(job, progress) -> None:
         if same is None:
             sources, licences = _sources_write(work, summary, progress)
             files, summary.sources_written, summary.licences = [*files, *sources], sources, licences
+            files += _environments_write(work, summary, f"{release.name}")
         if same is not None:
             progress.complete(lambda: Release.objects.filter(id=release.id).update(
                 same_as=same, task_count=len(task_ids), files=[]))
@@ -277,11 +287,26 @@ class Summary:
     datasets: set = field(default_factory=set)
     # repository name -> (its mirror, {base commit: its commit date}): what the source archives are made of
     bases: dict = field(default_factory=dict)
+    # environment key -> (the environment, its setup commit, its repository's name, [(instance id, base
+    # commit)]), and the tasks
+    # with none (imported ones)
+    environments: dict = field(default_factory=dict)
+    without_environment: int = 0
+    environments_written: list = field(default_factory=list)  # the manifest's entries
 
-    def add(self, task: Task, released: ReleasedTask) -> None:
+    def add(self, task: Task, released: ReleasedTask, environment: Optional[Environment] = None,
+            setup: str = "") -> None:
         mirror, bases = self.bases.setdefault(task.repository.name, (task.repository.mirror_dir, {}))
         if released.base_commit:
             bases.setdefault(released.base_commit, task.commit.committed_at)
+        if environment is None:
+            self.without_environment += 1
+        else:
+            _, setup, _, tasks = self.environments.setdefault(environment.key,
+                                                              (environment, setup, task.repository.name, []))
+            tasks.append((released.instance_id, released.base_commit))
+            if setup:  # the environment stage installs the project from this tree
+                bases.setdefault(setup, None)
         self.repositories[task.repository.name] += 1
         self.states[task.state] += 1
         self.sources[task.source] += 1
@@ -314,6 +339,8 @@ def release_manifest(release: Release, number: int, summary: Summary, files: lis
         "source_archives_missing": [{"repository": name, "commit": commit}
                                     for name, commit, archive in _archives_listed(summary) if not archive],
         "licences": summary.licences,
+        "environments": summary.environments_written,
+        "tasks_without_environment": summary.without_environment,
         "rules": {"curation": _curation_rules(), "mining_filters": _mining_filters(repositories)},
         "models": {"issues": _models_listed(summary.issue_models), "tests": _models_listed(summary.test_models)},
         "files": [file.described() for file in files],
@@ -361,9 +388,45 @@ def _sources_write(work: Path, summary: Summary, progress) -> tuple[list[Written
             licences[name] = {"commit": None, "files": [],
                               "why": "no mirror of the repository here holds its base commits"}
             continue
-        newest = max(archived, key=lambda commit: str(bases[commit]))
+        newest = max(archived, key=lambda commit: str(bases[commit] or ""))
         licences[name] = _licences_copied(work, mirror, name, newest, written)
     return written, licences
+
+
+def _environments_write(work: Path, summary: Summary, release: str) -> list[WrittenFile]:
+    """Per environment the released tasks use: its Dockerfile, lock, task list and generated files
+    (worker.engine.env.rebuild), then the folder's README and the empty extra CA file the
+    Dockerfiles copy. The manifest's entries are kept in the summary."""
+    written = {file.name for file in summary.sources_written}
+    archive = lambda name, commit: _archive_name(name, commit) if _archive_name(name, commit) in written else ""  # noqa: E731
+    files, releasable = [], []
+    for key, (environment, setup, name, tasks) in sorted(summary.environments.items()):
+        one = EnvironmentToRelease(
+            key=key, python_version=environment.python_version, lock=environment.lock,
+            strategy=environment.strategy, setup_archive=archive(name, setup) if setup else "",
+            tasks=tuple((instance, archive(name, base)) for instance, base in tasks), tool_version=_uv_version(),
+            as_of=environment.as_of, lifted=dict(environment.lifted), generated=tuple(environment.generated_files),
+            image=environment.image)
+        files += [_described(work, path) for path in environment_folder_write(work, one, release)]
+        releasable.append(one)
+        summary.environments_written.append({
+            "key": key, "python_version": one.python_version, "built_by": one.tool, "base": default_base(one),
+            "install_strategy": one.strategy, "setup_commit": setup or None,
+            "lock": f"{ENVIRONMENTS}/{key}/requirements.lock", "lock_sha256": lock_checksum(one.lock),
+            "dockerfile": f"{ENVIRONMENTS}/{key}/Dockerfile", "as_of": one.as_of or None, "lifted": one.lifted,
+            "tasks": [instance for instance, _ in tasks], "image_id": None,
+            **({} if all(source for _, source in one.tasks) else
+               {"why": "some base commits have no source archive here: those tasks' images cannot be built"})})
+    (work / EXTRA_CA).write_text("")
+    (work / "README.md").write_text(release_readme(release, releasable))
+    return [*files, _described(work, work / "README.md")]
+
+
+def _uv_version() -> str:
+    try:
+        return package_version("uv")
+    except PackageNotFoundError:
+        return ""
 
 
 def _licences_copied(work: Path, mirror: Path, name: str, commit: str, written: list) -> dict:
@@ -446,7 +509,7 @@ def released_tasks(task_ids: list[int], summary: Optional[Summary] = None,
         environment, setup = environments.get(validation.environment_id, (None, "")) if validation else (None, "")
         one = _released(task, validation, environment, setup, issues.get(task_id, ""), patches.get(task_id, NO_PATCHES),
                         generated.get(task.oracle_id, {}), difficulty.get(task_id, ""))
-        summary.add(task, one)
+        summary.add(task, one, environment, setup)
         released.append(one)
     return released
 

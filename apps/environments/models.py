@@ -21,6 +21,8 @@ class Environment(models.Model):
     pytest = models.CharField(max_length=128, blank=True, help_text="The pytest it has, and why that one.")
     lifted = models.JSONField(default=dict, blank=True,
                               help_text="{package: cutoff}: packages resolved later than the commit's date.")
+    as_of = models.CharField(max_length=40, blank=True,
+                             help_text="The date the rest resolved as of (ISO); blank on Python 2, or not recorded.")
     optional_added = models.JSONField(default=list, blank=True,
                                       help_text="[{requirement, why}]: optional dependencies added for skipped tests.")
     generated_files = models.JSONField(default=list, blank=True,

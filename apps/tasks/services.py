@@ -200,7 +200,7 @@ def _how_built(environment: BuiltEnvironment) -> dict:
     built = [attempt for attempt in environment.attempts if attempt.status == "ok" and attempt.strategy != "reuse"]
     if not built:
         return {}
-    return {"strategy": built[-1].strategy[:255], "pytest": built[-1].pytest[:128], "lifted": built[-1].lifted,
+    return {"strategy": built[-1].strategy[:255], "pytest": built[-1].pytest[:128], "lifted": built[-1].lifted, "as_of": built[-1].as_of,
             "optional_added": [{key: text_storable(value) for key, value in added.items()} for added in built[-1].added],
             "generated_files": [text_storable(path) for path in environment.generated],
             "suite_args": [text_storable(arg) for arg in environment.suite_args]}

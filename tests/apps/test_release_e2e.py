@@ -17,6 +17,7 @@ from apps.jobs.models import Job
 from apps.repositories.services import repository_register
 from apps.tasks import review
 from apps.tasks.models import IssueVersion, Task
+from tests.apps.release_rebuild_e2e import release_rebuilt_by_hand
 from tests.apps.test_grading_e2e import manage
 from tests.conftest import mine_now
 from worker.demo.sample_repo import sample_repo_write
@@ -60,10 +61,13 @@ def test_a_release_of_the_sample_repository_loads_with_swebench_and_datasets(cel
     bases = sorted({task.commit.parent_sha for task in tasks})
     slug = repository.name.replace("/", "__")
     archives = [str(folder / "sources" / f"{slug}-{base}.tar.gz") for base in bases]
+    keys = sorted({task.validations.get().environment.key for task in tasks})
     assert line == {"release": "textkit", "version": 1, "tasks": 2, "preview": False, "unchanged": False,
                     "files": [str(folder / "instances.jsonl"), str(folder / "instances.parquet")],
                     "manifest": str(folder / "manifest.json"), "source_archives": archives,
-                    "licence_files": [str(folder / "licences" / f"{slug}-LICENSE")]}
+                    "licence_files": [str(folder / "licences" / f"{slug}-LICENSE")],
+                    "dockerfiles": [str(folder / "environments" / key / "Dockerfile") for key in keys],
+                    "readme": str(folder / "README.md")}
     # Each base commit's tree, unpacked without git, is the repository as the task's patches apply to it.
     for base, archive in zip(bases, archives):
         with tarfile.open(archive) as tar:
@@ -73,6 +77,7 @@ def test_a_release_of_the_sample_repository_loads_with_swebench_and_datasets(cel
                                     capture_output=True, text=True, check=True).stdout.split()
             assert sorted(name.removeprefix(f"{slug}/") for name in names if tar.getmember(name).isfile()) == \
                 sorted(listed)
+    release_rebuilt_by_hand(folder, tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())
     newest = max(tasks, key=lambda task: task.commit.committed_at).commit.parent_sha
     assert manifest["licences"] == {repository.name: {"commit": newest, "files": [

@@ -101,8 +101,18 @@ def test_a_release_holds_swebench_rows_the_same_rows_in_parquet_and_a_manifest(a
     # Every file's checksum is in the manifest; the manifest's own where the release is recorded.
     # The repository at the task's base commit rides along as a source archive (this one has no licence file).
     archive = f"sources/{small_repository.name.replace('/', '__')}-{commit.parent_sha}.tar.gz"
-    assert [file["name"] for file in release.files] == ["instances.jsonl", "instances.parquet", archive,
-                                                        "manifest.json"]
+    environment = f"environments/{'e' * 64}"
+    assert [file["name"] for file in release.files] == [
+        "instances.jsonl", "instances.parquet", archive, f"{environment}/Dockerfile",
+        f"{environment}/requirements.lock", f"{environment}/tasks", f"{environment}/generated",
+        f"{environment}/zz_commitgym_working_copy.pth", "README.md", "manifest.json"]
+    # Each environment its tasks use, as files a stranger builds it from (its own test builds one).
+    [entry] = manifest["environments"]
+    assert (entry["key"], entry["tasks"], entry["setup_commit"], entry["lock"]) == (
+        "e" * 64, [accepted.instance_id], commit.parent_sha, f"{environment}/requirements.lock")
+    assert entry["lock_sha256"] == file_sha256(Path(release.folder) / entry["lock"]) and entry["image_id"] is None
+    assert (Path(release.folder) / environment / "tasks").read_text() == f"{accepted.instance_id} {archive}\n"
+    assert (Path(release.folder) / "extra-ca.crt").read_text() == "" and manifest["tasks_without_environment"] == 0
     assert manifest["licences"] == {small_repository.name: {"commit": commit.parent_sha, "files": [],
                                                             "why": "none found"}}
     for file in release.files:

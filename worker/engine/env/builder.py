@@ -52,6 +52,7 @@ from worker.engine.env.recipes import (
     ENV,
     REPO,
     UV,
+    WORKING_COPY_PTH,
     WORKSPACE,
     Strategy,
     build_packages,
@@ -59,6 +60,7 @@ from worker.engine.env.recipes import (
     install_strategies,
     pytest_plugins,
     recipe_key,
+    working_copy_pth_line,
 )
 from worker.engine.env.resolve import (
     LIFT_YEARS,
@@ -118,15 +120,11 @@ for dist in metadata.distributions():
         print(dist.metadata["Name"], dist.version)
         break
 """
-# Run in the environment: a .pth file putting the working copy's src/ ahead of site-packages, so the
-# code under test is the working copy's even where a regular install put a copy in site-packages
-# (the runner puts the working copy's root first itself). Named to be read last: no other .pth file's
-# import line then finds a module of the working copy's.
-_WORKING_COPY_PTH = """
+# Run in the environment: writes a file (argv[1]) with a text (argv[2]) where its site-packages are.
+_SITE_FILE_WRITE = """
 import sys, sysconfig
-with open(sysconfig.get_paths()["purelib"] + "/zz_commitgym_working_copy.pth", "w") as pth:
-    pth.write("import sys; sys.path.insert(next((i for i, p in enumerate(sys.path) if p.endswith('-packages')), "
-              "len(sys.path)), %r)\\n" % (sys.argv[1] + "/src"))
+with open(sysconfig.get_paths()["purelib"] + "/" + sys.argv[1], "w") as written:
+    written.write(sys.argv[2])
 """
 
 
@@ -158,6 +156,7 @@ class Attempt:
     seconds: float
     reason: str = ""  # why it was refused: a code of ENVIRONMENT_REASONS ("" when it worked)
     lifted: dict[str, str] = field(default_factory=dict)  # package -> the cutoff it was lifted to ("none")
+    as_of: str = ""  # the date (ISO) the rest resolved as of ("" on Python 2, which has no cutoffs)
     pytest: str = ""  # the pytest it installed, and why that one
     added: list[dict[str, str]] = field(default_factory=list)  # optional requirements added: {requirement, why}
     on_path: bool = False  # the strategy imports the code from the working copy rather than installing it
@@ -475,6 +474,7 @@ class EnvironmentBuilder:
              *([pytest] if floor else []), *added]))
         run.added = [{"requirement": requirement, "why": why} for requirement, why in optional]
         run.on_path = strategy.working_copy_on_path
+        run.as_of = "" if runtime.python2 else cutoffs.as_of.isoformat()
         if not run.step("venv", _venv_argv(runtime)):
             return run.end("no_python")
         if runtime.python2:
@@ -492,7 +492,8 @@ class EnvironmentBuilder:
         after_install = working_copy_files(workdir / "repo")
         run.generated = tuple(sorted(after_install - build.before))[:GENERATED_FILES]
         if strategy.working_copy_on_path and not run.step(
-                "path", [f"{ENV}/bin/python", "-c", _WORKING_COPY_PTH, REPO], network=False):
+                "path", [f"{ENV}/bin/python", "-c", _SITE_FILE_WRITE, WORKING_COPY_PTH, working_copy_pth_line(REPO)],
+                network=False):
             return run.end("install_failed", cutoffs.recorded(), pytest_note)
         legacy = legacy_config_options(workdir)
         if not run.step("runner", [*_pytest_argv(legacy), "--version"], network=False):
@@ -765,6 +766,7 @@ class _AttemptRun:
         self.on_path = False
         self.generated: tuple[str, ...] = ()
         self.suite_args: tuple[str, ...] = ()
+        self.as_of = ""
 
     def step(self, step: AttemptStep, argv: list[str], *, network: bool = False, required: bool = True,
              limits: Optional[Limits] = None) -> bool:
@@ -784,7 +786,7 @@ class _AttemptRun:
         ok = self.failed_step == ""
         return Attempt(self.name, self.commands, "ok" if ok else self.status, self.failed_step,
                        "\n".join(self.outputs), self.seconds, reason="" if ok else reason, lifted=dict(lifted or {}),
-                       pytest=pytest, added=self.added, on_path=self.on_path, generated=self.generated,
+                       as_of=self.as_of, pytest=pytest, added=self.added, on_path=self.on_path, generated=self.generated,
                        suite_args=self.suite_args, said=self.last_output)
 
 

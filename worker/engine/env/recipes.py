@@ -27,6 +27,16 @@ WORKSPACE = "/workspace"
 REPO = f"{WORKSPACE}/repo"
 ENV = f"{WORKSPACE}/env"
 UV = "/opt/commitgym/uv"
+# A .pth file, named to be read last (no other .pth file's import line then finds a module of the
+# working copy's), putting the working copy's src/ ahead of site-packages: the code under test is the
+# working copy's even where a regular install put a copy in site-packages (the runner puts the working
+# copy's root first itself).
+WORKING_COPY_PTH = "zz_commitgym_working_copy.pth"
+
+
+def working_copy_pth_line(repo: str) -> str:
+    return ("import sys; sys.path.insert(next((i for i, p in enumerate(sys.path) if p.endswith('-packages')), "
+            f"len(sys.path)), {repo + '/src'!r})\n")
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 _INSTALL_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "Pipfile")
 # Build backends and their plugins: what building a package needs, not what its code runs with.

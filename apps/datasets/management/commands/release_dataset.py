@@ -84,12 +84,16 @@ class Command(BaseCommand):
     def _report(self, release: Release, as_json: bool) -> None:
         shown = release.same_as or release
         paths = [str(Path(shown.folder) / file["name"]) for file in shown.files]
-        folders = {"sources": [], "licences": []}  # the source archives and licence files, beside the rows
+        # Beside the rows: the source archives, licence files, environments' files and the README.
+        folders = {"sources": [], "licences": [], "environments": [], "README.md": []}
         for path, file in zip(paths, shown.files):
             folders.get(file["name"].partition("/")[0], []).append(path)
-        rows = [path for path in paths[:-1] if path not in folders["sources"] + folders["licences"]]
+        beside = {path for listed in folders.values() for path in listed}
+        rows = [path for path in paths[:-1] if path not in beside]
         line = {"release": shown.name, "version": shown.version, "tasks": shown.task_count, "files": rows,
                 "manifest": paths[-1], "source_archives": folders["sources"], "licence_files": folders["licences"],
+                "dockerfiles": [path for path in folders["environments"] if path.endswith("/Dockerfile")],
+                "readme": (folders["README.md"] or [None])[0],
                 "preview": shown.preview, "unchanged": release.same_as is not None}
         if as_json:
             self.stdout.write(json.dumps(line))

@@ -1,0 +1,68 @@
+"""A release's environments rebuilt by a stranger: the folder copied elsewhere, one environment and
+one task image built with `docker build` alone (no commitgym process), the distributions inside the
+same as the environment commitgym graded in, and the task's F2P tests run by the README's commands
+failing without the gold patch and passing with it. Called by the release's end-to-end test."""
+
+import json
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+from apps.environments.models import Environment
+from worker.engine.env.rebuild import release_lock
+
+LOCAL_BASE = "commitgym-base:bookworm"  # no registry here: the Debian image of the same release, built locally
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def release_rebuilt_by_hand(folder: Path, scratch: Path) -> None:
+    copy = scratch / "by-hand"
+    shutil.copytree(folder, copy)
+    if HOST_CA.is_file():  # this machine's proxy inspects TLS: its CA goes where the README says
+        shutil.copy(HOST_CA, copy / "extra-ca.crt")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    environment = manifest["environments"][0]
+    tag = f"commitgym-release-check-{uuid.uuid4().hex[:8]}"
+    try:
+        _environment_rebuilt(copy, environment, tag)
+        _task_runs_by_the_readme(copy, environment, tag)
+    finally:
+        subprocess.run(["docker", "rmi", "-f", f"{tag}-env", tag], capture_output=True)
+
+
+def _environment_rebuilt(copy: Path, environment: dict, tag: str) -> None:
+    build = subprocess.run(["docker", "build", "--network", "host", "-q", "-f", environment["dockerfile"],
+                            "--build-arg", f"BASE={LOCAL_BASE}", "--target", "environment", "-t", f"{tag}-env", "."],
+                           cwd=copy, capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stdout + build.stderr
+    freeze = subprocess.run(["docker", "run", "--rm", "--network", "none", f"{tag}-env", "uv", "pip", "freeze",
+                             "--python", "/workspace/env/bin/python"], capture_output=True, text=True, timeout=120)
+    assert freeze.returncode == 0, freeze.stderr
+    original = Environment.objects.get(key=environment["key"])
+    # The same distributions at the same versions as the environment graded in, the project aside.
+    assert release_lock(freeze.stdout) == release_lock(original.lock) and release_lock(original.lock)
+
+
+def _task_runs_by_the_readme(copy: Path, environment: dict, tag: str) -> None:
+    readme = (copy / "README.md").read_text()
+    commands = re.search(r"```sh\n(.*?)```", readme, re.S).group(1)
+    commands = (commands.replace("BASE=debian:bookworm-slim", f"BASE={LOCAL_BASE}")
+                .replace(" -t task ", f" -t {tag} ").replace(" --network none task ", f" --network none {tag} "))
+    assert len(commands.splitlines()) <= 5 and environment["tasks"][0] in commands
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=copy, capture_output=True, text=True,
+                          timeout=900)
+    tests = (copy / "tests.txt").read_text().split()
+    assert done.returncode == 0 and tests, done.stdout + done.stderr
+    assert all(f"PASSED {test}" in done.stdout for test in tests), done.stdout
+    # The test patch alone: the same tests, by the same command, fail.
+    (copy / "fix.diff").write_text(_instance(copy, environment["tasks"][0])["test_patch"])
+    without = subprocess.run(["bash", "-euo", "pipefail", "-c", commands.splitlines()[-1]], cwd=copy,
+                             capture_output=True, text=True, timeout=600)
+    assert without.returncode != 0 and all(f"FAILED {test}" in without.stdout for test in tests), without.stdout
+
+
+def _instance(copy: Path, instance_id: str) -> dict:
+    return next(row for row in map(json.loads, (copy / "instances.jsonl").read_text().splitlines())
+                if row["instance_id"] == instance_id)

@@ -1,0 +1,96 @@
+"""An environment's files in a release, from plain data: the lock as released, the Dockerfile's
+stages for each way the project was installed, and Python 2's tools. The build itself is checked
+end to end (tests/apps/release_rebuild_e2e.py)."""
+
+from worker.engine.env.rebuild import (
+    EnvironmentToRelease,
+    cutoff_args,
+    debian_release,
+    default_base,
+    dockerfile,
+    environment_folder_write,
+    lock_checksum,
+    release_lock,
+)
+
+FROZEN = "iniconfig==2.1.0\ntextkit @ file:///workspace/repo\npluggy==1.6.0\nrequests @ git+https://x/r@abc\n"
+
+
+def environment(**fields) -> EnvironmentToRelease:
+    return EnvironmentToRelease(**{
+        "key": "k1", "python_version": "3.11.2", "lock": FROZEN, "strategy": "python3.11 editable[test] pytest~=8.0",
+        "setup_archive": "sources/o__r-aaa.tar.gz", "tasks": (("o__r-1", "sources/o__r-bbb.tar.gz"),),
+        "tool_version": "0.13.10", "as_of": "2021-03-01T00:00:00+00:00", "lifted": {"setuptools": "2023-01-01"},
+        **fields})
+
+
+def test_the_lock_pins_every_distribution_but_the_project_installed_from_its_tree():
+    assert release_lock(FROZEN) == "iniconfig==2.1.0\npluggy==1.6.0\nrequests @ git+https://x/r@abc\n"
+    assert release_lock("-e file:///workspace/repo\nA==1\n\n# a comment\n") == "A==1\n"
+    assert lock_checksum(FROZEN) == lock_checksum(FROZEN.replace("textkit", "other"))
+
+
+def test_the_dates_a_source_build_resolves_as_of_are_the_builds():
+    assert cutoff_args(environment(lifted={"setuptools": "2023-01-01", "pytest": "none"})) == [
+        "--exclude-newer", "2021-03-01T00:00:00+00:00", "--exclude-newer-package", "pytest=false",
+        "--exclude-newer-package", "setuptools=2023-01-01"]
+    assert cutoff_args(environment(as_of="")) == []
+    assert cutoff_args(environment(python_version="2.7.18")) == []
+
+
+def test_the_base_is_the_debian_release_of_the_environments_python():
+    assert (debian_release(environment()), default_base(environment())) == ("bookworm", "debian:bookworm-slim")
+    assert default_base(environment(python_version="3.9.2", image="commitgym-base:bullseye")) == "debian:bullseye-slim"
+    assert default_base(environment(python_version="3.12.4", image="python:3.12-slim")) == "python:3.12-slim"
+    text = dockerfile(environment(python_version="3.12.4"), "r")
+    assert "$(test -x /usr/local/bin/python3.12 || echo python3.12 python3.12-venv)" in text
+
+
+def test_an_editable_project_is_installed_on_its_setup_tree_and_each_task_gets_a_plain_copy():
+    text = dockerfile(environment(), "r")
+    assert text.count("FROM ") == 4 and "# syntax" not in text and "--mount" not in text
+    assert "ARG BASE=debian:bookworm-slim\nFROM ${BASE} AS base" in text
+    assert "RUN uv pip install --compile-bytecode --python /workspace/env/bin/python --no-deps --exclude-newer " \
+           "2021-03-01T00:00:00+00:00 --exclude-newer-package setuptools=2023-01-01 -r /release/env/requirements.lock" \
+           in text
+    assert "COPY sources/o__r-aaa.tar.gz /release/setup.tar.gz" in text
+    assert "--no-deps --exclude-newer 2021-03-01T00:00:00+00:00 --exclude-newer-package setuptools=2023-01-01 " \
+           "-e /workspace/repo" in text
+    task_stage = text.split("FROM environment AS task")[1]
+    assert "uv pip install" not in task_stage and "COPY --from=source /workspace/repo /workspace/repo" in task_stage
+
+
+def test_each_strategy_installs_the_project_as_the_build_did():
+    compat = dockerfile(environment(strategy="python3.11 editable-compat"), "r")
+    assert "--config-settings editable_mode=compat -e /workspace/repo" in compat
+    regular = dockerfile(environment(strategy="python3.11 install"), "r")
+    assert "-r /release/env/requirements.lock" in regular and " --no-deps --exclude-newer 2021-03-01T00:00:00+00:00" \
+        " --exclude-newer-package setuptools=2023-01-01 /workspace/repo\n" in regular
+    assert "zz_commitgym_working_copy.pth" in regular
+    tests_only = dockerfile(environment(strategy="python3.11 tests-only"), "r")
+    assert "-e /workspace/repo" not in tests_only and "zz_commitgym_working_copy.pth" in tests_only
+
+
+def test_without_the_setup_tree_the_project_is_installed_on_the_tasks_tree():
+    text = dockerfile(environment(setup_archive=""), "r")
+    environment_stage, task_stage = text.split("FROM environment AS task")
+    assert "-e /workspace/repo" not in environment_stage and "-e /workspace/repo" in task_stage
+
+
+def test_python_2_is_built_by_debians_virtualenv_and_pip_on_bullseye():
+    text = dockerfile(environment(python_version="2.7.18", strategy="python2.7 editable"), "r")
+    assert "ARG BASE=debian:bullseye-slim" in text and "python2.7 python3-virtualenv" in text
+    assert "python3 -m virtualenv --quiet --no-setuptools --no-wheel --no-periodic-update --python python2.7 " \
+           "/workspace/env" in text
+    assert "pip install --disable-pip-version-check --no-input --no-deps -r /release/env/requirements.lock" in text
+    assert "uv" not in text.replace("--no-input", "")
+
+
+def test_the_folder_holds_what_the_dockerfile_copies(tmp_path):
+    written = environment_folder_write(tmp_path, environment(generated=("src/v.py",)), "r@1")
+    assert sorted(path.name for path in written) == [
+        "Dockerfile", "generated", "requirements.lock", "tasks", "zz_commitgym_working_copy.pth"]
+    folder = tmp_path / "environments" / "k1"
+    assert (folder / "tasks").read_text() == "o__r-1 sources/o__r-bbb.tar.gz\n"
+    assert (folder / "generated").read_text() == "src/v.py\n"
+    assert "'/workspace/repo/src'" in (folder / "zz_commitgym_working_copy.pth").read_text()

@@ -1,0 +1,244 @@
+"""Each environment of a release as files anyone rebuilds it from, with `docker build` alone.
+
+Per environment key, a folder `environments/<key>/` holds:
+- `requirements.lock`: every distribution by name and version, the project itself left out (it is
+  installed from a tree, never from the index);
+- `tasks`: one line per task, its instance id and the source archive of its base commit;
+- `generated`: the files the project's install wrote into its tree, which every run lays in;
+- `Dockerfile`, built with the release folder as context, in stages:
+  `base` (what the public Debian image lacks: the Python, git, CA certificates, via apt-get),
+  `environment` (the environment at /workspace/env, built by the same tool, with the same Python,
+  from the lock as of the same dates, and the project installed from its setup commit's tree, which
+  is then removed: editable installs point at /workspace/repo, which each task fills),
+  `source` (one task's archive unpacked) and `task` (the environment plus that tree).
+"""
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from worker.engine.env.recipes import ENV, REPO, WORKING_COPY_PTH, WORKSPACE, working_copy_pth_line
+from worker.engine.env.runtimes import DEBIAN_PACKAGES, DEBIAN_PYTHONS, is_python2
+
+ENVIRONMENTS = "environments"
+EXTRA_CA = "extra-ca.crt"  # in the release folder: empty, or the CA bundle of a TLS-inspecting proxy
+TOOLS = "/opt/commitgym/tools"
+# The project's own line in a freeze: an install from the working copy, which no one else has.
+_FROM_THE_TREE = re.compile(r"^\S+ @ file:", re.IGNORECASE)
+_PINNED = re.compile(r"^[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class EnvironmentToRelease:
+    key: str
+    python_version: str  # as the environment's interpreter says it: "3.11.2"
+    lock: str  # as the builder froze it
+    strategy: str  # the install strategy that built it: how the project itself is installed
+    setup_archive: str  # the source archive of the tree it was built on ("" when none could be made)
+    tasks: tuple[tuple[str, str], ...]  # (instance id, its base commit's source archive)
+    tool_version: str  # uv's version on the machine that built it (Python 3)
+    as_of: str = ""  # the date the resolution used for what the code runs with (ISO; "" when not recorded)
+    lifted: dict[str, str] = field(default_factory=dict)  # package -> its own later cutoff ("none": none)
+    generated: tuple[str, ...] = ()  # files the install wrote into the tree
+    image: str = ""  # the image it was built in ("" for the local backend)
+
+    @property
+    def python(self) -> str:
+        return ".".join(self.python_version.split(".")[:2])
+
+    @property
+    def python2(self) -> bool:
+        return is_python2(self.python)
+
+    @property
+    def tool(self) -> str:
+        return "virtualenv and pip" if self.python2 else f"uv {self.tool_version}"
+
+
+def debian_release(environment: EnvironmentToRelease) -> Optional[str]:
+    """The Debian release whose Python the environment's is: the base image's own, or the release
+    that ships that Python; None where none does (the official python image serves those)."""
+    tagged = re.fullmatch(r"commitgym-base:(\w+)", environment.image or "")
+    if tagged and tagged.group(1) in DEBIAN_PYTHONS:
+        return tagged.group(1)
+    return next((release for release, pythons in DEBIAN_PYTHONS.items() if environment.python in pythons), None)
+
+
+def default_base(environment: EnvironmentToRelease) -> str:
+    release = debian_release(environment)
+    return f"debian:{release}-slim" if release else f"python:{environment.python}-slim"
+
+
+def release_lock(lock: str) -> str:
+    """The lock as released: the pinned lines, without the project's own (installed from its tree)."""
+    lines = [line.strip() for line in lock.splitlines()]
+    return "".join(f"{line}\n" for line in lines if _PINNED.match(line) and not _FROM_THE_TREE.match(line))
+
+
+def lock_checksum(lock: str) -> str:
+    return hashlib.sha256(release_lock(lock).encode()).hexdigest()
+
+
+def cutoff_args(environment: EnvironmentToRelease) -> list[str]:
+    """uv's date cutoffs, as the build used them: what an sdist's build resolves obeys them too."""
+    if environment.python2 or not environment.as_of:
+        return []
+    args = ["--exclude-newer", environment.as_of]
+    for package, cutoff in sorted(environment.lifted.items()):
+        if _NAME.match(package):
+            args += ["--exclude-newer-package", f"{package}={'false' if cutoff == 'none' else cutoff}"]
+    return args
+
+
+def _project_install(environment: EnvironmentToRelease) -> list[str]:
+    """The commands that install the project itself from the tree at /workspace/repo, as its strategy
+    did (the dependencies are the lock's: nothing more is resolved)."""
+    words = environment.strategy.split()  # "python3.11 editable[test] pytest~=8.0.0": the Python, the strategy, ...
+    strategy = words[1] if len(words) > 1 and words[0].startswith("python") else (words or [""])[0]
+    on_path = [f"{ENV}/bin/python -c \"import shutil, sysconfig; "
+               f"shutil.copy('/release/env/{WORKING_COPY_PTH}', sysconfig.get_paths()['purelib'])\""]
+    if environment.python2:
+        pip = f"{ENV}/bin/python -m pip install --disable-pip-version-check --no-input --no-deps"
+        if strategy.startswith("editable"):
+            return [f"{pip} -e {REPO}"]
+        return [f"{pip} {REPO}", *on_path] if strategy == "install" else on_path
+    uv = f"uv pip install --python {ENV}/bin/python --no-deps {' '.join(cutoff_args(environment))}".rstrip()
+    if strategy == "editable-compat":
+        return [f"{uv} --config-settings editable_mode=compat -e {REPO}"]
+    if strategy.startswith("editable"):
+        return [f"{uv} -e {REPO}"]
+    return [f"{uv} {REPO}", *on_path] if strategy == "install" else on_path
+
+
+def _base_stage(environment: EnvironmentToRelease) -> list[str]:
+    python = f"python{environment.python}"
+    release = debian_release(environment)
+    packages = ["git", "ca-certificates", "patch", *DEBIAN_PACKAGES.get(release or "", ())]
+    # From the official python image the Python is there already; from Debian's, apt-get brings it.
+    wanted = f"{python} {python}-venv" if not environment.python2 else python
+    return [
+        f"ARG BASE={default_base(environment)}",
+        "FROM ${BASE} AS base",
+        "ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8",
+        f"COPY {EXTRA_CA} /etc/commitgym/{EXTRA_CA}",
+        "RUN apt-get update \\",
+        f"    && apt-get install -y --no-install-recommends {' '.join(packages)} \\",
+        f"       $(test -x /usr/local/bin/{python} || echo {wanted}) \\",
+        "    && rm -rf /var/lib/apt/lists/* \\",
+        f"    && cat /etc/commitgym/{EXTRA_CA} >> /etc/ssl/certs/ca-certificates.crt",
+        "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
+    ]
+
+
+def _environment_stage(environment: EnvironmentToRelease) -> list[str]:
+    python, folder = f"python{environment.python}", f"{ENVIRONMENTS}/{environment.key}"
+    if environment.python2:  # Debian's virtualenv seeds pip from the image's own wheels, as the build did
+        make = [f"RUN python3 -m virtualenv --quiet --no-setuptools --no-wheel --no-periodic-update "
+                f"--python {python} {ENV}",
+                f"RUN {ENV}/bin/python -m pip install --disable-pip-version-check --no-input --no-deps "
+                f"-r /release/env/requirements.lock"]
+    else:
+        make = [f"RUN {python} -m venv {TOOLS} && {TOOLS}/bin/pip install --disable-pip-version-check -q "
+                f"uv=={environment.tool_version} && ln -s {TOOLS}/bin/uv /usr/local/bin/uv",
+                f"RUN uv venv --quiet --python {python} {ENV}",
+                f"RUN uv pip install --compile-bytecode --python {ENV}/bin/python --no-deps "
+                f"{' '.join(cutoff_args(environment))} -r /release/env/requirements.lock".replace("  ", " ")]
+    lines = ["FROM base AS environment", f"COPY {folder}/ /release/env/", *make]
+    if environment.setup_archive:
+        lines += [f"COPY {environment.setup_archive} /release/setup.tar.gz",
+                  f"RUN mkdir -p {REPO} && tar -xzf /release/setup.tar.gz -C {REPO} --strip-components=1",
+                  # Without git metadata, setuptools-scm and hatch-vcs take this for the version.
+                  f"WORKDIR {REPO}",
+                  *(f"RUN SETUPTOOLS_SCM_PRETEND_VERSION=0+release {command}" for command in
+                    _project_install(environment)),
+                  f"RUN mkdir {WORKSPACE}/generated \\",
+                  f"    && xargs -a /release/env/generated -d '\\n' -r cp -a --parents -t {WORKSPACE}/generated \\",
+                  f"    && cd / && rm -rf {REPO} /release/setup.tar.gz"]
+    return [*lines, f"ENV VIRTUAL_ENV={ENV} PATH={ENV}/bin:$PATH", f"WORKDIR {WORKSPACE}"]
+
+
+def _task_stages(environment: EnvironmentToRelease) -> list[str]:
+    folder = f"{ENVIRONMENTS}/{environment.key}"
+    return [
+        "FROM base AS source",
+        "ARG TASK",
+        f"COPY {folder}/tasks /release/tasks",
+        "COPY sources/ /release/sources/",
+        'RUN archive="$(awk -v id="$TASK" \'$1 == id { print $2 }\' /release/tasks)" \\',
+        f'    && if [ -z "$archive" ]; then echo "no task $TASK uses this environment: see {folder}/tasks" >&2; '
+        "exit 1; fi \\",
+        f'    && mkdir -p {REPO} && tar -xzf "/release/$archive" -C {REPO} --strip-components=1',
+        "",
+        "FROM environment AS task",
+        f"COPY --from=source {REPO} {REPO}",
+        f"WORKDIR {REPO}",
+        # Built on its setup commit's tree, the environment kept what the install wrote there; with no
+        # archive of that tree, the project is installed on the task's.
+        *([f"RUN cp -a {WORKSPACE}/generated/. {REPO}/"] if environment.setup_archive else
+          [f"RUN SETUPTOOLS_SCM_PRETEND_VERSION=0+release {command}" for command in _project_install(environment)]),
+    ]
+
+
+def dockerfile(environment: EnvironmentToRelease, release: str) -> str:
+    header = [
+        f"# The environment {environment.key} of {release}: Python {environment.python_version}, built by "
+        f"{environment.tool}, {len(environment.tasks)} task(s).",
+        "# From the release folder (see README.md there):",
+        f"#   docker build --network host -f {ENVIRONMENTS}/{environment.key}/Dockerfile "
+        f"--build-arg BASE={default_base(environment)} --target environment .",
+        f"#   docker build --network host -f {ENVIRONMENTS}/{environment.key}/Dockerfile "
+        f"--build-arg BASE={default_base(environment)} --target task --build-arg TASK=<instance id> .",
+    ]
+    stages = [*_base_stage(environment), "", *_environment_stage(environment), "", *_task_stages(environment)]
+    return "\n".join([*header, "", *stages]) + "\n"
+
+
+def environment_folder_write(folder: Path, environment: EnvironmentToRelease, release: str) -> list[Path]:
+    """The environment's files in `folder` (the release's): its Dockerfile, lock, tasks and generated files."""
+    target = folder / ENVIRONMENTS / environment.key
+    target.mkdir(parents=True)
+    texts = {"Dockerfile": dockerfile(environment, release), "requirements.lock": release_lock(environment.lock),
+             "tasks": "".join(f"{instance} {archive}\n" for instance, archive in environment.tasks),
+             "generated": "".join(f"{path}\n" for path in environment.generated),
+             WORKING_COPY_PTH: working_copy_pth_line(REPO)}
+    written = []
+    for name, text in texts.items():
+        (target / name).write_text(text)
+        written.append(target / name)
+    return written
+
+
+def release_readme(release: str, environments: list[EnvironmentToRelease]) -> str:
+    """The release folder's README: how to build and run one task by hand, with nothing but the folder."""
+    example = next((environment for environment in environments if environment.tasks), None)
+    key = example.key if example else "<key>"
+    task = example.tasks[0][0] if example else "<instance id>"
+    base = default_base(example) if example else "debian:bookworm-slim"
+    return "\n".join([
+        f"# {release}",
+        "",
+        "Tasks in `instances.jsonl` (SWE-bench's fields; the same rows in `instances.parquet`); each task's",
+        "environment in `environments/<key>/` (its `commitgym_environment_key`), the repository at each base",
+        "commit in `sources/`, checksums in `manifest.json`. One task by hand, from this folder:",
+        "",
+        "```sh",
+        f"docker build --network host -f environments/{key}/Dockerfile --build-arg BASE={base} "
+        f"--target task --build-arg TASK={task} -t task .",
+        "python3 -c 'import json, sys; t = next(t for t in map(json.loads, open(\"instances.jsonl\")) "
+        "if t[\"instance_id\"] == sys.argv[1]); print(t[\"test_patch\"] + t[\"patch\"], end=\"\")' "
+        f"{task} > fix.diff",
+        "python3 -c 'import json, sys; t = next(t for t in map(json.loads, open(\"instances.jsonl\")) "
+        "if t[\"instance_id\"] == sys.argv[1]); print(\" \".join(json.loads(t[\"FAIL_TO_PASS\"])))' "
+        f"{task} > tests.txt",
+        "docker run --rm -i --network none task sh -c 'git apply - && python -m pytest -rA -p no:cacheprovider "
+        "$0' \"$(cat tests.txt)\" < fix.diff",
+        "```",
+        "",
+        "Without `patch` in fix.diff (only `test_patch`), the same tests fail. Behind a TLS-inspecting proxy,",
+        f"put its CA bundle in `{EXTRA_CA}` before building; where no registry is reachable, pass a local",
+        "Debian image of the same release as BASE.",
+        "",
+    ])
