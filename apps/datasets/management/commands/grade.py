@@ -3,10 +3,10 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.datasets.grading.grades import candidate_grade_start, task_controls_ensure
+from apps.datasets.grading.batch import grades_awaited
+from apps.datasets.grading.grades import task_controls_ensure
 from apps.datasets.models import Candidate, Grade, Run
 from apps.datasets.selectors import ScopeNotFound, tasks_in_scope
-from apps.jobs.on_demand import WorkerOnDemand
 from apps.tasks.models import Task
 
 
@@ -24,31 +24,14 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=6 * 3600, help="seconds to wait for every grade")
 
     def handle(self, *args, scope, dataset, run, backend, as_json, timeout, **options):
-        candidates = self._candidates(scope, dataset, run)
-        pending = {}
-        for candidate in candidates:
-            grade = candidate_grade_start(candidate=candidate, backend=backend)
-            if grade is None:
-                self.stderr.write(f"{candidate}: being graded already: skipped")
-                continue
-            pending[grade.id] = candidate
-        outcomes, failures = Counter(), 0
+        outcomes = Counter()
 
-        def done() -> bool:
-            nonlocal failures
-            for grade in Grade.objects.filter(id__in=pending).exclude(job__state__in=Grade.ACTIVE_STATES) \
-                    .select_related("job"):
-                candidate = pending.pop(grade.id)
-                outcome = grade.outcome if grade.state == Grade.State.SUCCEEDED else "error"
-                failures += grade.state != Grade.State.SUCCEEDED
-                outcomes[outcome] += 1
-                self._report(candidate, grade, outcome, as_json)
-            return not pending
+        def graded(candidate: Candidate, grade: Grade, outcome: str) -> None:
+            outcomes[outcome] += 1
+            self._report(candidate, grade, outcome, as_json)
 
-        queued = lambda: Grade.objects.filter(id__in=pending, job__state=Grade.State.QUEUED).exists()  # noqa: E731
-        with WorkerOnDemand(queues="tests", stderr=self.stderr) as worker:
-            worker.wait_until(done, queued=queued, timeout=timeout, what="the grades",
-                              still=lambda: f"{len(pending)} still running")
+        failures = grades_awaited(self._candidates(scope, dataset, run), backend=backend, stderr=self.stderr,
+                                  timeout=timeout, on_graded=graded)
         counts = {"counts": dict(sorted(outcomes.items()))}
         self.stdout.write(json.dumps(counts) if as_json else
                           f"{sum(outcomes.values())} graded: " + (", ".join(f"{n} {o}" for o, n in
