@@ -13,7 +13,9 @@ Reports, each instance id to an outcome (GROUND_TRUTH_OUTCOMES), and how each fi
 - the current harness's run report (`schema_version` 2): `resolved_ids` resolved; `unresolved_ids`
   no (the report does not say which tests passed, so never partial); `error_ids` error;
   `empty_patch_ids` no_patch; `submitted_ids` and `incomplete_ids` not in any of those: no ground
-  truth (the evaluation did not finish them); `completed_ids` only confirms.
+  truth (the evaluation did not finish them); `completed_ids` only confirms. commitgym's own run
+  reports (`evaluate`) add `commitgym_outcomes`, each instance's whole outcome, taken where the
+  lists agree with it.
 - the older report of lists: `resolved` resolved; `no_apply` does_not_apply; `test_timeout` timeout;
   `test_errored` error; `applied` (or `generated`) without any of those: no; `no_generation`: no_patch.
 - a folder of per-instance `report.json` files (`{id: {resolved, patch_successfully_applied,
@@ -292,7 +294,20 @@ def _run_report_outcomes(document: dict) -> dict:
     for name, outcome in (("unresolved_ids", "no"), ("error_ids", "error"), ("empty_patch_ids", "no_patch"),
                           ("resolved_ids", "resolved")):
         outcomes.update(dict.fromkeys(_ids(document, name), outcome))
+    # commitgym's own run reports keep each outcome whole (partial, does_not_apply...): those of the
+    # instances the lists name, where the lists agree with them, are taken.
+    own = document.get("commitgym_outcomes")
+    for instance_id, outcome in (own.items() if isinstance(own, dict) else ()):
+        if instance_id in outcomes and outcome in GROUND_TRUTH_OUTCOMES and _run_report_place(outcome) == \
+                outcomes[instance_id]:
+            outcomes[instance_id] = outcome
     return outcomes
+
+
+def _run_report_place(outcome: str) -> str:
+    """Where a run report lists an instance of this outcome, as its outcome from the lists alone."""
+    return {"resolved": "resolved", "no_patch": "no_patch", "partial": "no", "no": "no",
+            "untrusted": "no"}.get(outcome, "error")
 
 
 def _lists_outcomes(document: dict) -> dict:

@@ -1,0 +1,86 @@
+"""commitgym as the harness for anyone's predictions: a release's or a dataset's instances, the
+predictions imported as a run and graded against each task's hidden tests (with every guard a grade
+has), and the result written as SWE-bench's harness writes it (worker/engine/grade/evaluation.py)."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db.models import QuerySet
+
+from apps.jobs.services import JobFailed
+from apps.tasks.models import Task
+from worker.engine.grade.evaluation import Evaluated, evaluation_write, folder_name_unsafe, model_folder
+
+from ..models import Candidate, Dataset, Grade, Run
+from ..releases import ReleaseRefused, release_named
+from ..selectors import INSTANCES, dataset_tasks
+from .grades import grading_validation, task_to_grade
+
+
+class EvaluationRefused(Exception):
+    """What to evaluate against, or the predictions, cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class EvaluationTarget:
+    label: str  # "release NAME@N" or "dataset NAME"
+    tasks: QuerySet  # its instances
+
+
+def evaluation_target(name: str) -> EvaluationTarget:
+    """A release of this database (NAME@N) or a dataset (its instances: imported ones, and mined tasks
+    that validated)."""
+    if Path(name).is_dir():
+        raise EvaluationRefused(
+            f"{name} is a folder: evaluate a release or a dataset this database holds (import the release's "
+            "instances with import_instances and validate them first); evaluating from a release folder alone "
+            "is not available yet")
+    if "@" in name:
+        try:
+            release = release_named(name)
+        except ReleaseRefused as refused:
+            raise EvaluationRefused(str(refused)) from None
+        return EvaluationTarget(f"release {release}", Task.objects.filter(id__in=release.task_ids))
+    dataset = Dataset.objects.filter(name=name).first()
+    if dataset is None:
+        raise EvaluationRefused(f"no release or dataset named {name!r} (a release is NAME@VERSION)")
+    return EvaluationTarget(f"dataset {dataset.name}", dataset_tasks(dataset).filter(INSTANCES))
+
+
+def evaluation_candidates(target: EvaluationTarget, runs: list[Run]) -> list[Candidate]:
+    """The runs' candidates for the target's instances, each run's one per task."""
+    return list(Candidate.objects.filter(run__in=runs, task__in=target.tasks).select_related("task", "run")
+                .order_by("task__instance_id", "id"))
+
+
+def evaluation_written(*, target: EvaluationTarget, run_id: str, candidates: list[Candidate], models: dict[str, str],
+                       folder: Path, report_path: Path) -> dict:
+    """The per-instance reports and the run report, from the candidates' ground truths. `models`: each
+    submitted prediction's instance id -> its model_name_or_path (the harness's log folder)."""
+    if folder_name_unsafe(run_id):
+        raise EvaluationRefused(f"{run_id!r} cannot name the folder of the run's logs: give --run NAME")
+    dataset_ids = sorted(target.tasks.values_list("instance_id", flat=True))
+    evaluated = [_evaluated(candidate, models.get(candidate.task.instance_id, run_id)) for candidate in candidates]
+    unsafe = next((name for one in evaluated for name in (one.instance_id, model_folder(one.model))
+                   if folder_name_unsafe(name)), None)
+    if unsafe is not None:
+        raise EvaluationRefused(f"{unsafe!r} cannot name a folder of the harness's logs")
+    return evaluation_write(folder, run_id, dataset_ids, sorted(models), evaluated, report_path)
+
+
+def _evaluated(candidate: Candidate, model: str) -> Evaluated:
+    grade = candidate.grades.filter(job__state=Grade.State.SUCCEEDED).only("runs", "backend").first()
+    run = (grade.runs or [{}])[0] if grade else {}
+    fail_to_pass, pass_to_pass = _graded_tests(candidate.task, grade.backend) if grade else ((), ())
+    return Evaluated(instance_id=candidate.task.instance_id, model=model, outcome=candidate.outcome,
+                     fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass, outcomes=run.get("outcomes") or {},
+                     untrusted=run.get("untrusted") or "")
+
+
+def _graded_tests(task: Task, backend: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The F2P and P2P tests a grade of the task runs (none where it has no environment to grade in)."""
+    try:
+        graded = task_to_grade(task, grading_validation(task, backend))
+    except JobFailed:
+        return (), ()
+    return graded.fail_to_pass, graded.pass_to_pass
