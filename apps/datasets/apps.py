@@ -33,6 +33,11 @@ def release_page(job) -> str:
     return reverse("datasets:release", args=[job.subject_id]) if job.subject_id else ""
 
 
+def release_images_page(job) -> str:
+    """The release whose images a job builds, at its images."""
+    return reverse("datasets:release_images", args=[job.subject_id]) if job.subject_id else ""
+
+
 class DatasetsConfig(AppConfig):
     name = "apps.datasets"
     label = "datasets"
@@ -75,6 +80,10 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="release", label="Release", queue="curation",
                                   run="apps.datasets.releases.release_job_work", subject="datasets.release",
                                   cancellable=True, progress_unit="tasks", link=release_page))
+        job_kind_register(JobKind(name="release_images", label="Release images", queue="tests",
+                                  run="apps.datasets.release_images.release_images_work",
+                                  subject="datasets.releaseimages", cancellable=True, progress_unit="images",
+                                  link=release_images_page))
         job_kind_register(JobKind(name="export", label="Training export", queue="curation",
                                   run="apps.datasets.releases.export_job_work", subject="datasets.release",
                                   cancellable=True, progress_unit="tasks", link=release_page))

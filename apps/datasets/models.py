@@ -480,3 +480,24 @@ class Release(JobLife, models.Model):
         if self.kind != self.Kind.INSTANCES:
             return f"{self.get_kind_display()} of {self.of}"
         return f"{self.name}@{self.version}" if self.version else f"{self.name} (being written)"
+
+
+class ReleaseImages(JobLife, models.Model):
+    """One building of a release's images on the local engine from its folder's Dockerfiles: every
+    environment's, and the task images asked for; its life is its `job`'s."""
+
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="release_images")
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="image_builds")
+    tasks = models.JSONField(default=list, blank=True, help_text="The instance ids whose task images were asked for.")
+    images = models.JSONField(default=list, blank=True, help_text="[{kind, key, task, tag, image_id, seconds, size}] "
+                                                                  "of the images built, in order.")
+    log = models.CharField(max_length=1000, blank=True, help_text="Where a failed build's log is kept.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"images of {self.release}"

@@ -411,7 +411,7 @@ def _environments_write(work: Path, summary: Summary, release: str) -> list[Writ
         releasable.append(one)
         summary.environments_written.append({
             "key": key, "python_version": one.python_version, "built_by": one.tool, "base": default_base(one),
-            "install_strategy": one.strategy, "setup_commit": setup or None,
+            "install_strategy": one.strategy, "setup_commit": setup or None, "setup_archive": one.setup_archive or None,
             "lock": f"{ENVIRONMENTS}/{key}/requirements.lock", "lock_sha256": lock_checksum(one.lock),
             "dockerfile": f"{ENVIRONMENTS}/{key}/Dockerfile", "as_of": one.as_of or None, "lifted": one.lifted,
             "tasks": [instance for instance, _ in tasks], "image_id": None,

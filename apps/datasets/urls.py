@@ -27,6 +27,7 @@ urlpatterns = [
     path("releases/new/", views.release_new, name="release_new"),
     path("releases/<int:pk>/", views.release_detail, name="release"),
     path("releases/<int:pk>/files/<path:name>", views.release_file, name="release_file"),
+    path("releases/images/<int:pk>/", views.release_images_detail, name="release_images"),
     path("releases/<int:pk>/withdraw/", views.release_withdraw_view, name="release_withdraw"),
     path("releases/<int:pk>/export/", views.export_new, name="export_new"),
 ]

@@ -44,6 +44,7 @@ from .models import (
     Grade,
     Import,
     Release,
+    ReleaseImages,
     ReproductionTests,
     Run,
     Upload,
@@ -363,7 +364,14 @@ def release_detail(request, pk: int):
     release = _release_or_404(request, pk)
     return render(request, "datasets/release_detail.html", {
         "release": release, "exports": release.exports.select_related("job").order_by("-id"),
+        "image_builds": release.image_builds.select_related("job").order_by("-id")[:5],
         "manifest_text": json.dumps(release.manifest, indent=2, sort_keys=True) if release.manifest else ""})
+
+
+def release_images_detail(request, pk: int):
+    """A building of a release's images: shown on the release's page."""
+    build = get_object_or_404(ReleaseImages.objects.only("release_id"), pk=pk)
+    return redirect(f"{reverse('datasets:release', args=[build.release_id])}#images")
 
 
 def release_file(request, pk: int, name: str):

@@ -66,3 +66,35 @@ def _task_runs_by_the_readme(copy: Path, environment: dict, tag: str) -> None:
 def _instance(copy: Path, instance_id: str) -> dict:
     return next(row for row in map(json.loads, (copy / "instances.jsonl").read_text().splitlines())
                 if row["instance_id"] == instance_id)
+
+
+def release_images_built(manage, release: str, folder: Path) -> None:
+    """`release_images` builds each environment's image and a task's, as a job; a build that fails says
+    which step, and keeps its log."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    task = manifest["environments"][0]["tasks"][0]
+    done = manage("release_images", release, "--tasks", task, "--json")
+    assert done.returncode == 0, done.stderr
+    images = [json.loads(line) for line in done.stdout.splitlines()]
+    tags = [image["tag"] for image in images]
+    try:
+        assert [(image["kind"], image["task"]) for image in images] == [
+            *(("environment", None) for _ in manifest["environments"]), ("task", task)]
+        for image in images:
+            inspected = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}} {{.Size}}", image["tag"]],
+                                       capture_output=True, text=True, check=True).stdout.split()
+            assert inspected == [image["image_id"], str(image["size"])] and image["seconds"] > 0
+        ran = subprocess.run(["docker", "run", "--rm", "--network", "none", tags[-1], "python", "-m", "pytest", "-q",
+                              "-p", "no:cacheprovider", "--co"], capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 0 and "tests collected" in ran.stdout, ran.stdout + ran.stderr
+        # A release whose lock names what the index does not have: the step that failed, and the log kept.
+        lock = folder / manifest["environments"][0]["lock"]
+        lock.write_text(lock.read_text() + "no-such-distribution-of-commitgym==0.0.1\n")
+        failed = manage("release_images", release)
+        assert failed.returncode != 0 and "image_build_failed" not in failed.stdout
+        assert re.search(r"the image of environment \w+: step \d+/\d+ `RUN uv pip install .*` failed: .*; its log "
+                         r"is in \S+\.log", failed.stderr), failed.stderr
+        log = Path(re.search(r"its log is in (\S+\.log)", failed.stderr).group(1))
+        assert "no-such-distribution-of-commitgym" in log.read_text()
+    finally:
+        subprocess.run(["docker", "rmi", "-f", *tags], capture_output=True)

@@ -17,7 +17,7 @@ from apps.jobs.models import Job
 from apps.repositories.services import repository_register
 from apps.tasks import review
 from apps.tasks.models import IssueVersion, Task
-from tests.apps.release_rebuild_e2e import release_rebuilt_by_hand
+from tests.apps.release_rebuild_e2e import release_images_built, release_rebuilt_by_hand
 from tests.apps.test_grading_e2e import manage
 from tests.conftest import mine_now
 from worker.demo.sample_repo import sample_repo_write
@@ -78,6 +78,7 @@ def test_a_release_of_the_sample_repository_loads_with_swebench_and_datasets(cel
             assert sorted(name.removeprefix(f"{slug}/") for name in names if tar.getmember(name).isfile()) == \
                 sorted(listed)
     release_rebuilt_by_hand(folder, tmp_path)
+    release_images_built(manage, "textkit@1", folder)
     manifest = json.loads((folder / "manifest.json").read_text())
     newest = max(tasks, key=lambda task: task.commit.committed_at).commit.parent_sha
     assert manifest["licences"] == {repository.name: {"commit": newest, "files": [

@@ -360,3 +360,23 @@ def test_releases_are_seen_only_by_those_who_see_their_repositories(accepted, sm
     new = reverse("datasets:release_new") + f"?scope=dataset&id={dataset.pk}"
     assert annotator_client.get(new).status_code == 403
     assert curator_client.get(reverse("datasets:release_new") + "?scope=dataset&id=²").status_code == 404
+
+
+def test_images_are_refused_for_a_task_no_environment_serves_and_for_a_release_without_environments(
+        accepted, small_repository, tmp_path, settings):
+    from apps.datasets.release_images import ImagesRefused, images_planned, release_images_start
+
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    release = released(scope=scope_of_repository(small_repository))
+    with pytest.raises(ImagesRefused, match="no environment of calc@1 serves nobody-1"):
+        release_images_start(release=release, tasks=["nobody-1"])
+    [(kind, environment)] = images_planned(release, [])
+    assert (kind, environment.key, environment.task) == ("environment", "e" * 64, "")
+    assert environment.tag == f"commitgym-release/calc:1-{'e' * 64}"
+    assert environment.archives == (release.manifest["environments"][0]["setup_archive"],)
+    [_, (kind, task)] = images_planned(release, [accepted.instance_id])
+    assert (kind, task.task, task.archives) == ("task", accepted.instance_id, environment.archives)
+    Release.objects.filter(id=release.id).update(manifest={**release.manifest, "environments": []})
+    release.refresh_from_db()
+    with pytest.raises(ImagesRefused, match="carries no environments"):
+        release_images_start(release=release)

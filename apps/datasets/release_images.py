@@ -1,0 +1,126 @@
+"""A release's images built on the local engine from the release's own Dockerfiles, as a job: every
+environment's image, then the task images asked for (worker/engine/env/images.py). The release's
+files are never changed: what was built is kept with the job's row and shown on the release's page."""
+
+import re
+from pathlib import Path
+
+from django.conf import settings
+from docker.errors import DockerException
+from requests import RequestException
+from django.db import transaction
+
+from apps.jobs.services import JobFailed, job_start
+from worker.engine.env.images import ImageBuildFailed, ImageToBuild, image_build
+from worker.engine.sandbox.docker import HOST_CA_BUNDLE, docker_client
+
+from .models import Release, ReleaseImages
+
+LOCAL_BASES = re.compile(r"debian:(\w+)-slim")  # a public Debian image, and the local build of the same release
+
+
+class ImagesRefused(ValueError):
+    """The images cannot be built as asked; the message says why."""
+
+
+def release_images_start(*, release: Release, tasks: list[str] = (), user=None) -> ReleaseImages:
+    if release.kind != Release.Kind.INSTANCES or release.version is None:
+        raise ImagesRefused(f"{release} is not a written release")
+    environments = release.manifest.get("environments") or []
+    if not environments:
+        raise ImagesRefused(f"{release} carries no environments (written before releases held them, or its tasks "
+                            "have none): release it again")
+    known = {task for entry in environments for task in entry["tasks"]}
+    unknown = sorted(set(tasks) - known)
+    if unknown:
+        raise ImagesRefused(f"no environment of {release} serves {', '.join(unknown)}")
+    with transaction.atomic():
+        build = ReleaseImages.objects.create(release=release, tasks=list(dict.fromkeys(tasks)), created_by=user)
+        build.job, _ = job_start(kind="release_images", subject=build, user=user)
+        build.save(update_fields=["job"])
+    return build
+
+
+def release_images_work(job, progress) -> None:
+    """The registered `run`: each image in turn, its progress counted in images. A failed build stops
+    the job with the step that failed, its log kept; the images built before it are kept too."""
+    build = ReleaseImages.objects.select_related("release").get(job=job)
+    release, planned = build.release, images_planned(build.release, build.tasks)
+    extra_ca = _extra_ca()
+    built = []
+    progress.report(0, len(planned))
+    for number, (kind, image) in enumerate(planned):
+        try:
+            made = image_build(Path(release.folder), image, extra_ca=extra_ca)
+        except ImageBuildFailed as failed:
+            log = _log_kept(build, image, failed.log)
+            ReleaseImages.objects.filter(id=build.id).update(images=built, log=str(log))
+            what = f"the task image of {image.task}" if image.task else f"the image of environment {image.key}"
+            raise JobFailed("image_build_failed", f"{what}: {failed}; its log is in {log}") from None
+        except (DockerException, RequestException) as error:  # the engine itself: not there, or refusing
+            raise JobFailed("no_engine", f"the Docker engine could not build {image.tag}: {error}") from None
+        built.append({"kind": kind, "key": image.key, "task": image.task or None, "tag": made.tag,
+                      "image_id": made.image_id, "seconds": round(made.seconds, 2), "size": made.size})
+        progress.report(number + 1, len(planned))
+    progress.complete(lambda: ReleaseImages.objects.filter(id=build.id).update(images=built))
+
+
+def images_planned(release: Release, tasks: list[str]) -> list[tuple[str, ImageToBuild]]:
+    """("environment" | "task", the image) in build order: every environment, then each task asked."""
+    planned, by_task = [], {}
+    for entry in release.manifest.get("environments") or []:
+        setup = tuple(filter(None, [entry.get("setup_archive")]))
+        image = ImageToBuild(key=entry["key"], tag=_tag(release, entry["key"]), base=_base(entry["base"]),
+                             archives=setup if "setup_archive" in entry else _all_archives(release))
+        planned.append(("environment", image))
+        by_task.update({task: image for task in entry["tasks"]})
+    for task in tasks:
+        environment = by_task[task]
+        archives = (*environment.archives, *filter(None, [_task_archive(release, environment.key, task)]))
+        planned.append(("task", ImageToBuild(key=environment.key, tag=_tag(release, environment.key, task),
+                                             base=environment.base, task=task, archives=tuple(dict.fromkeys(archives)))))
+    return planned
+
+
+def _tag(release: Release, key: str, task: str = "") -> str:
+    label = re.sub(r"[^a-z0-9_.-]+", "-", f"{release.version}-{key}{'-' + task if task else ''}".lower())
+    return f"commitgym-release/{release.name.lower()}:{label[:128]}"
+
+
+def _base(base: str) -> str:
+    """The Dockerfile's default base where the engine has it; else the local build of the same Debian
+    release (no registry may be reachable); else the default, which the engine then looks for."""
+    present = {tag for image in docker_client(timeout=30).images.list() for tag in image.tags}
+    debian = LOCAL_BASES.fullmatch(base)
+    local = f"commitgym-base:{debian.group(1)}" if debian else ""
+    if base in present or not local or local not in present:
+        return base
+    return local
+
+
+def _task_archive(release: Release, key: str, task: str) -> str:
+    listed = Path(release.folder) / "environments" / key / "tasks"
+    for line in listed.read_text().splitlines():
+        instance, _, archive = line.partition(" ")
+        if instance == task:
+            return archive
+    return ""
+
+
+def _all_archives(release: Release) -> tuple[str, ...]:
+    return tuple(f"sources/{path.name}" for path in sorted((Path(release.folder) / "sources").glob("*.tar.gz")))
+
+
+def _extra_ca() -> bytes:
+    """The CA bundle this machine's builds need (COMMITGYM_CA_BUNDLE, else the host's, as the docker
+    sandbox mounts it)."""
+    path = Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else HOST_CA_BUNDLE
+    return path.read_bytes() if path.is_file() else b""
+
+
+def _log_kept(build: ReleaseImages, image: ImageToBuild, log: str) -> Path:
+    folder = Path(settings.VAR_DIR) / "image-builds"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{build.id}-{image.key}{'-' + re.sub(r'[^A-Za-z0-9_.-]+', '-', image.task) if image.task else ''}.log"
+    path.write_text(log)
+    return path
