@@ -43,7 +43,9 @@ def test_the_base_is_the_debian_release_of_the_environments_python():
     assert default_base(environment(python_version="3.9.2", image="commitgym-base:bullseye")) == "debian:bullseye-slim"
     assert default_base(environment(python_version="3.12.4", image="python:3.12-slim")) == "python:3.12-slim"
     text = dockerfile(environment(python_version="3.12.4"), "r")
-    assert "$(test -x /usr/local/bin/python3.12 || echo python3.12 python3.12-venv)" in text
+    assert "test -x /usr/local/bin/python3.12 || dpkg -s python3.12 python3.12-venv >/dev/null 2>&1 || " \
+           'wanted="$wanted python3.12 python3.12-venv"' in text
+    assert 'if [ -n "$wanted" ]; then apt-get update && apt-get install -y --no-install-recommends $wanted' in text
 
 
 def test_an_editable_project_is_installed_on_its_setup_tree_and_each_task_gets_a_plain_copy():
@@ -79,7 +81,7 @@ def test_without_the_setup_tree_the_project_is_installed_on_the_tasks_tree():
 
 def test_python_2_is_built_by_debians_virtualenv_and_pip_on_bullseye():
     text = dockerfile(environment(python_version="2.7.18", strategy="python2.7 editable"), "r")
-    assert "ARG BASE=debian:bullseye-slim" in text and "python2.7 python3-virtualenv" in text
+    assert "ARG BASE=debian:bullseye-slim" in text and 'wanted="$wanted python3-virtualenv"' in text
     assert "python3 -m virtualenv --quiet --no-setuptools --no-wheel --no-periodic-update --python python2.7 " \
            "/workspace/env" in text
     assert "pip install --disable-pip-version-check --no-input --no-deps -r /release/env/requirements.lock" in text

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from worker.engine.env.recipes import ENV, REPO, WORKING_COPY_PTH, WORKSPACE, working_copy_pth_line
-from worker.engine.env.runtimes import DEBIAN_PACKAGES, DEBIAN_PYTHONS, is_python2
+from worker.engine.env.runtimes import DEBIAN_PYTHONS, is_python2
 
 ENVIRONMENTS = "environments"
 EXTRA_CA = "extra-ca.crt"  # in the release folder: empty, or the CA bundle of a TLS-inspecting proxy
@@ -114,20 +114,24 @@ def _project_install(environment: EnvironmentToRelease) -> list[str]:
 
 
 def _base_stage(environment: EnvironmentToRelease) -> list[str]:
+    """Whatever of the Python (with venv, or Python 2 with Debian's virtualenv), git and the CA
+    certificates the base lacks, from apt-get: all of it on the public Debian image, nothing on a base
+    that has them (the official python image has its Python in /usr/local)."""
     python = f"python{environment.python}"
-    release = debian_release(environment)
-    packages = ["git", "ca-certificates", "patch", *DEBIAN_PACKAGES.get(release or "", ())]
-    # From the official python image the Python is there already; from Debian's, apt-get brings it.
-    wanted = f"{python} {python}-venv" if not environment.python2 else python
+    if environment.python2:
+        checks = [(f"command -v {python}", python), ("python3 -c 'import virtualenv'", "python3-virtualenv")]
+    else:
+        checks = [(f"test -x /usr/local/bin/{python} || dpkg -s {python} {python}-venv", f"{python} {python}-venv")]
+    checks += [("command -v git", "git"), ("dpkg -s ca-certificates", "ca-certificates")]
     return [
         f"ARG BASE={default_base(environment)}",
         "FROM ${BASE} AS base",
         "ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8",
         f"COPY {EXTRA_CA} /etc/commitgym/{EXTRA_CA}",
-        "RUN apt-get update \\",
-        f"    && apt-get install -y --no-install-recommends {' '.join(packages)} \\",
-        f"       $(test -x /usr/local/bin/{python} || echo {wanted}) \\",
-        "    && rm -rf /var/lib/apt/lists/* \\",
+        'RUN wanted="" \\',
+        *(f'    && {{ {check} >/dev/null 2>&1 || wanted="$wanted {packages}"; }} \\' for check, packages in checks),
+        '    && if [ -n "$wanted" ]; then apt-get update && apt-get install -y --no-install-recommends $wanted \\',
+        "       && rm -rf /var/lib/apt/lists/*; fi \\",
         f"    && cat /etc/commitgym/{EXTRA_CA} >> /etc/ssl/certs/ca-certificates.crt",
         "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
     ]
