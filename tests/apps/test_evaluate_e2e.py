@@ -4,17 +4,19 @@ SWE-bench's harness writes them, its own make_run_report building the same repor
 and import_predictions reading ours back to the same ground truth."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+from django.conf import settings
 
 from apps.datasets.models import Candidate
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task
 from apps.tasks.selectors import task_patches
 from tests.apps.test_grading_e2e import manage
-from tests.conftest import mine_now
+from tests.conftest import commands_database_url, mine_now
 from worker.demo.sample_repo import sample_repo_write
 
 pytestmark = pytest.mark.e2e
@@ -85,3 +87,23 @@ def test_evaluate_writes_swebenchs_reports_and_they_read_back(celery_worker, tmp
     first = dict(Candidate.objects.filter(run__name="first").values_list("task__instance_id", "outcome"))
     assert first == {gold.instance_id: "resolved", empty.instance_id: "no_patch", wrong.instance_id: "no"}
     assert dict(Candidate.objects.filter(run__name="again").values_list("task__instance_id", "outcome")) == first
+
+    # Two models in one file: each its run, graded together, a report each, named as the harness names them.
+    two = tmp_path / "two.jsonl"
+    two.write_text("".join(json.dumps({"instance_id": gold.instance_id, "model_name_or_path": model,
+                                       "model_patch": patch}) + "\n"
+                           for model, patch in (("m-right", gold_patch), ("m-empty", ""))))
+    refused = manage("evaluate", repository.name, str(two), "--report", str(tmp_path / "one.json"))
+    assert refused.returncode != 0 and "the predictions name 2 models: --report names one run's report" in \
+        refused.stderr
+    (tmp_path / "two").mkdir()
+    both = subprocess.run([sys.executable, str(settings.BASE_DIR / "manage.py"), "evaluate", repository.name, str(two),
+                           "--json"], cwd=tmp_path / "two", capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "DATABASE_URL": commands_database_url(),
+                               "COMMITGYM_MIRROR_DIR": str(settings.COMMITGYM_MIRROR_DIR)})
+    assert both.returncode == 0, both.stderr
+    right, empty_run = (json.loads((tmp_path / "two" / f"{name}.{name}.json").read_text())
+                        for name in ("m-right", "m-empty"))
+    assert [json.loads(line)["resolved_ids"] for line in both.stdout.splitlines()] == [[], [gold.instance_id]]
+    assert (right["resolved_ids"], empty_run["empty_patch_ids"]) == ([gold.instance_id], [gold.instance_id])
+

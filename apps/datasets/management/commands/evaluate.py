@@ -1,5 +1,6 @@
 import json
 from pathlib import Path
+from typing import Optional
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -41,42 +42,46 @@ class Command(BaseCommand):
             raise CommandError(str(refused)) from None
         models = self._models(Path(predictions), run)
         try:
-            _, runs = predictions_import(path=Path(predictions), run_name=run)
+            _, imported = predictions_import(path=Path(predictions), run_name=run)
         except ImportUnreadable as unreadable:
             raise CommandError(f"nothing evaluated: {unreadable}") from None
-        named = [summary.run for summary in runs if summary.run is not None]
-        if len(named) != 1:
-            raise CommandError(f"the predictions name {len(named)} models: evaluate one at a time, or give --run NAME "
-                               "to take every row as one run's")
-        run_id = named[0]
-        the_run = list(Run.objects.filter(name=run_id))
-        failures = grades_awaited([c for c in evaluation_candidates(chosen, the_run) if not c.outcome],
+        runs = list(Run.objects.filter(name__in=[summary.run for summary in imported if summary.run is not None]))
+        if report and len(runs) != 1:
+            raise CommandError(f"the predictions name {len(runs)} models: --report names one run's report (leave it "
+                               "out for MODEL.RUN.json each, or give --run NAME to take every row as one run's)")
+        # Every run's candidates graded together, as far as the workers go in parallel.
+        failures = grades_awaited([c for c in evaluation_candidates(chosen, runs) if not c.outcome],
                                   backend=backend, stderr=self.stderr, timeout=timeout,
                                   on_graded=lambda candidate, grade, outcome: None)
-        model = next(iter(models.values()), run_id)
-        report_path = Path(report) if report else Path(f"{model.replace('/', '__')}.{run_id}.json")
+        for one in sorted(runs, key=lambda one: one.name):
+            self._written(chosen, one, models.get(one.name, {}), Path(report) if report else None, as_json)
+        if failures:
+            self.stderr.write(f"{failures} grades stopped on an error (see their jobs): listed in error_ids")
+
+    def _written(self, chosen, run: Run, models: dict[str, str], report: Optional[Path], as_json: bool) -> None:
+        model = next(iter(models.values()), run.name)
+        report_path = report or Path(f"{model.replace('/', '__')}.{run.name}.json")
         try:
-            written = evaluation_written(target=chosen, run_id=run_id, candidates=evaluation_candidates(chosen, the_run),
+            written = evaluation_written(target=chosen, run_id=run.name, candidates=evaluation_candidates(chosen, [run]),
                                          models=models, folder=report_path.resolve().parent, report_path=report_path)
         except EvaluationRefused as refused:
             raise CommandError(str(refused)) from None
         if as_json:
             self.stdout.write(json.dumps(written))
-        else:
-            self.stdout.write(
-                f"{chosen.label}, run {run_id}: {written['resolved_instances']} of {written['total_instances']} "
-                f"resolved ({written['submitted_instances']} submitted, {written['completed_instances']} completed, "
-                f"{written['empty_patch_instances']} empty patches, {written['error_instances']} errors, "
-                f"{len(written['incomplete_ids'])} without a prediction)")
-            self.stdout.write(f"  {report_path}\n  {report_path.resolve().parent / LOGS / run_id}")
-        if failures:
-            self.stderr.write(f"{failures} grades stopped on an error (see their jobs): listed in error_ids")
+            return
+        self.stdout.write(
+            f"{chosen.label}, run {run.name}: {written['resolved_instances']} of {written['total_instances']} "
+            f"resolved ({written['submitted_instances']} submitted, {written['completed_instances']} completed, "
+            f"{written['empty_patch_instances']} empty patches, {written['error_instances']} errors, "
+            f"{len(written['incomplete_ids'])} without a prediction)")
+        self.stdout.write(f"  {report_path}\n  {report_path.resolve().parent / LOGS / run.name}")
 
-    def _models(self, path: Path, run: str) -> dict[str, str]:
-        """Each prediction's instance id -> its model_name_or_path (the run's name where a row has none)."""
-        found = predictions_read(path)
-        named = {prediction.instance_id: prediction.run for prediction in found.kept.values()}
-        if run:
-            unnamed = predictions_read(path, run=run)
-            named = {**{p.instance_id: run for p in unnamed.kept.values()}, **named}
-        return named
+    def _models(self, path: Path, run: str) -> dict[str, dict[str, str]]:
+        """Each run's predictions: instance id -> the row's model_name_or_path (the harness's log folder)."""
+        by_run: dict[str, dict[str, str]] = {}
+        for prediction in predictions_read(path).kept.values():
+            by_run.setdefault(run or prediction.run, {})[prediction.instance_id] = prediction.run
+        if run:  # rows with no model_name_or_path count too when the run is named
+            for prediction in predictions_read(path, run=run).kept.values():
+                by_run.setdefault(run, {}).setdefault(prediction.instance_id, run)
+        return by_run
