@@ -92,7 +92,7 @@ def release_images_built(manage, release: str, folder: Path) -> None:
         lock.write_text(lock.read_text() + "no-such-distribution-of-commitgym==0.0.1\n")
         failed = manage("release_images", release)
         assert failed.returncode != 0 and "image_build_failed" not in failed.stdout
-        assert re.search(r"the image of environment \w+: step \d+/\d+ `RUN uv pip install .*` failed: .*; its log "
+        assert re.search(r"the image of environment \w+: step \d+/\d+ `RUN .* uv pip install .*` failed: .*; its log "
                          r"is in \S+\.log", failed.stderr), failed.stderr
         log = Path(re.search(r"its log is in (\S+\.log)", failed.stderr).group(1))
         assert "no-such-distribution-of-commitgym" in log.read_text()

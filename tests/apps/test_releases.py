@@ -105,7 +105,7 @@ def test_a_release_holds_swebench_rows_the_same_rows_in_parquet_and_a_manifest(a
     assert [file["name"] for file in release.files] == [
         "instances.jsonl", "instances.parquet", archive, f"{environment}/Dockerfile",
         f"{environment}/requirements.lock", f"{environment}/tasks", f"{environment}/generated",
-        f"{environment}/zz_commitgym_working_copy.pth", "README.md", "manifest.json"]
+        f"{environment}/zz_commitgym_working_copy.pth", f"{environment}/uv_fetch.py", "README.md", "manifest.json"]
     # Each environment its tasks use, as files a stranger builds it from (its own test builds one).
     [entry] = manifest["environments"]
     assert (entry["key"], entry["tasks"], entry["setup_commit"], entry["lock"]) == (

@@ -52,7 +52,7 @@ def test_an_editable_project_is_installed_on_its_setup_tree_and_each_task_gets_a
     text = dockerfile(environment(), "r")
     assert text.count("FROM ") == 4 and "# syntax" not in text and "--mount" not in text
     assert "ARG BASE=debian:bookworm-slim\nFROM ${BASE} AS base" in text
-    assert "RUN uv pip install --compile-bytecode --python /workspace/env/bin/python --no-deps --exclude-newer " \
+    assert "&& uv pip install --compile-bytecode --python /workspace/env/bin/python --no-deps --exclude-newer " \
            "2021-03-01T00:00:00+00:00 --exclude-newer-package setuptools=2023-01-01 -r /release/env/requirements.lock" \
            in text
     assert "COPY sources/o__r-aaa.tar.gz /release/setup.tar.gz" in text
@@ -67,7 +67,7 @@ def test_each_strategy_installs_the_project_as_the_build_did():
     assert "--config-settings editable_mode=compat -e /workspace/repo" in compat
     regular = dockerfile(environment(strategy="python3.11 install"), "r")
     assert "-r /release/env/requirements.lock" in regular and " --no-deps --exclude-newer 2021-03-01T00:00:00+00:00" \
-        " --exclude-newer-package setuptools=2023-01-01 /workspace/repo\n" in regular
+        " --exclude-newer-package setuptools=2023-01-01 /workspace/repo)" in regular
     assert "zz_commitgym_working_copy.pth" in regular
     tests_only = dockerfile(environment(strategy="python3.11 tests-only"), "r")
     assert "-e /workspace/repo" not in tests_only and "zz_commitgym_working_copy.pth" in tests_only
@@ -91,7 +91,7 @@ def test_python_2_is_built_by_debians_virtualenv_and_pip_on_bullseye():
 def test_the_folder_holds_what_the_dockerfile_copies(tmp_path):
     written = environment_folder_write(tmp_path, environment(generated=("src/v.py",)), "r@1")
     assert sorted(path.name for path in written) == [
-        "Dockerfile", "generated", "requirements.lock", "tasks", "zz_commitgym_working_copy.pth"]
+        "Dockerfile", "generated", "requirements.lock", "tasks", "uv_fetch.py", "zz_commitgym_working_copy.pth"]
     folder = tmp_path / "environments" / "k1"
     assert (folder / "tasks").read_text() == "o__r-1 sources/o__r-bbb.tar.gz\n"
     assert (folder / "generated").read_text() == "src/v.py\n"
