@@ -168,6 +168,8 @@ COMMITGYM_DOCKER_IMAGES = [
 # What an install may reach (nothing else, on either backend): "host,host,...", HTTPS only, through
 # the worker's proxy, which chains to the worker's own HTTPS_PROXY. Default: pypi.org, files.pythonhosted.org.
 COMMITGYM_INDEX_HOSTS = index_hosts_from(os.environ.get("COMMITGYM_INDEX_HOSTS", ""))
+# The package index's simple API, where a release reads the hashes of its locks' files.
+COMMITGYM_INDEX_URL = os.environ.get("COMMITGYM_INDEX_URL", "https://pypi.org/simple/")
 COMMITGYM_VALIDATION_RERUNS = _env_int("COMMITGYM_VALIDATION_RERUNS", 2)
 COMMITGYM_TEST_TIMEOUT = _env_int("COMMITGYM_TEST_TIMEOUT", 60)
 COMMITGYM_SUITE_SECONDS = _env_int("COMMITGYM_SUITE_SECONDS", 600)

@@ -35,6 +35,7 @@ from apps.tasks.models import (
     current_issue,
 )
 from apps.tasks.selectors import task_base_sha
+from worker.engine.env.index_hashes import lock_hashes, simple_page
 from worker.engine.git.archive import archive_write, file_at, top_level_files
 from worker.engine.git.patches import NO_PATCHES, commits_patches
 from worker.engine.git.repo import GitError, commit_exists
@@ -44,7 +45,6 @@ from worker.engine.env.rebuild import (
     EnvironmentToRelease,
     default_base,
     environment_folder_write,
-    lock_checksum,
     release_readme,
 )
 from worker.engine.release.licences import licence_files, licence_spdx
@@ -399,20 +399,24 @@ def _environments_write(work: Path, summary: Summary, release: str) -> list[Writ
     Dockerfiles copy. The manifest's entries are kept in the summary."""
     written = {file.name for file in summary.sources_written}
     archive = lambda name, commit: _archive_name(name, commit) if _archive_name(name, commit) in written else ""  # noqa: E731
-    files, releasable = [], []
+    files, releasable, unreachable = [], [], []
     for key, (environment, setup, name, tasks) in sorted(summary.environments.items()):
+        hashes, missing = ({}, unreachable) if unreachable else _index_hashes(environment.lock)
+        if missing and missing[-1].startswith("the index "):
+            unreachable = missing[-1:]  # asked once: an index that cannot be reached is not asked again
         one = EnvironmentToRelease(
             key=key, python_version=environment.python_version, lock=environment.lock,
             strategy=environment.strategy, setup_archive=archive(name, setup) if setup else "",
             tasks=tuple((instance, archive(name, base)) for instance, base in tasks), tool_version=_uv_version(),
             as_of=environment.as_of, lifted=dict(environment.lifted), generated=tuple(environment.generated_files),
-            image=environment.image)
+            image=environment.image, hashes=hashes)
         files += [_described(work, path) for path in environment_folder_write(work, one, release)]
         releasable.append(one)
         summary.environments_written.append({
             "key": key, "python_version": one.python_version, "built_by": one.tool, "base": default_base(one),
             "install_strategy": one.strategy, "setup_commit": setup or None, "setup_archive": one.setup_archive or None,
-            "lock": f"{ENVIRONMENTS}/{key}/requirements.lock", "lock_sha256": lock_checksum(one.lock),
+            "lock": f"{ENVIRONMENTS}/{key}/requirements.lock",
+            "lock_sha256": file_sha256(work / ENVIRONMENTS / key / "requirements.lock"), "lock_unhashed": missing,
             "dockerfile": f"{ENVIRONMENTS}/{key}/Dockerfile", "as_of": one.as_of or None, "lifted": one.lifted,
             "tasks": [instance for instance, _ in tasks], "image_id": None,
             **({} if all(source for _, source in one.tasks) else
@@ -420,6 +424,13 @@ def _environments_write(work: Path, summary: Summary, release: str) -> list[Writ
     (work / EXTRA_CA).write_text("")
     (work / "README.md").write_text(release_readme(release, releasable))
     return [*files, _described(work, work / "README.md")]
+
+
+def _index_hashes(lock: str) -> tuple[dict, list[str]]:
+    """The index's hashes of the lock's files (worker.engine.env.index_hashes), through this machine's CA."""
+    cafile = settings.COMMITGYM_CA_BUNDLE or None
+    return lock_hashes(lock, index=settings.COMMITGYM_INDEX_URL,
+                       page=lambda url: simple_page(url, timeout=20, cafile=cafile))
 
 
 def _uv_version() -> str:

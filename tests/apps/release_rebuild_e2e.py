@@ -24,6 +24,11 @@ def release_rebuilt_by_hand(folder: Path, scratch: Path) -> None:
         shutil.copy(HOST_CA, copy / "extra-ca.crt")
     manifest = json.loads((copy / "manifest.json").read_text())
     environment = manifest["environments"][0]
+    # Every distribution with the index's hashes of its files: the rebuild installs no other file.
+    lines = (copy / environment["lock"]).read_text().splitlines()
+    pinned = [number for number, line in enumerate(lines) if "==" in line]
+    assert environment["lock_unhashed"] == [] and pinned
+    assert all(lines[number + 1].strip().startswith("--hash=sha256:") for number in pinned), lines
     tag = f"commitgym-release-check-{uuid.uuid4().hex[:8]}"
     try:
         _environment_rebuilt(copy, environment, tag)

@@ -61,6 +61,12 @@ def released(name="calc", *, scope, states=("accepted",), since=None, out=None, 
     return release
 
 
+@pytest.fixture(autouse=True)
+def no_index(settings):
+    """The index's hashes are read end to end (test_release_e2e.py); here no index answers."""
+    settings.COMMITGYM_INDEX_URL = "http://127.0.0.1:9/simple/"
+
+
 def rows_of(release: Release) -> list[dict]:
     return [json.loads(line) for line in (Path(release.folder) / "instances.jsonl").read_text().splitlines()]
 
@@ -111,6 +117,9 @@ def test_a_release_holds_swebench_rows_the_same_rows_in_parquet_and_a_manifest(a
     assert (entry["key"], entry["tasks"], entry["setup_commit"], entry["lock"]) == (
         "e" * 64, [accepted.instance_id], commit.parent_sha, f"{environment}/requirements.lock")
     assert entry["lock_sha256"] == file_sha256(Path(release.folder) / entry["lock"]) and entry["image_id"] is None
+    assert (Path(release.folder) / entry["lock"]).read_text() == "pytest==8.3.3\n"
+    [unhashed] = entry["lock_unhashed"]
+    assert unhashed.startswith("the index http://127.0.0.1:9/simple/ could not be read") and "no hashes" in unhashed
     assert (Path(release.folder) / environment / "tasks").read_text() == f"{accepted.instance_id} {archive}\n"
     assert (Path(release.folder) / "extra-ca.crt").read_text() == "" and manifest["tasks_without_environment"] == 0
     assert manifest["licences"] == {small_repository.name: {"commit": commit.parent_sha, "files": [],

@@ -9,7 +9,6 @@ from worker.engine.env.rebuild import (
     default_base,
     dockerfile,
     environment_folder_write,
-    lock_checksum,
     release_lock,
 )
 
@@ -27,7 +26,10 @@ def environment(**fields) -> EnvironmentToRelease:
 def test_the_lock_pins_every_distribution_but_the_project_installed_from_its_tree():
     assert release_lock(FROZEN) == "iniconfig==2.1.0\npluggy==1.6.0\nrequests @ git+https://x/r@abc\n"
     assert release_lock("-e file:///workspace/repo\nA==1\n\n# a comment\n") == "A==1\n"
-    assert lock_checksum(FROZEN) == lock_checksum(FROZEN.replace("textkit", "other"))
+    assert release_lock(FROZEN) == release_lock(FROZEN.replace("textkit", "other"))
+    hashed = release_lock(FROZEN, {"pluggy==1.6.0": ["aa", "bb"]})
+    assert hashed == ("iniconfig==2.1.0\npluggy==1.6.0 \\\n    --hash=sha256:aa \\\n    --hash=sha256:bb\n"
+                      "requests @ git+https://x/r@abc\n")
 
 
 def test_the_dates_a_source_build_resolves_as_of_are_the_builds():
@@ -96,3 +98,32 @@ def test_the_folder_holds_what_the_dockerfile_copies(tmp_path):
     assert (folder / "tasks").read_text() == "o__r-1 sources/o__r-bbb.tar.gz\n"
     assert (folder / "generated").read_text() == "src/v.py\n"
     assert "'/workspace/repo/src'" in (folder / "zz_commitgym_working_copy.pth").read_text()
+
+
+def test_the_index_hashes_are_those_of_the_pinned_versions_files_and_an_unreachable_index_is_asked_once():
+    from worker.engine.env.index_hashes import lock_hashes
+
+    pages = {"https://i/simple/pluggy/": {"files": [
+        {"filename": "pluggy-1.6.0-py3-none-any.whl", "hashes": {"sha256": "w1"}},
+        {"filename": "pluggy-1.6.0.tar.gz", "hashes": {"sha256": "s1"}},
+        {"filename": "pluggy-1.5.0-py3-none-any.whl", "hashes": {"sha256": "old"}},
+        {"filename": "pluggy-1.6.0-py3-none-any.whl.metadata", "hashes": {"sha256": "meta"}}]},
+        "https://i/simple/iniconfig/": {"files": [{"filename": "iniconfig-2.1.0.tar.gz", "hashes": {}}]}}
+    asked = []
+
+    def page(url):
+        asked.append(url)
+        return pages[url]
+
+    hashes, missing = lock_hashes("pluggy==1.6.0\nIniConfig==2.1.0\nx @ git+https://x\n", index="https://i/simple/",
+                                  page=page)
+    assert hashes == {"pluggy==1.6.0": ["s1", "w1"]}
+    assert missing == ["IniConfig==2.1.0: the index lists no file of it with a SHA-256"]
+
+    def unreachable(url):
+        asked.append(url)
+        raise OSError("connection refused")
+
+    asked.clear()
+    hashes, missing = lock_hashes("a==1\nb==2\n", index="https://i/simple/", page=unreachable)
+    assert (hashes, len(asked)) == ({}, 1) and "could not be read (connection refused)" in missing[0]

@@ -13,7 +13,6 @@ Per environment key, a folder `environments/<key>/` holds:
   `source` (one task's archive unpacked) and `task` (the environment plus that tree).
 """
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ class EnvironmentToRelease:
     lifted: dict[str, str] = field(default_factory=dict)  # package -> its own later cutoff ("none": none)
     generated: tuple[str, ...] = ()  # files the install wrote into the tree
     image: str = ""  # the image it was built in ("" for the local backend)
+    hashes: dict = field(default_factory=dict)  # pinned line -> the index's SHA-256 of each of its files
 
     @property
     def python(self) -> str:
@@ -72,14 +72,13 @@ def default_base(environment: EnvironmentToRelease) -> str:
     return f"debian:{release}-slim" if release else f"python:{environment.python}-slim"
 
 
-def release_lock(lock: str) -> str:
-    """The lock as released: the pinned lines, without the project's own (installed from its tree)."""
+def release_lock(lock: str, hashes: Optional[dict] = None) -> str:
+    """The lock as released: the pinned lines, without the project's own (installed from its tree),
+    each with the index's hashes of its files where `hashes` has them (uv then installs no other file)."""
     lines = [line.strip() for line in lock.splitlines()]
-    return "".join(f"{line}\n" for line in lines if _PINNED.match(line) and not _FROM_THE_TREE.match(line))
-
-
-def lock_checksum(lock: str) -> str:
-    return hashlib.sha256(release_lock(lock).encode()).hexdigest()
+    kept = [line for line in lines if _PINNED.match(line) and not _FROM_THE_TREE.match(line)]
+    return "".join(line + "".join(f" \\\n    --hash=sha256:{digest}" for digest in (hashes or {}).get(line, ()))
+                   + "\n" for line in kept)
 
 
 def cutoff_args(environment: EnvironmentToRelease) -> list[str]:
@@ -228,7 +227,7 @@ def environment_folder_write(folder: Path, environment: EnvironmentToRelease, re
     """The environment's files in `folder` (the release's): its Dockerfile, lock, tasks and generated files."""
     target = folder / ENVIRONMENTS / environment.key
     target.mkdir(parents=True)
-    texts = {"Dockerfile": dockerfile(environment, release), "requirements.lock": release_lock(environment.lock),
+    texts = {"Dockerfile": dockerfile(environment, release), "requirements.lock": release_lock(environment.lock, environment.hashes),
              "tasks": "".join(f"{instance} {archive}\n" for instance, archive in environment.tasks),
              "generated": "".join(f"{path}\n" for path in environment.generated),
              WORKING_COPY_PTH: working_copy_pth_line(REPO), **({} if environment.python2 else {"uv_fetch.py": UV_FETCH})}
