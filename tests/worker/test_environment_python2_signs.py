@@ -15,8 +15,10 @@ from worker.engine.env.era import (
     syntax_error_files,
     with_era_reason,
 )
+from worker.engine.env.rebuild import release_lock
 from worker.engine.env.recipes import REPO, WORKSPACE
 from worker.engine.env.runtimes import Runtime
+from tests.worker.environment_rebuilt import rebuilt_freeze
 
 # Every syntax Python 3 removed, one file each.
 REMOVED_SYNTAX = {
@@ -167,6 +169,9 @@ def test_code_in_a_syntax_only_python_2_parses_gets_python_2_7(place, docker_bui
     assert built.attempts[1].step == "collect" and "lambda (k, v)" in built.attempts[1].output
     assert "SyntaxError: expression cannot contain assignment" in built.attempts[1].output
     assert "1 passed" in built.attempts[-1].output
+    # From a release's files, `docker build` alone makes it again: the same distributions, the same versions.
+    rebuilt = rebuilt_freeze(built, work / "repo", place / "tuple-parameters-release", base="commitgym-base:bullseye")
+    assert release_lock(rebuilt) == release_lock(built.lock) and "pytest==4.6" in release_lock(built.lock)
 
 
 OLDMAP = "def pairs(mapping):\n    return sorted(mapping.iteritems())\n"

@@ -86,7 +86,9 @@ def test_python_2_is_built_by_debians_virtualenv_and_pip_on_bullseye():
     assert "ARG BASE=debian:bullseye-slim" in text and 'wanted="$wanted python3-virtualenv"' in text
     assert "python3 -m virtualenv --quiet --no-setuptools --no-wheel --no-periodic-update --python python2.7 " \
            "/workspace/env" in text
-    assert "pip install --disable-pip-version-check --no-input --no-deps -r /release/env/requirements.lock" in text
+    assert "pip install --disable-pip-version-check --no-input --no-deps -r /release/env/build-seed.lock \\\n    && " \
+           "/workspace/env/bin/python -m pip install --disable-pip-version-check --no-input --no-deps -r " \
+           "/release/env/requirements.lock" in text
     assert "uv" not in text.replace("--no-input", "")
 
 
@@ -127,3 +129,12 @@ def test_the_index_hashes_are_those_of_the_pinned_versions_files_and_an_unreacha
     asked.clear()
     hashes, missing = lock_hashes("a==1\nb==2\n", index="https://i/simple/", page=unreachable)
     assert (hashes, len(asked)) == ({}, 1) and "could not be read (connection refused)" in missing[0]
+
+
+def test_python_2s_setuptools_and_wheel_come_first_from_the_lock(tmp_path):
+    lock = "pytest==4.6.11\nsetuptools==44.1.1\nWheel==0.37.1\nsix==1.16.0\n"
+    environment_folder_write(tmp_path, environment(python_version="2.7.18", lock=lock,
+                                                   hashes={"setuptools==44.1.1": ["cc"]}), "r")
+    seed = (tmp_path / "environments" / "k1" / "build-seed.lock").read_text()
+    assert seed == "setuptools==44.1.1 \\\n    --hash=sha256:cc\nWheel==0.37.1\n"
+    assert not (tmp_path / "environments" / "k1" / "uv_fetch.py").exists()

@@ -22,6 +22,8 @@ from worker.engine.env.recipes import ENV, REPO, WORKING_COPY_PTH, WORKSPACE, wo
 from worker.engine.env.runtimes import DEBIAN_PYTHONS, is_python2
 
 ENVIRONMENTS = "environments"
+SEED = "build-seed.lock"  # Python 2: the lock's setuptools and wheel, installed before the rest
+_SEEDS = re.compile(r"^(setuptools|wheel)==", re.IGNORECASE)
 EXTRA_CA = "extra-ca.crt"  # in the release folder: empty, or the CA bundle of a TLS-inspecting proxy
 TOOLS = "/opt/commitgym/tools"
 # The project's own line in a freeze: an install from the working copy, which no one else has.
@@ -163,10 +165,11 @@ def _environment_stage(environment: EnvironmentToRelease) -> list[str]:
     tree, the files that install generated kept, and the tree removed."""
     python, folder = f"python{environment.python}", f"{ENVIRONMENTS}/{environment.key}"
     if environment.python2:  # Debian's virtualenv seeds pip from the image's own wheels, as the build did
+        # pip builds an sdist with the environment's own setuptools: the lock's, first (as the build did).
+        pip = f"{ENV}/bin/python -m pip install --disable-pip-version-check --no-input --no-deps"
         make = [f"python3 -m virtualenv --quiet --no-setuptools --no-wheel --no-periodic-update --python {python} "
                 f"{ENV}",
-                f"{ENV}/bin/python -m pip install --disable-pip-version-check --no-input --no-deps "
-                f"-r /release/env/requirements.lock"]
+                f"{pip} -r /release/env/{SEED}", f"{pip} -r /release/env/requirements.lock"]
     else:
         make = [f"{python} /release/env/uv_fetch.py {environment.tool_version}",
                 f"uv venv --quiet --python {python} {ENV}",
@@ -230,7 +233,9 @@ def environment_folder_write(folder: Path, environment: EnvironmentToRelease, re
     texts = {"Dockerfile": dockerfile(environment, release), "requirements.lock": release_lock(environment.lock, environment.hashes),
              "tasks": "".join(f"{instance} {archive}\n" for instance, archive in environment.tasks),
              "generated": "".join(f"{path}\n" for path in environment.generated),
-             WORKING_COPY_PTH: working_copy_pth_line(REPO), **({} if environment.python2 else {"uv_fetch.py": UV_FETCH})}
+             WORKING_COPY_PTH: working_copy_pth_line(REPO),
+             **({SEED: release_lock("\n".join(line for line in environment.lock.splitlines() if _SEEDS.match(line)),
+                                    environment.hashes)} if environment.python2 else {"uv_fetch.py": UV_FETCH})}
     written = []
     for name, text in texts.items():
         (target / name).write_text(text)
