@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from worker.engine.sandbox.index_proxy import index_hosts_from
 
@@ -168,6 +169,9 @@ COMMITGYM_DOCKER_IMAGES = [
 # What an install may reach (nothing else, on either backend): "host,host,...", HTTPS only, through
 # the worker's proxy, which chains to the worker's own HTTPS_PROXY. Default: pypi.org, files.pythonhosted.org.
 COMMITGYM_INDEX_HOSTS = index_hosts_from(os.environ.get("COMMITGYM_INDEX_HOSTS", ""))
+# The network `release_images` builds on: its RUN steps run the project's install. "host" where no
+# bridge may be made (these machines), reaching the host's own services too; a bridge elsewhere.
+COMMITGYM_IMAGE_BUILD_NETWORK = os.environ.get("COMMITGYM_IMAGE_BUILD_NETWORK", "host")
 # The package index's simple API, where a release reads the hashes of its locks' files.
 COMMITGYM_INDEX_URL = os.environ.get("COMMITGYM_INDEX_URL", "https://pypi.org/simple/")
 COMMITGYM_VALIDATION_RERUNS = _env_int("COMMITGYM_VALIDATION_RERUNS", 2)
@@ -177,6 +181,8 @@ COMMITGYM_SUITE_SECONDS = _env_int("COMMITGYM_SUITE_SECONDS", 600)
 # memory): size it below what the machine can give every concurrent run, or the kernel, not the
 # limit, ends a run that allocates without bound.
 COMMITGYM_SANDBOX_MEMORY_MB = _env_int("COMMITGYM_SANDBOX_MEMORY_MB", 4096)
+if COMMITGYM_SANDBOX_MEMORY_MB < 64:
+    raise ImproperlyConfigured(f"COMMITGYM_SANDBOX_MEMORY_MB is {COMMITGYM_SANDBOX_MEMORY_MB}: give at least 64 (MB)")
 # A running job whose worker has not reported for this long may be taken over.
 COMMITGYM_JOB_STALE_SECONDS = _env_int("COMMITGYM_JOB_STALE_SECONDS", 300)
 COMMITGYM_JOB_HEARTBEAT_SECONDS = _env_int("COMMITGYM_JOB_HEARTBEAT_SECONDS", 30)

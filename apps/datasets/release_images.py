@@ -26,14 +26,18 @@ class ImagesRefused(ValueError):
 def release_images_start(*, release: Release, tasks: list[str] = (), user=None) -> ReleaseImages:
     if release.kind != Release.Kind.INSTANCES or release.version is None:
         raise ImagesRefused(f"{release} is not a written release")
-    environments = release.manifest.get("environments") or []
+    environments = _buildable(release)
     if not environments:
-        raise ImagesRefused(f"{release} carries no environments (written before releases held them, or its tasks "
-                            "have none): release it again")
-    known = {task for entry in environments for task in entry["tasks"]}
-    unknown = sorted(set(tasks) - known)
+        raise ImagesRefused(f"{release} carries no environment that can be built (written before releases held "
+                            "them, its tasks have none, or its manifest says why not)")
+    known = {task: entry for entry in environments for task in entry["tasks"]}
+    unknown = sorted(set(tasks) - set(known))
     if unknown:
         raise ImagesRefused(f"no environment of {release} serves {', '.join(unknown)}")
+    unarchived = sorted(task for task in tasks if not _task_archive(release, known[task]["key"], task))
+    if unarchived:
+        raise ImagesRefused(f"the release holds no source archive of the base commit of {', '.join(unarchived)}: "
+                            "its task image cannot be built")
     with transaction.atomic():
         build = ReleaseImages.objects.create(release=release, tasks=list(dict.fromkeys(tasks)), created_by=user)
         build.job, _ = job_start(kind="release_images", subject=build, user=user)
@@ -45,19 +49,24 @@ def release_images_work(job, progress) -> None:
     """The registered `run`: each image in turn, its progress counted in images. A failed build stops
     the job with the step that failed, its log kept; the images built before it are kept too."""
     build = ReleaseImages.objects.select_related("release").get(job=job)
-    release, planned = build.release, images_planned(build.release, build.tasks)
+    release, built = build.release, []
+    try:
+        planned = images_planned(build.release, build.tasks)
+    except (DockerException, RequestException) as error:
+        raise JobFailed("no_engine", f"the Docker engine does not answer: {error}") from None
     extra_ca = _extra_ca()
-    built = []
     progress.report(0, len(planned))
     for number, (kind, image) in enumerate(planned):
         try:
-            made = image_build(Path(release.folder), image, extra_ca=extra_ca)
+            made = image_build(Path(release.folder), image, extra_ca=extra_ca,
+                               network=settings.COMMITGYM_IMAGE_BUILD_NETWORK)
         except ImageBuildFailed as failed:
             log = _log_kept(build, image, failed.log)
             ReleaseImages.objects.filter(id=build.id).update(images=built, log=str(log))
             what = f"the task image of {image.task}" if image.task else f"the image of environment {image.key}"
             raise JobFailed("image_build_failed", f"{what}: {failed}; its log is in {log}") from None
         except (DockerException, RequestException) as error:  # the engine itself: not there, or refusing
+            ReleaseImages.objects.filter(id=build.id).update(images=built)
             raise JobFailed("no_engine", f"the Docker engine could not build {image.tag}: {error}") from None
         built.append({"kind": kind, "key": image.key, "task": image.task or None, "tag": made.tag,
                       "image_id": made.image_id, "seconds": round(made.seconds, 2), "size": made.size})
@@ -68,7 +77,7 @@ def release_images_work(job, progress) -> None:
 def images_planned(release: Release, tasks: list[str]) -> list[tuple[str, ImageToBuild]]:
     """("environment" | "task", the image) in build order: every environment, then each task asked."""
     planned, by_task = [], {}
-    for entry in release.manifest.get("environments") or []:
+    for entry in _buildable(release):
         setup = tuple(filter(None, [entry.get("setup_archive")]))
         image = ImageToBuild(key=entry["key"], tag=_tag(release, entry["key"]), base=_base(entry["base"]),
                              archives=setup if "setup_archive" in entry else _all_archives(release))
@@ -82,9 +91,15 @@ def images_planned(release: Release, tasks: list[str]) -> list[tuple[str, ImageT
     return planned
 
 
+def _buildable(release: Release) -> list[dict]:
+    return [entry for entry in release.manifest.get("environments") or [] if entry.get("dockerfile")]
+
+
 def _tag(release: Release, key: str, task: str = "") -> str:
+    """commitgym-release/NAME:VERSION-KEY[-TASK], each part in the characters an image reference allows."""
+    name = re.sub(r"[^a-z0-9]+", "-", release.name.lower()).strip("-") or "release"
     label = re.sub(r"[^a-z0-9_.-]+", "-", f"{release.version}-{key}{'-' + task if task else ''}".lower())
-    return f"commitgym-release/{release.name.lower()}:{label[:128]}"
+    return f"commitgym-release/{name}:{label[:128]}"
 
 
 def _base(base: str) -> str:

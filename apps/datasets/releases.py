@@ -45,6 +45,7 @@ from worker.engine.env.rebuild import (
     EnvironmentToRelease,
     default_base,
     environment_folder_write,
+    unreleasable,
     release_readme,
 )
 from worker.engine.release.licences import licence_files, licence_spdx
@@ -247,7 +248,9 @@ def _same_as(release: Release, files: list[WrittenFile]) -> Optional[Release]:
     if latest is None or asked(latest) != asked(release):
         return None
     rows = {file["name"]: file["sha256"] for file in latest.files}
-    return latest if rows.get(INSTANCES_JSONL) == files[0].sha256 else None
+    # A version written before releases carried their environments is made again with them.
+    carries = "environments" in latest.manifest
+    return latest if carries and rows.get(INSTANCES_JSONL) == files[0].sha256 else None
 
 
 def _publish(release: Release, work: Path, files: list[WrittenFile], summary: "Summary", task_ids: list[int],
@@ -410,6 +413,11 @@ def _environments_write(work: Path, summary: Summary, release: str) -> list[Writ
             tasks=tuple((instance, archive(name, base)) for instance, base in tasks), tool_version=_uv_version(),
             as_of=environment.as_of, lifted=dict(environment.lifted), generated=tuple(environment.generated_files),
             image=environment.image, hashes=hashes)
+        why = unreleasable(one)
+        if why:  # no files: the manifest says why, and its tasks have no image
+            summary.environments_written.append({"key": key, "tasks": [instance for instance, _ in tasks],
+                                                 "dockerfile": None, "why": why})
+            continue
         files += [_described(work, path) for path in environment_folder_write(work, one, release)]
         releasable.append(one)
         summary.environments_written.append({

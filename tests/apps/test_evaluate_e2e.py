@@ -11,7 +11,7 @@ import sys
 import pytest
 from django.conf import settings
 
-from apps.datasets.models import Candidate
+from apps.datasets.models import Candidate, Run
 from apps.repositories.services import repository_register
 from apps.tasks.models import Task
 from apps.tasks.selectors import task_patches
@@ -87,12 +87,25 @@ def test_evaluate_writes_swebenchs_reports_and_they_read_back(celery_worker, tmp
     first = dict(Candidate.objects.filter(run__name="first").values_list("task__instance_id", "outcome"))
     assert first == {gold.instance_id: "resolved", empty.instance_id: "no_patch", wrong.instance_id: "no"}
     assert dict(Candidate.objects.filter(run__name="again").values_list("task__instance_id", "outcome")) == first
+    # Evaluated, a ground truth taken from a report is not taken on its word: graded here.
+    regraded = manage("evaluate", repository.name, str(predictions), "--run", "again", "--report",
+                      str(tmp_path / "again.json"), "--json")
+    assert regraded.returncode == 0, regraded.stderr
+    assert set(Candidate.objects.filter(run__name="again", no_patch=False).values_list("outcome_source", flat=True)) \
+        == {"graded"}
+    assert json.loads(regraded.stdout)["resolved_ids"] == [gold.instance_id]
+    # A run of candidates made here is never replaced by predictions of the same name.
+    made_here = Run.objects.create(name="made-here")
+    Candidate.objects.create(task=gold, source="sampler", run=made_here, kind="sampler", patch=gold_patch)
+    refused = manage("evaluate", repository.name, str(predictions), "--run", "made-here")
+    assert refused.returncode != 0 and "holds candidates made here" in refused.stderr
+    assert Candidate.objects.filter(run=made_here).count() == 1
 
     # Two models in one file: each its run, graded together, a report each, named as the harness names them.
     two = tmp_path / "two.jsonl"
     two.write_text("".join(json.dumps({"instance_id": gold.instance_id, "model_name_or_path": model,
                                        "model_patch": patch}) + "\n"
-                           for model, patch in (("m-right", gold_patch), ("m-empty", ""))))
+                           for model, patch in (("org/m-right", gold_patch), ("m-empty", ""))))
     refused = manage("evaluate", repository.name, str(two), "--report", str(tmp_path / "one.json"))
     assert refused.returncode != 0 and "the predictions name 2 models: --report names one run's report" in \
         refused.stderr
@@ -102,8 +115,11 @@ def test_evaluate_writes_swebenchs_reports_and_they_read_back(celery_worker, tmp
                           env={**os.environ, "DATABASE_URL": commands_database_url(),
                                "COMMITGYM_MIRROR_DIR": str(settings.COMMITGYM_MIRROR_DIR)})
     assert both.returncode == 0, both.stderr
+    # A model's "/" is "__" in the files' names, as the harness writes it.
     right, empty_run = (json.loads((tmp_path / "two" / f"{name}.{name}.json").read_text())
-                        for name in ("m-right", "m-empty"))
+                        for name in ("org__m-right", "m-empty"))
+    assert (tmp_path / "two" / "logs" / "run_evaluation" / "org__m-right" / "org__m-right" / gold.instance_id /
+            "report.json").is_file()
     assert [json.loads(line)["resolved_ids"] for line in both.stdout.splitlines()] == [[], [gold.instance_id]]
     assert (right["resolved_ids"], empty_run["empty_patch_ids"]) == ([gold.instance_id], [gold.instance_id])
 

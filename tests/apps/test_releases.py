@@ -387,5 +387,15 @@ def test_images_are_refused_for_a_task_no_environment_serves_and_for_a_release_w
     assert (kind, task.task, task.archives) == ("task", accepted.instance_id, environment.archives)
     Release.objects.filter(id=release.id).update(manifest={**release.manifest, "environments": []})
     release.refresh_from_db()
-    with pytest.raises(ImagesRefused, match="carries no environments"):
+    with pytest.raises(ImagesRefused, match="carries no environment that can be built"):
         release_images_start(release=release)
+
+
+def test_a_version_written_before_releases_carried_environments_is_written_again(accepted, small_repository,
+                                                                                  tmp_path, settings):
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    first = released(scope=scope_of_repository(small_repository))
+    Release.objects.filter(id=first.id).update(manifest={key: value for key, value in first.manifest.items()
+                                                         if key != "environments"})
+    again = released(scope=scope_of_repository(small_repository))
+    assert str(again) == "calc@2" and again.manifest["environments"][0]["key"] == "e" * 64

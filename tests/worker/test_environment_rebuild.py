@@ -17,7 +17,7 @@ FROZEN = "iniconfig==2.1.0\ntextkit @ file:///workspace/repo\npluggy==1.6.0\nreq
 
 def environment(**fields) -> EnvironmentToRelease:
     return EnvironmentToRelease(**{
-        "key": "k1", "python_version": "3.11.2", "lock": FROZEN, "strategy": "python3.11 editable[test] pytest~=8.0",
+        "key": "ab12cd34ef56ab78", "python_version": "3.11.2", "lock": FROZEN, "strategy": "python3.11 editable[test] pytest~=8.0",
         "setup_archive": "sources/o__r-aaa.tar.gz", "tasks": (("o__r-1", "sources/o__r-bbb.tar.gz"),),
         "tool_version": "0.13.10", "as_of": "2021-03-01T00:00:00+00:00", "lifted": {"setuptools": "2023-01-01"},
         **fields})
@@ -96,7 +96,7 @@ def test_the_folder_holds_what_the_dockerfile_copies(tmp_path):
     written = environment_folder_write(tmp_path, environment(generated=("src/v.py",)), "r@1")
     assert sorted(path.name for path in written) == [
         "Dockerfile", "generated", "requirements.lock", "tasks", "uv_fetch.py", "zz_commitgym_working_copy.pth"]
-    folder = tmp_path / "environments" / "k1"
+    folder = tmp_path / "environments" / "ab12cd34ef56ab78"
     assert (folder / "tasks").read_text() == "o__r-1 sources/o__r-bbb.tar.gz\n"
     assert (folder / "generated").read_text() == "src/v.py\n"
     assert "'/workspace/repo/src'" in (folder / "zz_commitgym_working_copy.pth").read_text()
@@ -135,6 +135,20 @@ def test_python_2s_setuptools_and_wheel_come_first_from_the_lock(tmp_path):
     lock = "pytest==4.6.11\nsetuptools==44.1.1\nWheel==0.37.1\nsix==1.16.0\n"
     environment_folder_write(tmp_path, environment(python_version="2.7.18", lock=lock,
                                                    hashes={"setuptools==44.1.1": ["cc"]}), "r")
-    seed = (tmp_path / "environments" / "k1" / "build-seed.lock").read_text()
+    seed = (tmp_path / "environments" / "ab12cd34ef56ab78" / "build-seed.lock").read_text()
     assert seed == "setuptools==44.1.1 \\\n    --hash=sha256:cc\nWheel==0.37.1\n"
-    assert not (tmp_path / "environments" / "k1" / "uv_fetch.py").exists()
+    assert not (tmp_path / "environments" / "ab12cd34ef56ab78" / "uv_fetch.py").exists()
+
+
+def test_what_the_repositorys_code_could_have_written_never_reaches_a_dockerfile_unchecked():
+    from worker.engine.env.rebuild import unreleasable
+
+    assert unreleasable(environment()) == ""
+    assert "its Python's version is not a version" in unreleasable(environment(python_version="3.11\nRUN x"))
+    assert "a lifted cutoff" in unreleasable(environment(lifted={"setuptools": "2023-01-01 && curl x"}))
+    assert "its as-of date" in unreleasable(environment(as_of="2021-01-01 $(x)"))
+    assert "a task's id" in unreleasable(environment(tasks=(("a;b", "sources/x.tar.gz"),)))
+    assert "generated" in unreleasable(environment(generated=("-rf",))) and "generated" in unreleasable(
+        environment(generated=("a\nb",)))
+    assert "uv" in unreleasable(environment(tool_version=""))
+    assert unreleasable(environment(python_version="2.7.18", tool_version="")) == ""

@@ -70,3 +70,14 @@ def test_names_that_would_leave_the_logs_folder_are_refused(tmp_path, name):
     with pytest.raises(ValueError, match="cannot name a folder"):
         evaluation_write(tmp_path, name, ["ok"], ["ok"], [Evaluated("ok", "m", "resolved")], tmp_path / "r.json")
     assert not (tmp_path / "r.json").exists()
+
+
+def test_an_evaluation_again_leaves_no_report_json_of_an_instance_it_now_calls_an_error(tmp_path):
+    first = [Evaluated("t-1", "org/m", "resolved", outcomes={}), Evaluated("t-2", "org/m", "no")]
+    evaluation_write(tmp_path, "run", ["t-1", "t-2"], ["t-1", "t-2"], first, tmp_path / "r.json")
+    folder = tmp_path / "logs" / "run_evaluation" / "run" / "org__m"
+    assert sorted(path.name for path in folder.iterdir()) == ["t-1", "t-2"]
+    again = [Evaluated("t-1", "org/m", "error"), Evaluated("t-2", "org/m", "no")]
+    report = evaluation_write(tmp_path, "run", ["t-1", "t-2"], ["t-1", "t-2"], again, tmp_path / "r.json")
+    assert not (folder / "t-1" / "report.json").exists() and (folder / "t-2" / "report.json").exists()
+    assert report["error_ids"] == ["t-1"]

@@ -11,6 +11,7 @@ from apps.jobs.services import JobFailed
 from apps.tasks.models import Task
 from worker.engine.grade.evaluation import Evaluated, evaluation_write, folder_name_unsafe, model_folder
 
+from ..candidates.imports import GRADED
 from ..models import Candidate, Dataset, Grade, Run
 from ..releases import ReleaseRefused, release_named
 from ..selectors import INSTANCES, dataset_tasks
@@ -30,11 +31,6 @@ class EvaluationTarget:
 def evaluation_target(name: str) -> EvaluationTarget:
     """A release of this database (NAME@N) or a dataset (its instances: imported ones, and mined tasks
     that validated)."""
-    if Path(name).is_dir():
-        raise EvaluationRefused(
-            f"{name} is a folder: evaluate a release or a dataset this database holds (import the release's "
-            "instances with import_instances and validate them first); evaluating from a release folder alone "
-            "is not available yet")
     if "@" in name:
         try:
             release = release_named(name)
@@ -42,23 +38,45 @@ def evaluation_target(name: str) -> EvaluationTarget:
             raise EvaluationRefused(str(refused)) from None
         return EvaluationTarget(f"release {release}", Task.objects.filter(id__in=release.task_ids))
     dataset = Dataset.objects.filter(name=name).first()
+    if dataset is None and Path(name).is_dir():
+        raise EvaluationRefused(
+            f"{name} is a folder: evaluate a release or a dataset this database holds (import the release's "
+            "instances with import_instances and validate them first); evaluating from a release folder alone "
+            "is not available yet")
     if dataset is None:
         raise EvaluationRefused(f"no release or dataset named {name!r} (a release is NAME@VERSION)")
     return EvaluationTarget(f"dataset {dataset.name}", dataset_tasks(dataset).filter(INSTANCES))
 
 
-def evaluation_candidates(target: EvaluationTarget, runs: list[Run]) -> list[Candidate]:
-    """The runs' candidates for the target's instances, each run's one per task."""
-    return list(Candidate.objects.filter(run__in=runs, task__in=target.tasks).select_related("task", "run")
-                .order_by("task__instance_id", "id"))
+def evaluation_candidates(target: EvaluationTarget, run: Run, instance_ids) -> list[Candidate]:
+    """The run's candidates for the target's instances that these predictions name."""
+    return list(Candidate.objects.filter(run=run, task__in=target.tasks, task__instance_id__in=list(instance_ids))
+                .select_related("task", "run").order_by("task__instance_id", "id"))
+
+
+def evaluation_run_checked(name: str) -> str:
+    """The run's id in the harness's folders (its name, "/" as "__", as the harness writes a model's);
+    EvaluationRefused where that cannot name a folder, or where a run of the name holds candidates made
+    here (an import would replace them)."""
+    run_id = model_folder(name)
+    if folder_name_unsafe(run_id):
+        raise EvaluationRefused(f"{name!r} cannot name the folder of a run's logs: give --run NAME")
+    if Candidate.objects.filter(run__name=name).exclude(source=Candidate.Source.IMPORT).exists():
+        raise EvaluationRefused(f"a run named {name!r} holds candidates made here, which these predictions would "
+                                "replace: give --run NAME")
+    return run_id
+
+
+def to_grade(candidates: list[Candidate]) -> list[Candidate]:
+    """Those whose ground truth is not a grade made here (none, or an imported report's word)."""
+    return [candidate for candidate in candidates
+            if candidate.outcome_source != GRADED and not candidate.no_patch]
 
 
 def evaluation_written(*, target: EvaluationTarget, run_id: str, candidates: list[Candidate], models: dict[str, str],
                        folder: Path, report_path: Path) -> dict:
     """The per-instance reports and the run report, from the candidates' ground truths. `models`: each
     submitted prediction's instance id -> its model_name_or_path (the harness's log folder)."""
-    if folder_name_unsafe(run_id):
-        raise EvaluationRefused(f"{run_id!r} cannot name the folder of the run's logs: give --run NAME")
     dataset_ids = sorted(target.tasks.values_list("instance_id", flat=True))
     evaluated = [_evaluated(candidate, models.get(candidate.task.instance_id, run_id)) for candidate in candidates]
     unsafe = next((name for one in evaluated for name in (one.instance_id, model_folder(one.model))

@@ -90,6 +90,7 @@ from worker.engine.sandbox.local import LocalSandbox
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
 MAX_PINS = 3  # attempts holding packages back, per strategy, before it counts as failed
 PROBE_SECONDS = 60  # the run of the commit's own test files that reads their skips: a hanging test ends it
+PYTHON_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{1,3})?\+?")  # platform.python_version()
 MAX_LIFTS = 12  # installs in one attempt with a cutoff lifted, before the attempt counts as failed
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
@@ -579,13 +580,16 @@ class EnvironmentBuilder:
         version = sandbox.run([f"{ENV}/bin/python", "-c", "import platform; print(platform.python_version())"],
                               workdir=workdir, mount_at=WORKSPACE, limits=self.limits)
         built = workdir / "env"
-        # The build ran the repository's code: what it left must be a plain folder, not a link elsewhere.
-        if not (freeze.ok and version.ok) or built.is_symlink() or not built.is_dir():
+        # The build ran the repository's code: what it left must be a plain folder, not a link elsewhere,
+        # and what its Python says must be a version (a .pth file it installed may print before it).
+        said = (version.output.decode("utf-8", "replace").strip().splitlines() or [""])[-1].strip()
+        if not (freeze.ok and version.ok) or built.is_symlink() or not built.is_dir() or \
+                not PYTHON_VERSION.fullmatch(said):
             raise EnvironmentFailed([*attempts, Attempt("keep", [], "failed", "keep",
                                                         "the environment could not be read back after the build", 0,
                                                         reason="install_failed")])
         lock = "\n".join(line for line in freeze.output.decode().splitlines() if _PINNED.match(line)) + "\n"
-        python_version = version.output.decode().strip()[:32]
+        python_version = said
         kept = next(attempt for attempt in reversed(attempts) if attempt.status == "ok")
         generated = list(kept.generated)
         # Environments are never shared across namespaces (repositories): a build is the repository's code.

@@ -4,7 +4,7 @@ Dockerfiles (worker/engine/env/rebuild.py), as anyone would build them by hand.
 The build context is the part of the folder the Dockerfile reads: the environment's folder, the
 archive of its setup commit, and for a task image the task's archive (its `source` stage copies
 `sources/`, whatever is there); `extra-ca.crt` is this machine's CA bundle where its proxy needs
-one. The engine's classic builder builds it, with the host network (no bridge may be made here)."""
+one. The engine's classic builder builds it, on the network the operator sets."""
 
 import io
 import re
@@ -45,9 +45,11 @@ class ImageBuildFailed(Exception):
         self.step, self.message, self.log = step, message, log
 
 
-def image_build(folder: Path, image: ImageToBuild, *, extra_ca: Optional[bytes],
+def image_build(folder: Path, image: ImageToBuild, *, extra_ca: Optional[bytes], network: str = "host",
                 said: Callable[[str], None] = lambda line: None, timeout: float = 3600) -> BuiltImage:
-    """Build one image; ImageBuildFailed with the failing step (its Dockerfile line) and the log."""
+    """Build one image; ImageBuildFailed with the failing step (its Dockerfile line) and the log. Its
+    RUN steps (the project's install among them) have `network`: a bridge where one may be made, the
+    host's where not, as the operator sets it."""
     client = docker_client(timeout=timeout)
     started = time.monotonic()
     log, step = [], ""
@@ -57,7 +59,7 @@ def image_build(folder: Path, image: ImageToBuild, *, extra_ca: Optional[bytes],
         args = {"BASE": image.base, **({"TASK": image.task} if image.task else {})}
         stream = client.api.build(fileobj=context, custom_context=True, dockerfile=f"{ENVIRONMENTS}/{image.key}/Dockerfile",
                                   target="task" if image.task else "environment", buildargs=args, tag=image.tag,
-                                  network_mode="host", rm=True, forcerm=True, decode=True, pull=False)
+                                  network_mode=network, rm=True, forcerm=True, decode=True, pull=False)
         for chunk in stream:
             text = chunk.get("stream") or ""
             if text:

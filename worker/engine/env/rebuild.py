@@ -14,10 +14,13 @@ Per environment key, a folder `environments/<key>/` holds:
 """
 
 import re
+import shlex
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
+from worker.engine.env.builder import PYTHON_VERSION
 from worker.engine.env.recipes import ENV, REPO, WORKING_COPY_PTH, WORKSPACE, working_copy_pth_line
 from worker.engine.env.runtimes import DEBIAN_PYTHONS, is_python2
 
@@ -58,6 +61,47 @@ class EnvironmentToRelease:
     @property
     def tool(self) -> str:
         return "virtualenv and pip" if self.python2 else f"uv {self.tool_version}"
+
+
+_KEY = re.compile(r"[0-9a-f]{8,64}")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+_ARCHIVE = re.compile(r"sources/[A-Za-z0-9][A-Za-z0-9._-]{0,300}\.tar\.gz")
+_TOOL_VERSION = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){1,3}")
+_CUTOFF = re.compile(r"none|[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def unreleasable(environment: EnvironmentToRelease) -> str:
+    """Why the environment's files cannot be written as they are ("" when they can): everything that
+    reaches a Dockerfile's lines, a shell's words or a path is checked to be what it says it is (the
+    build ran the repository's code, which could have written any of it)."""
+    problems = [
+        (not _KEY.fullmatch(environment.key), "its key is not hexadecimal"),
+        (not PYTHON_VERSION.fullmatch(environment.python_version), "its Python's version is not a version"),
+        (not environment.python2 and not _TOOL_VERSION.fullmatch(environment.tool_version),
+         "the version of uv that builds it is not known here"),
+        (bool(environment.as_of) and not _iso_datetime(environment.as_of), "its as-of date is not a date"),
+        (not all(_NAME.match(package) and _CUTOFF.fullmatch(str(cutoff))
+                 for package, cutoff in environment.lifted.items()), "a lifted cutoff is not a package and a date"),
+        (not all(_ID.fullmatch(instance) and (not archive or _ARCHIVE.fullmatch(archive))
+                 for instance, archive in environment.tasks), "a task's id or archive name is not plain"),
+        (bool(environment.setup_archive) and not _ARCHIVE.fullmatch(environment.setup_archive),
+         "its setup archive's name is not plain"),
+        (not all(_plain_path(path) for path in environment.generated),
+         "a file its install generated has a name no shell line may carry"),
+    ]
+    return "; ".join(why for wrong, why in problems if wrong)
+
+
+def _iso_datetime(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return re.fullmatch(r"[0-9T:+.Z-]+", text) is not None
+
+
+def _plain_path(path: str) -> bool:
+    return bool(path) and "\n" not in path and not path.startswith(("-", "/")) and ".." not in path.split("/")
 
 
 def debian_release(environment: EnvironmentToRelease) -> Optional[str]:
@@ -147,8 +191,10 @@ context = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE"))
 page = urllib.parse.urljoin(index, "uv/")
 asked = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
 files = json.load(urllib.request.urlopen(asked, context=context))["files"]
-wheel = next(f for f in files if f["filename"].startswith(f"uv-{version}-") and "manylinux" in f["filename"]
-             and f["filename"].endswith(platform.machine() + ".whl"))
+wheel = next((f for f in files if f["filename"].startswith(f"uv-{version}-") and "manylinux" in f["filename"]
+              and f["filename"].endswith(platform.machine() + ".whl")), None)
+if wheel is None:
+    sys.exit(f"the index {page} has no manylinux wheel of uv {version} for {platform.machine()}")
 data = urllib.request.urlopen(urllib.parse.urljoin(page, wheel["url"]), context=context).read()
 if hashlib.sha256(data).hexdigest() != wheel["hashes"]["sha256"]:
     sys.exit("uv's wheel does not match the index's SHA-256")
@@ -183,7 +229,7 @@ def _environment_stage(environment: EnvironmentToRelease) -> list[str]:
                  f"tar -xzf /release/setup.tar.gz -C {REPO} --strip-components=1",
                  *(f"(cd {REPO} && SETUPTOOLS_SCM_PRETEND_VERSION=0+release {command})"
                    for command in _project_install(environment)),
-                 f"(cd {REPO} && xargs -a /release/env/generated -d '\\n' -r cp -a --parents -t {WORKSPACE}/generated)",
+                 f"(cd {REPO} && xargs -a /release/env/generated -d '\\n' -r cp -a --parents -t {WORKSPACE}/generated --)",
                  f"rm -rf {REPO} /release/setup.tar.gz"]
     steps = [f"RUN {make[0]}", *(f"    && {command}" for command in make[1:])]
     return [*lines, *(f"{step} \\" for step in steps[:-1]), steps[-1],
@@ -247,7 +293,7 @@ def release_readme(release: str, environments: list[EnvironmentToRelease]) -> st
     """The release folder's README: how to build and run one task by hand, with nothing but the folder."""
     example = next((environment for environment in environments if environment.tasks), None)
     key = example.key if example else "<key>"
-    task = example.tasks[0][0] if example else "<instance id>"
+    task = shlex.quote(example.tasks[0][0]) if example else "<instance id>"
     base = default_base(example) if example else "debian:bookworm-slim"
     return "\n".join([
         f"# {release}",

@@ -110,10 +110,11 @@ def evaluation_write(folder: Path, run_id: str, dataset_ids: list[str], submitte
     if unsafe is not None:
         raise ValueError(f"{unsafe!r} cannot name a folder of the harness's logs")
     for one in evaluated:
-        report = instance_report(one)
-        if report is None or one.instance_id not in dataset:
-            continue
+        report = instance_report(one) if one.instance_id in dataset else None
         target = folder / LOGS / run_id / model_folder(one.model) / one.instance_id / REPORT
+        if report is None:  # an earlier evaluation's report.json would count it completed
+            target.unlink(missing_ok=True)
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(report, indent=4))
     report = run_report(dataset_ids, submitted_ids, evaluated)

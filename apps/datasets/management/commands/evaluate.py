@@ -9,8 +9,10 @@ from apps.datasets.grading.batch import grades_awaited
 from apps.datasets.grading.evaluation import (
     EvaluationRefused,
     evaluation_candidates,
+    evaluation_run_checked,
     evaluation_target,
     evaluation_written,
+    to_grade,
 )
 from apps.datasets.models import Run
 from worker.engine.grade.evaluation import LOGS
@@ -38,32 +40,42 @@ class Command(BaseCommand):
     def handle(self, *args, target, predictions, run, report, backend, as_json, timeout, **options):
         try:
             chosen = evaluation_target(target)
+            models = self._models(Path(predictions), run)
+            run_ids = {name: evaluation_run_checked(name) for name in models}
         except EvaluationRefused as refused:
             raise CommandError(str(refused)) from None
-        models = self._models(Path(predictions), run)
+        if report and len(models) != 1:
+            raise CommandError(f"the predictions name {len(models)} models: --report names one run's report (leave it "
+                               "out for MODEL.RUN.json each, or give --run NAME to take every row as one run's)")
         try:
-            _, imported = predictions_import(path=Path(predictions), run_name=run)
+            imported, _ = predictions_import(path=Path(predictions), run_name=run)
         except ImportUnreadable as unreadable:
             raise CommandError(f"nothing evaluated: {unreadable}") from None
-        runs = list(Run.objects.filter(name__in=[summary.run for summary in imported if summary.run is not None]))
-        if report and len(runs) != 1:
-            raise CommandError(f"the predictions name {len(runs)} models: --report names one run's report (leave it "
-                               "out for MODEL.RUN.json each, or give --run NAME to take every row as one run's)")
-        # Every run's candidates graded together, as far as the workers go in parallel.
-        failures = grades_awaited([c for c in evaluation_candidates(chosen, runs) if not c.outcome],
-                                  backend=backend, stderr=self.stderr, timeout=timeout,
+        for row in imported.refused:
+            self.stderr.write(f"row {row['row']}{' (' + row['instance_id'] + ')' if row['instance_id'] else ''} "
+                              f"refused: {row['reason']}")
+        runs = list(Run.objects.filter(name__in=models))
+        if not runs:
+            raise CommandError("nothing evaluated: every prediction was refused (above)")
+        # Every run's candidates graded together, as far as the workers go in parallel; a ground truth an
+        # earlier import took from a report is not this evaluation's: graded again.
+        pending = [candidate for one in runs for candidate in to_grade(
+            evaluation_candidates(chosen, one, models[one.name]))]
+        failures = grades_awaited(pending, backend=backend, stderr=self.stderr, timeout=timeout,
                                   on_graded=lambda candidate, grade, outcome: None)
         for one in sorted(runs, key=lambda one: one.name):
-            self._written(chosen, one, models.get(one.name, {}), Path(report) if report else None, as_json)
+            self._written(chosen, one, run_ids[one.name], models[one.name], Path(report) if report else None, as_json)
         if failures:
             self.stderr.write(f"{failures} grades stopped on an error (see their jobs): listed in error_ids")
 
-    def _written(self, chosen, run: Run, models: dict[str, str], report: Optional[Path], as_json: bool) -> None:
+    def _written(self, chosen, run: Run, run_id: str, models: dict[str, str], report: Optional[Path],
+                 as_json: bool) -> None:
         model = next(iter(models.values()), run.name)
-        report_path = report or Path(f"{model.replace('/', '__')}.{run.name}.json")
+        report_path = report or Path(f"{model.replace('/', '__')}.{run_id}.json")
         try:
-            written = evaluation_written(target=chosen, run_id=run.name, candidates=evaluation_candidates(chosen, [run]),
-                                         models=models, folder=report_path.resolve().parent, report_path=report_path)
+            written = evaluation_written(target=chosen, run_id=run_id,
+                                         candidates=evaluation_candidates(chosen, run, models), models=models,
+                                         folder=report_path.resolve().parent, report_path=report_path)
         except EvaluationRefused as refused:
             raise CommandError(str(refused)) from None
         if as_json:
@@ -74,7 +86,7 @@ class Command(BaseCommand):
             f"resolved ({written['submitted_instances']} submitted, {written['completed_instances']} completed, "
             f"{written['empty_patch_instances']} empty patches, {written['error_instances']} errors, "
             f"{len(written['incomplete_ids'])} without a prediction)")
-        self.stdout.write(f"  {report_path}\n  {report_path.resolve().parent / LOGS / run.name}")
+        self.stdout.write(f"  {report_path}\n  {report_path.resolve().parent / LOGS / run_id}")
 
     def _models(self, path: Path, run: str) -> dict[str, dict[str, str]]:
         """Each run's predictions: instance id -> the row's model_name_or_path (the harness's log folder)."""
