@@ -84,6 +84,9 @@ class DatasetsConfig(AppConfig):
                                   run="apps.datasets.release_images.release_images_work",
                                   subject="datasets.releaseimages", cancellable=True, progress_unit="images",
                                   link=release_images_page))
+        job_kind_register(JobKind(name="release_validation", label="Environment from a release", queue="tests",
+                                  run="apps.datasets.grading.release_folder.release_validation_work",
+                                  subject="tasks.task", link=task_candidates_page))
         job_kind_register(JobKind(name="export", label="Training export", queue="curation",
                                   run="apps.datasets.releases.export_job_work", subject="datasets.release",
                                   cancellable=True, progress_unit="tasks", link=release_page))

@@ -93,6 +93,10 @@ class ImportedInstance(models.Model):
     environment_setup_commit = models.CharField(max_length=40, blank=True)
     checksum = models.CharField(max_length=64, help_text="Of the row's fields: the same row imported again is "
                                                          "recognised, a different one refused.")
+    # Where it came from a release folder (evaluate): its base tree and its environment's files there.
+    source_archive = models.CharField(max_length=1000, blank=True, help_text="The release's archive of its base tree.")
+    release_environment = models.CharField(max_length=1000, blank=True,
+                                           help_text="The release's folder of its environment.")
 
     def __str__(self):
         return f"imported instance {self.task_id}"

@@ -5,6 +5,7 @@ and import_predictions reading ours back to the same ground truth."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ from apps.tasks.selectors import task_patches
 from tests.apps.test_grading_e2e import manage
 from tests.conftest import commands_database_url, mine_now
 from worker.demo.sample_repo import sample_repo_write
+from worker.engine.env.rebuild import release_lock
 
 pytestmark = pytest.mark.e2e
 
@@ -33,13 +35,27 @@ print(make_run_report(predictions, [{"instance_id": i} for i in dataset], run_id
 MODEL = "org/agent-7b"
 
 
-def test_evaluate_writes_swebenchs_reports_and_they_read_back(celery_worker, tmp_path):
+def validated_sample(tmp_path, count: int):
+    """The sample repository mined, and its first `count` fixes with tests validated: (it, the fixes)."""
     commits = sample_repo_write(tmp_path / "textkit")
     repository = repository_register(location=str(tmp_path / "textkit"))
     mine_now(repository)
-    fixes = [c for c in commits if c.kind == "fix_with_test" and c.expected_drop_reason is None][:4]
+    fixes = [c for c in commits if c.kind == "fix_with_test" and c.expected_drop_reason is None][:count]
     validated = manage("validate", repository.name, *[arg for fix in fixes for arg in ("--commit", fix.sha)], "--json")
     assert validated.returncode == 0, validated.stderr
+    return repository, fixes
+
+
+def their_report(folder, predictions: dict, dataset: list[str], run_id: str) -> dict:
+    """SWE-bench's make_run_report over `folder`'s logs, in a process of its own."""
+    made = subprocess.run([sys.executable, "-c", THEIR_REPORT, json.dumps(predictions), json.dumps(dataset), run_id],
+                          cwd=folder, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    return json.loads((folder / made.stdout.strip().splitlines()[-1]).read_text())
+
+
+def test_evaluate_writes_swebenchs_reports_and_they_read_back(celery_worker, tmp_path):
+    repository, fixes = validated_sample(tmp_path, 4)
     gold, empty, wrong, unpredicted = [Task.objects.get(commit__sha=fix.sha) for fix in fixes]
     assert {task.state for task in (gold, empty, wrong, unpredicted)} == {"valid"}
     gold_patch = task_patches(task=gold).source_patch
@@ -74,11 +90,7 @@ def test_evaluate_writes_swebenchs_reports_and_they_read_back(celery_worker, tmp
     assert gold_report["resolved"] and gold_report["tests_status"]["FAIL_TO_PASS"]["failure"] == []
 
     # SWE-bench's make_run_report, from our folder: the same lists and counts, every key it writes in ours.
-    theirs_made = subprocess.run(
-        [sys.executable, "-c", THEIR_REPORT, json.dumps({row["instance_id"]: row for row in rows}),
-         json.dumps(dataset), "first"], cwd=folder, capture_output=True, text=True, timeout=300)
-    assert theirs_made.returncode == 0, theirs_made.stderr
-    theirs = json.loads((folder / theirs_made.stdout.strip().splitlines()[-1]).read_text())
+    theirs = their_report(folder, {row["instance_id"]: row for row in rows}, dataset, "first")
     assert {key: ours[key] for key in theirs} == theirs
 
     # Read back into another run: the same ground truth, candidate by candidate.
@@ -123,3 +135,57 @@ def test_evaluate_writes_swebenchs_reports_and_they_read_back(celery_worker, tmp
     assert [json.loads(line)["resolved_ids"] for line in both.stdout.splitlines()] == [[], [gold.instance_id]]
     assert (right["resolved_ids"], empty_run["empty_patch_ids"]) == ([gold.instance_id], [gold.instance_id])
 
+
+
+def test_a_release_folder_is_evaluated_on_a_database_that_never_validated_its_tasks(celery_worker, tmp_path):
+    from apps.datasets.models import Dataset
+    from apps.environments.models import Environment
+    from apps.repositories.models import Repository
+    from apps.tasks.models import IssueVersion
+
+    repository, fixes = validated_sample(tmp_path, 2)
+    tasks = Task.objects.filter(commit__sha__in=[fix.sha for fix in fixes], verdict="valid")
+    assert tasks.count() == 2
+    for task in tasks:
+        IssueVersion.objects.create(task=task, number=1, author="person", text=f"Broken: {task.instance_id}")
+    tasks.update(state="accepted")
+    released = manage("release_dataset", "textkit", "--repository", repository.name, "--out",
+                      str(tmp_path / "releases"), "--json")
+    assert released.returncode == 0, released.stderr
+    folder = tmp_path / "elsewhere" / "textkit@1"
+    shutil.copytree(tmp_path / "releases" / "textkit@1", folder)
+    rows = [json.loads(line) for line in (folder / "instances.jsonl").read_text().splitlines()]
+
+    # Nothing of the tasks is left here: not their rows, environments, mirror or working copies.
+    for environment in Environment.objects.all():
+        shutil.rmtree(environment.path, ignore_errors=True)
+    Environment.objects.all().delete()
+    shutil.rmtree(repository.mirror_dir, ignore_errors=True)
+    Dataset.objects.all().delete()
+    Repository.objects.all().delete()
+    assert not Task.objects.exists()
+
+    first, second = rows
+    predictions = tmp_path / "folder-preds.jsonl"
+    predictions.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"instance_id": first["instance_id"], "model_name_or_path": MODEL, "model_patch": first["patch"]},
+        {"instance_id": second["instance_id"], "model_name_or_path": MODEL, "model_patch": None}]))
+    report = tmp_path / "folder-eval" / "report.json"
+    done = manage("evaluate", str(folder), str(predictions), "--run", "fresh", "--report", str(report), "--json")
+    assert done.returncode == 0, done.stderr
+    ours = json.loads(done.stdout)
+    assert (ours["resolved_ids"], ours["empty_patch_ids"], ours["error_ids"], ours["total_instances"]) == (
+        [first["instance_id"]], [second["instance_id"]], [], 2), ours
+    # The tasks came from the folder: imported, each graded in an environment made again from its files.
+    imported = Task.objects.get(instance_id=first["instance_id"])
+    assert imported.source == "imported" and imported.imported_instance.source_archive.startswith(str(folder))
+    validation = imported.validations.get()
+    assert (validation.reason, validation.environment.recipe_key) == (
+        "from_release", f"release:{first['commitgym_environment_key']}")
+    lock = (folder / "environments" / first["commitgym_environment_key"] / "requirements.lock").read_text()
+    assert release_lock(validation.environment.lock).splitlines() == [
+        line.rstrip(" \\") for line in lock.splitlines() if "==" in line]
+    submitted = {row["instance_id"]: {"instance_id": row["instance_id"], "model_name_or_path": MODEL,
+                                      "model_patch": row["patch"] if row is first else None} for row in rows}
+    theirs = their_report(report.parent, submitted, [row["instance_id"] for row in rows], "fresh")
+    assert {key: ours[key] for key in theirs} == theirs

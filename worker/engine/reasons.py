@@ -42,10 +42,14 @@ JOB_FAILURES = {
     "environment_gone": "The environment the generated tests were to run in is gone: validate the task again first.",
     "no_environment": "The task has no environment to grade in (not validated valid in this sandbox, its environment "
                       "gone, or an imported instance): validate it first.",
+    "environment_failed": "The environment could not be made (the attempt's output says where it stopped).",
+    "image_build_failed": "An image's build failed at a step of its Dockerfile (its log is kept).",
+    "no_engine": "The Docker engine did not answer, or refused the build.",
 }
 
 # Why validation found a task invalid, in the order the checks run.
 VALIDATION_REASONS = {
+    "from_release": "Its environment was made again from the release it came in; its oracle is the release's.",
     "no_fail_to_pass": "No test fails before the fix and passes after it, in every run.",
     "breaks_other_tests": "The fix makes a test that passed before fail.",
     "gold_patch_fails": "Graded like a candidate, the commit's own fix does not resolve the task.",

@@ -16,6 +16,7 @@ from ..models import Candidate, Dataset, Grade, Run
 from ..releases import ReleaseRefused, release_named
 from ..selectors import INSTANCES, dataset_tasks
 from .grades import grading_validation, task_to_grade
+from .release_folder import FolderRefused, release_folder_tasks
 
 
 class EvaluationRefused(Exception):
@@ -28,23 +29,25 @@ class EvaluationTarget:
     tasks: QuerySet  # its instances
 
 
-def evaluation_target(name: str) -> EvaluationTarget:
-    """A release of this database (NAME@N) or a dataset (its instances: imported ones, and mined tasks
-    that validated)."""
-    if "@" in name:
+def evaluation_target(name: str, *, backend: str = "", stderr=None, timeout: float = 6 * 3600) -> EvaluationTarget:
+    """A release of this database (NAME@N), a dataset (its instances: imported ones, and mined tasks
+    that validated), or a release folder (its instances imported where this database has not got them,
+    their environments made again from the folder: release_folder.py)."""
+    dataset = Dataset.objects.filter(name=name).first()
+    if dataset is None and Path(name).is_dir():
+        try:
+            label, tasks = release_folder_tasks(Path(name).resolve(), backend=backend, stderr=stderr, timeout=timeout)
+        except FolderRefused as refused:
+            raise EvaluationRefused(str(refused)) from None
+        return EvaluationTarget(f"release folder {label}", tasks)
+    if dataset is None and "@" in name:
         try:
             release = release_named(name)
         except ReleaseRefused as refused:
             raise EvaluationRefused(str(refused)) from None
         return EvaluationTarget(f"release {release}", Task.objects.filter(id__in=release.task_ids))
-    dataset = Dataset.objects.filter(name=name).first()
-    if dataset is None and Path(name).is_dir():
-        raise EvaluationRefused(
-            f"{name} is a folder: evaluate a release or a dataset this database holds (import the release's "
-            "instances with import_instances and validate them first); evaluating from a release folder alone "
-            "is not available yet")
     if dataset is None:
-        raise EvaluationRefused(f"no release or dataset named {name!r} (a release is NAME@VERSION)")
+        raise EvaluationRefused(f"no dataset, release folder or release named {name!r} (a release is NAME@VERSION)")
     return EvaluationTarget(f"dataset {dataset.name}", dataset_tasks(dataset).filter(INSTANCES))
 
 

@@ -123,10 +123,11 @@ def grade_job_retry(job, user):
 def grading_validation(task: Task, backend: str) -> Validation:
     """The validation whose environment and oracle grade the task's candidates: its latest valid one
     in the backend, with its environment still on disk."""
-    if task.imported:
-        raise JobFailed("no_environment", f"{task.instance_id} is an imported instance with no environment here: "
-                                          "its candidates get their ground truth from an imported report.")
     validation = _grading_validations(task, backend).select_related("environment").first()
+    if validation is None and task.imported:
+        raise JobFailed("no_environment", f"{task.instance_id} is an imported instance with no environment here: "
+                                          "its candidates get their ground truth from an imported report, or from "
+                                          "evaluate on the release folder it came in.")
     if validation is None or not Path(validation.environment.path).is_dir():
         raise JobFailed("no_environment", f"{task.instance_id} has no valid validation with its environment on "
                                           f"disk in the {backend} sandbox: validate it first.")
@@ -160,8 +161,10 @@ def _task_to_grade_cached(task: Task, validation_id: int, excluded: tuple) -> Ta
     xfail = {test for outcomes in TestRunRecord.objects.filter(validation_id=validation_id, side="after")
              .values_list("outcomes", flat=True) for test, status in outcomes.items() if status == "XFAIL"}
     ever_flaky = Validation.objects.filter(task=task).exclude(flaky=[]).exists()
+    archive = task.imported_instance.source_archive if task.imported else ""
     return TaskToGrade(
         mirror_dir=task.repository.mirror_dir, base_sha=task_base_sha(task),
+        source_archive=Path(archive) if archive else None,
         test_patch=task_patches(task=task).test_patch,
         fail_to_pass=tuple(t for t in validation.fail_to_pass if t not in excluded),
         pass_to_pass=tuple(t for t in validation.pass_to_pass if t not in excluded),

@@ -48,6 +48,7 @@ from worker.engine.env.files import (
     generated_files_keep,
     working_copy_files,
 )
+from worker.engine.env.rebuild import EnvironmentToRelease, lock_install_argv, project_install_argv
 from worker.engine.env.recipes import (
     ENV,
     REPO,
@@ -73,7 +74,7 @@ from worker.engine.env.resolve import (
     lifts_wanted,
     release_tuple,
 )
-from worker.engine.env.runtimes import PYTHON_RELEASES, Runtime, local_runtimes, python_order
+from worker.engine.env.runtimes import PYTHON_RELEASES, PYTHON_VERSION, Runtime, local_runtimes, python_order
 from worker.engine.env.skips import (
     OPTIONAL_AT_MOST,
     extras_requirements,
@@ -82,6 +83,7 @@ from worker.engine.env.skips import (
     optional_requirements,
     skipped_count,
 )
+from worker.engine.git.archive import archive_unpacked
 from worker.engine.git.working_copy import working_copy_clone
 from worker.engine.run.report_plugin import legacy_pytest_ini
 from worker.engine.sandbox.base import Limits, RunStatus, Sandbox, sandbox_file_create, sandbox_file_open
@@ -90,7 +92,6 @@ from worker.engine.sandbox.local import LocalSandbox
 _PINNED = re.compile(r"[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")  # a frozen requirement, not the editable project
 MAX_PINS = 3  # attempts holding packages back, per strategy, before it counts as failed
 PROBE_SECONDS = 60  # the run of the commit's own test files that reads their skips: a hanging test ends it
-PYTHON_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{1,3})?\+?")  # platform.python_version()
 MAX_LIFTS = 12  # installs in one attempt with a cutoff lifted, before the attempt counts as failed
 # What an import of something a later release removed says (ImportError, or AttributeError on a module).
 _BROKEN_IMPORT = re.compile(r"cannot import name '[^']+' from '([\w.]+)'|module '([\w.]+)' has no attribute")
@@ -613,6 +614,33 @@ class EnvironmentBuilder:
         return BuiltEnvironment(path=target, key=key, python_version=python_version, lock=lock, attempts=attempts,
                                 recipe_key=recipe_key(recipe), image=runtime.image, generated=generated,
                                 suite_args=kept.suite_args)
+
+    def rebuilt(self, workdir: Path, environment: EnvironmentToRelease, files: Path,
+                setup_archive: Optional[Path]) -> BuiltEnvironment:
+        """An environment a release holds (`files`: its folder there), made again here as its Dockerfile
+        makes it: a virtualenv of its Python, the lock installed as of its dates, the project installed
+        on its setup commit's tree (`setup_archive`); every step in this builder's sandbox, reaching the
+        index alone. EnvironmentFailed with the attempt when a step fails."""
+        runtime = next((runtime for runtime in self.runtimes if runtime.version == environment.python), None)
+        if runtime is None:
+            raise EnvironmentFailed([Attempt("release", [], "failed", "venv", f"no Python {environment.python} here",
+                                             0, reason="no_python")])
+        shutil.copytree(files, workdir / "release")
+        if setup_archive is not None:
+            archive_unpacked(setup_archive, workdir)
+        else:
+            (workdir / "repo").mkdir(parents=True)
+        run = _AttemptRun(self, workdir, runtime, f"{runtime.interpreter} release {environment.key}")
+        run.as_of = environment.as_of
+        inside = f"{WORKSPACE}/release"
+        steps = [("venv", _venv_argv(runtime), False),
+                 *(("install", argv, True) for argv in lock_install_argv(environment, uv=UV, files=inside)),
+                 *(("install", argv, True) for argv in project_install_argv(environment, uv=UV, files=inside))]
+        for step, argv, network in steps:
+            if not run.step(step, argv, network=network):
+                raise EnvironmentFailed([run.end("install_failed")])
+        run.generated = tuple(path for path in environment.generated if (workdir / "repo" / path).exists())
+        return self._keep(workdir, runtime, [run.end("")], recipe={})
 
     def reuse_check(self, environment: BuiltEnvironment, workdir: Path, probe: Sequence[str] = ()) -> Attempt:
         """Does an environment built for another commit install this one? (Its tests collect, in a copy

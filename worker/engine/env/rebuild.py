@@ -20,9 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
-from worker.engine.env.builder import PYTHON_VERSION
 from worker.engine.env.recipes import ENV, REPO, WORKING_COPY_PTH, WORKSPACE, working_copy_pth_line
-from worker.engine.env.runtimes import DEBIAN_PYTHONS, is_python2
+from worker.engine.env.runtimes import DEBIAN_PYTHONS, PYTHON_VERSION, is_python2
 
 ENVIRONMENTS = "environments"
 SEED = "build-seed.lock"  # Python 2: the lock's setuptools and wheel, installed before the rest
@@ -138,24 +137,40 @@ def cutoff_args(environment: EnvironmentToRelease) -> list[str]:
     return args
 
 
-def _project_install(environment: EnvironmentToRelease) -> list[str]:
+def project_install_argv(environment: EnvironmentToRelease, *, uv: str = "uv", files: str = "/release/env"
+                         ) -> list[list[str]]:
     """The commands that install the project itself from the tree at /workspace/repo, as its strategy
-    did (the dependencies are the lock's: nothing more is resolved)."""
+    did (the dependencies are the lock's: nothing more is resolved). `uv` runs uv; `files` is where
+    the environment's folder of the release is."""
     words = environment.strategy.split()  # "python3.11 editable[test] pytest~=8.0.0": the Python, the strategy, ...
     strategy = words[1] if len(words) > 1 and words[0].startswith("python") else (words or [""])[0]
-    on_path = [f"{ENV}/bin/python -c \"import shutil, sysconfig; "
-               f"shutil.copy('/release/env/{WORKING_COPY_PTH}', sysconfig.get_paths()['purelib'])\""]
+    on_path = [[f"{ENV}/bin/python", "-c", "import shutil, sysconfig; "
+                f"shutil.copy('{files}/{WORKING_COPY_PTH}', sysconfig.get_paths()['purelib'])"]]
     if environment.python2:
-        pip = f"{ENV}/bin/python -m pip install --disable-pip-version-check --no-input --no-deps"
+        pip = [f"{ENV}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps"]
         if strategy.startswith("editable"):
-            return [f"{pip} -e {REPO}"]
-        return [f"{pip} {REPO}", *on_path] if strategy == "install" else on_path
-    uv = f"uv pip install --python {ENV}/bin/python --no-deps {' '.join(cutoff_args(environment))}".rstrip()
+            return [[*pip, "-e", REPO]]
+        return [[*pip, REPO], *on_path] if strategy == "install" else on_path
+    install = [uv, "pip", "install", "--python", f"{ENV}/bin/python", "--no-deps", *cutoff_args(environment)]
     if strategy == "editable-compat":
-        return [f"{uv} --config-settings editable_mode=compat -e {REPO}"]
+        return [[*install, "--config-settings", "editable_mode=compat", "-e", REPO]]
     if strategy.startswith("editable"):
-        return [f"{uv} -e {REPO}"]
-    return [f"{uv} {REPO}", *on_path] if strategy == "install" else on_path
+        return [[*install, "-e", REPO]]
+    return [[*install, REPO], *on_path] if strategy == "install" else on_path
+
+
+def _project_install(environment: EnvironmentToRelease) -> list[str]:
+    return [shlex.join(argv) for argv in project_install_argv(environment)]
+
+
+def lock_install_argv(environment: EnvironmentToRelease, *, uv: str = "uv", files: str = "/release/env"
+                      ) -> list[list[str]]:
+    """The commands that install the lock into the environment (Python 2: its setuptools and wheel first)."""
+    if environment.python2:
+        pip = [f"{ENV}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps"]
+        return [[*pip, "-r", f"{files}/{SEED}"], [*pip, "-r", f"{files}/requirements.lock"]]
+    return [[uv, "pip", "install", "--compile-bytecode", "--python", f"{ENV}/bin/python", "--no-deps",
+             *cutoff_args(environment), "-r", f"{files}/requirements.lock"]]
 
 
 def _base_stage(environment: EnvironmentToRelease) -> list[str]:
@@ -212,22 +227,18 @@ def _environment_stage(environment: EnvironmentToRelease) -> list[str]:
     python, folder = f"python{environment.python}", f"{ENVIRONMENTS}/{environment.key}"
     if environment.python2:  # Debian's virtualenv seeds pip from the image's own wheels, as the build did
         # pip builds an sdist with the environment's own setuptools: the lock's, first (as the build did).
-        pip = f"{ENV}/bin/python -m pip install --disable-pip-version-check --no-input --no-deps"
         make = [f"python3 -m virtualenv --quiet --no-setuptools --no-wheel --no-periodic-update --python {python} "
-                f"{ENV}",
-                f"{pip} -r /release/env/{SEED}", f"{pip} -r /release/env/requirements.lock"]
+                f"{ENV}", *map(shlex.join, lock_install_argv(environment))]
     else:
         make = [f"{python} /release/env/uv_fetch.py {environment.tool_version}",
-                f"uv venv --quiet --python {python} {ENV}",
-                " ".join(["uv pip install --compile-bytecode --python", f"{ENV}/bin/python --no-deps",
-                          *cutoff_args(environment), "-r /release/env/requirements.lock"])]
+                f"uv venv --quiet --python {python} {ENV}", *map(shlex.join, lock_install_argv(environment))]
     lines = ["FROM base AS environment", f"COPY {folder}/ /release/env/"]
     if environment.setup_archive:
         lines.append(f"COPY {environment.setup_archive} /release/setup.tar.gz")
         # Without git metadata, setuptools-scm and hatch-vcs take SETUPTOOLS_SCM_PRETEND_VERSION for the version.
         make += [f"mkdir -p {REPO} {WORKSPACE}/generated",
                  f"tar -xzf /release/setup.tar.gz -C {REPO} --strip-components=1",
-                 *(f"(cd {REPO} && SETUPTOOLS_SCM_PRETEND_VERSION=0+release {command})"
+                 *(f"(cd {REPO} && SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 {command})"
                    for command in _project_install(environment)),
                  f"(cd {REPO} && xargs -a /release/env/generated -d '\\n' -r cp -a --parents -t {WORKSPACE}/generated --)",
                  f"rm -rf {REPO} /release/setup.tar.gz"]
@@ -254,7 +265,7 @@ def _task_stages(environment: EnvironmentToRelease) -> list[str]:
         # Built on its setup commit's tree, the environment kept what the install wrote there; with no
         # archive of that tree, the project is installed on the task's.
         *([f"RUN cp -a {WORKSPACE}/generated/. {REPO}/"] if environment.setup_archive else
-          [f"RUN SETUPTOOLS_SCM_PRETEND_VERSION=0+release {command}" for command in _project_install(environment)]),
+          [f"RUN SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 {command}" for command in _project_install(environment)]),
     ]
 
 

@@ -2,11 +2,12 @@
 the files at the top of the tree (where a licence is kept)."""
 
 import os
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Optional
 
-from worker.engine.git.repo import git_output, git_run, require_sha
+from worker.engine.git.repo import GitError, git_output, git_run, require_sha
 
 # `git archive` obeys the tree's .gitattributes: `export-ignore` leaves files out (tests, say) and
 # `export-subst` rewrites placeholders (a versioneer _version.py). The mirror's own attributes file,
@@ -33,6 +34,27 @@ def archive_write(mirror_dir: Path, sha: str, target: Path, *, prefix: str) -> N
     _attributes_neutral(mirror_dir)
     git_run(["archive", "--format=tar.gz", f"--prefix={prefix.strip('/')}/", "-o", str(target), require_sha(sha)],
             cwd=mirror_dir)
+
+
+def archive_unpacked(archive: Path, workdir: Path) -> Path:
+    """`<workdir>/repo` with the tree a source archive holds (its one top folder stripped), as a
+    working copy is written from a mirror: nothing outside the folder, no device or link out."""
+    repo = workdir / "repo"
+    repo.mkdir(parents=True)
+    with tarfile.open(archive, mode="r:gz") as tar:
+        members = []
+        for member in tar.getmembers():
+            top, _, rest = member.name.partition("/")
+            if rest:
+                member.name = rest
+                if member.islnk():
+                    member.linkname = member.linkname.partition("/")[2]
+                members.append(member)
+        try:
+            tar.extractall(repo, members=members, filter="data")
+        except tarfile.FilterError as refused:
+            raise GitError("unsafe_tree", f"the source archive cannot be unpacked safely: {refused}") from None
+    return repo
 
 
 def top_level_files(mirror_dir: Path, sha: str) -> list[str]:

@@ -34,6 +34,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
+from worker.engine.git.archive import archive_unpacked
 from worker.engine.git.working_copy import (
     PATCH_FILE,
     TreeTooDeep,
@@ -87,6 +88,15 @@ class TaskToGrade:
     # What pytest runs: test files, node ids or the suite's arguments (() for pytest's own choice, the
     # whole suite); None: the files of the F2P and P2P tests.
     selection: Optional[tuple[str, ...]] = None
+    # The base's tree as a release's source archive, where no mirror holds the base commit.
+    source_archive: Optional[Path] = None
+
+
+def base_written(task: TaskToGrade, workdir: Path) -> Path:
+    """`<workdir>/repo` with the task's base tree: from its source archive, else from the mirror."""
+    if task.source_archive is not None:
+        return archive_unpacked(task.source_archive, workdir)
+    return working_copy_write(task.mirror_dir, task.base_sha, workdir)
 
 
 @dataclass(frozen=True)
@@ -184,7 +194,7 @@ def _applied_to_the_base(result: GradeResult, task: TaskToGrade, patch: str, bui
     """A candidate that does not apply on top of the test patch (written against the base's version
     of a file the test patch changes, say) is applied to the base alone, put right, and the test
     patch applied after; then its runs. False, with the outcome set, when that cannot be done."""
-    base = working_copy_write(task.mirror_dir, task.base_sha, work / "base")
+    base = base_written(task, work / "base")
     candidate = working_copy_clone(base, work / "candidate" / "repo")
     applied = patch_apply(builder.sandbox(), candidate.parent, patch)
     if not applied.ok:
@@ -225,14 +235,14 @@ def _tested_base(task: TaskToGrade, builder: EnvironmentBuilder, work: Path, set
                  ) -> Optional[Path]:
     """The task's base commit with its test patch applied: kept in `settings.bases` (made there
     once, atomically), else made in `work`; None when the test patch does not apply."""
-    key = hashlib.sha256(f"{task.mirror_dir}\0{task.base_sha}\0{task.test_patch}".encode(
+    key = hashlib.sha256(f"{task.source_archive or task.mirror_dir}\0{task.base_sha}\0{task.test_patch}".encode(
         "utf-8", "surrogatepass")).hexdigest()[:32]
     kept = settings.bases / key if settings.bases else None
     if kept is not None and (kept / "repo").is_dir():
         os.utime(kept)  # the newest are kept
         return kept / "repo"
     making = work / "tested"
-    repo = working_copy_write(task.mirror_dir, task.base_sha, making)
+    repo = base_written(task, making)
     if not patch_apply(builder.sandbox(), making, task.test_patch).ok:
         return None
     (making / PATCH_FILE).unlink(missing_ok=True)

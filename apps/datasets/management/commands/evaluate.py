@@ -25,7 +25,7 @@ class Command(BaseCommand):
             "report written with a report.json per instance under logs/run_evaluation/RUN/MODEL/INSTANCE/.")
 
     def add_arguments(self, parser):
-        parser.add_argument("target", help="a release (NAME@VERSION) or a dataset's name")
+        parser.add_argument("target", help="a release (NAME@VERSION), a dataset's name, or a release's folder")
         parser.add_argument("predictions", help="SWE-bench predictions: .jsonl, or .json (a list or an object keyed "
                                                 "by instance id)")
         parser.add_argument("--run", default="", help="the run's name, and the report's run id (default: the "
@@ -39,7 +39,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, target, predictions, run, report, backend, as_json, timeout, **options):
         try:
-            chosen = evaluation_target(target)
+            chosen = evaluation_target(target, backend=backend, stderr=self.stderr, timeout=timeout)
             models = self._models(Path(predictions), run)
             run_ids = {name: evaluation_run_checked(name) for name in models}
         except EvaluationRefused as refused:
