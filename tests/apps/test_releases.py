@@ -399,3 +399,20 @@ def test_a_version_written_before_releases_carried_environments_is_written_again
                                                          if key != "environments"})
     again = released(scope=scope_of_repository(small_repository))
     assert str(again) == "calc@2" and again.manifest["environments"][0]["key"] == "e" * 64
+
+
+def test_a_release_folder_whose_files_changed_or_that_holds_no_environment_is_not_evaluated(
+        accepted, small_repository, tmp_path, settings):
+    from apps.datasets.grading.evaluation import EvaluationRefused, evaluation_target
+
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    folder = Path(released(scope=scope_of_repository(small_repository)).folder)
+    rows = folder / "instances.jsonl"
+    rows.write_text(rows.read_text().replace("add() returns the difference", "add() is fine"))
+    with pytest.raises(EvaluationRefused, match="the release's files are not as its manifest says: instances.jsonl"):
+        evaluation_target(str(folder))
+    (tmp_path / "not-a-release").mkdir()
+    with pytest.raises(EvaluationRefused, match="is not a release folder: its manifest.json cannot be read"):
+        evaluation_target(str(tmp_path / "not-a-release"))
+    with pytest.raises(EvaluationRefused, match="no release nothing@3"):
+        evaluation_target("nothing@3")
