@@ -91,7 +91,9 @@ def test_a_command_waiting_on_a_job_whose_message_was_lost_has_it_sent_again_and
     with sqlite3.connect(var / "commitgym.sqlite3") as db:
         state, dispatches, resent_because = db.execute(
             "SELECT state, dispatches, resent_because FROM jobs_job WHERE id = ?", (job_id,)).fetchone()
-    assert (state, dispatches, resent_because) == ("succeeded", 2, "message_lost")
+    # Sent again at least once; on a busy machine the worker the command starts may take longer than the
+    # 2 s requeue to take it, and the sweep sends it once more (the job still runs once).
+    assert (state, resent_because) == ("succeeded", "message_lost") and dispatches >= 2
 
 
 def test_a_command_starts_no_second_worker_beside_a_busy_one_and_one_beside_a_dead_one(tmp_path):
