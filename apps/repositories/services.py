@@ -15,7 +15,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.accounts.roles import ADMIN, user_roles
@@ -451,7 +451,7 @@ def mining_job_work(job, progress) -> None:
         credentials = mining.repository.git_credentials()
         redact = credentials.redact
         work = _refilter if mining.refilter_only else _mine
-        new, seconds = work(progress, mining.repository, credentials)
+        seconds = work(progress, mining, credentials)
     except (JobCancelled, LeaseLost):
         raise
     except SoftTimeLimitExceeded:
@@ -465,22 +465,26 @@ def mining_job_work(job, progress) -> None:
         log.exception("mining job %s failed", job.id)
         raise JobFailed("worker_error", redact(f"{type(error).__name__}: {error}")[:4000]) from None
     if progress.holding():
-        MiningJob.objects.filter(id=mining.id).update(new_commits=new, seconds=seconds)
+        MiningJob.objects.filter(id=mining.id).update(seconds=seconds)
 
 
-def _refilter(progress, repository: Repository, credentials) -> tuple[int, float]:
+def _refilter(progress, mining: MiningJob, credentials) -> float:
     started = time.monotonic()
+    repository = mining.repository
     if not (repository.mirror_dir / "HEAD").exists():
         repository_fetch(repository, credentials)
     total = Commit.objects.filter(repository=repository).count()
     progress.report(0, total)
     commits_refilter(repository=repository)
     progress.report(total)
-    return 0, time.monotonic() - started
+    return time.monotonic() - started
 
 
-def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
+def _mine(progress, mining: MiningJob, credentials) -> float:
+    """Walk the history past the last mined head and store it; the job's `new_commits` counts what each
+    batch stored, with the batch: a worker that takes the job over adds to what the first one stored."""
     started = time.monotonic()
+    repository = mining.repository
     mirror = repository.mirror_dir
     repository_fetch(repository, credentials)
     branch, tip = default_branch_tip(mirror)
@@ -490,7 +494,7 @@ def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
     counting = ThreadPoolExecutor(1, thread_name_prefix="commit-count")
     total = counting.submit(_commit_count_or_none, mirror, tip, list(exclude))
     counting.shutdown(wait=False)
-    new = done = 0
+    done = 0
     filters = repository.mining_filters()
     # Only this job writes the repository's commits: with none stored, none of the walk can be.
     maybe_stored = Commit.objects.filter(repository=repository).exists()
@@ -504,7 +508,9 @@ def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
         try:
             for batch in _batches(python_changes_checked(walk, blobs, needs_check=needs_check), BATCH_SIZE):
                 newest = Commit.objects.order_by("-id").values_list("id", flat=True).first() or 0
-                new += commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)
+                with transaction.atomic():
+                    stored = commits_store(repository=repository, batch=batch, maybe_stored=maybe_stored)
+                    MiningJob.objects.filter(id=mining.id).update(new_commits=F("new_commits") + stored)
                 # The new ones' tasks now, while git walks on, not all at the end once it has stopped.
                 COMMITS_KEPT.call(repository, stored_after=newest)
                 done += len(batch)
@@ -517,4 +523,4 @@ def _mine(progress, repository: Repository, credentials) -> tuple[int, float]:
         COMMITS_KEPT.call(repository)
     progress.report(done, total.result())
     Repository.objects.filter(id=repository.id).update(mined_head=tip, default_branch=branch)
-    return new, time.monotonic() - started
+    return time.monotonic() - started

@@ -155,6 +155,35 @@ def test_cancelled_job_keeps_what_it_stored_and_the_next_run_finishes(git_repo, 
 
 
 @pytest.mark.django_db
+def test_a_job_taken_over_mid_walk_counts_what_both_workers_stored(git_repo, monkeypatch, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    import apps.repositories.services as services
+
+    repository = _repository_of_small_changes(git_repo, 9, monkeypatch)
+    job, _ = mining_job_start(repository=repository)
+    original_store = services.commits_store
+
+    def store_then_lose_the_worker(**kwargs):
+        new = original_store(**kwargs)
+        # The first worker stops reporting after its first batch: its lease goes stale and is taken over.
+        Job.objects.filter(id=job.job_id).update(lease_token="first-worker-lost", heartbeat_at=timezone.now()
+                                                 - timedelta(seconds=settings.COMMITGYM_JOB_STALE_SECONDS + 1))
+        monkeypatch.setattr(services, "commits_store", original_store)
+        return new
+
+    monkeypatch.setattr(services, "commits_store", store_then_lose_the_worker)
+    assert job_run(job_id=job.job_id) is True  # it stops at its next write: another worker holds the job
+    assert Commit.objects.filter(repository=repository).count() == 3
+    assert job_run(job_id=job.job_id) is True
+    job.refresh_from_db()
+    assert job.state == MiningJob.State.SUCCEEDED and job.new_commits == 10
+    assert Commit.objects.filter(repository=repository).count() == 10
+
+
+@pytest.mark.django_db
 def test_queued_job_can_be_cancelled_and_then_does_not_run(small_repository):
     job, _ = mining_job_start(repository=small_repository)
     mining_job_cancel(job=job)
