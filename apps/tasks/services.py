@@ -187,7 +187,8 @@ def built_environment(environment: Environment) -> BuiltEnvironment:
     return BuiltEnvironment(path=Path(environment.path), key=environment.key,
                             python_version=environment.python_version, lock=environment.lock,
                             recipe_key=environment.recipe_key, image=environment.image,
-                            generated=list(environment.generated_files), suite_args=tuple(environment.suite_args))
+                            in_image=environment.in_image, generated=list(environment.generated_files),
+                            suite_args=tuple(environment.suite_args))
 
 
 def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:

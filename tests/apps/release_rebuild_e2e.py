@@ -4,6 +4,7 @@ same as the environment commitgym graded in, and the task's F2P tests run by the
 failing without the gold patch and passing with it. Called by the release's end-to-end test."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -13,6 +14,9 @@ from pathlib import Path
 from apps.environments.models import Environment
 from worker.engine.env.rebuild import release_lock
 
+# The client of Debian's docker.io (deploy/dev/docker.sh installs it) builds with the engine's BuildKit
+# when DOCKER_BUILDKIT=1; newer clients want a buildx plugin no registry here can give.
+BUILDKIT_CLIENT = "/usr/bin/docker"
 LOCAL_BASE = "commitgym-base:bookworm"  # no registry here: the Debian image of the same release, built locally
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
@@ -34,20 +38,24 @@ def release_rebuilt_by_hand(folder: Path, scratch: Path) -> None:
         _environment_rebuilt(copy, environment, tag)
         _task_runs_by_the_readme(copy, environment, tag)
     finally:
-        subprocess.run(["docker", "rmi", "-f", f"{tag}-env", tag], capture_output=True)
+        subprocess.run(["docker", "rmi", "-f", f"{tag}-env", f"{tag}-buildkit", tag], capture_output=True)
 
 
 def _environment_rebuilt(copy: Path, environment: dict, tag: str) -> None:
-    build = subprocess.run(["docker", "build", "--network", "host", "-q", "-f", environment["dockerfile"],
-                            "--build-arg", f"BASE={LOCAL_BASE}", "--target", "environment", "-t", f"{tag}-env", "."],
-                           cwd=copy, capture_output=True, text=True, timeout=900)
-    assert build.returncode == 0, build.stdout + build.stderr
-    freeze = subprocess.run(["docker", "run", "--rm", "--network", "none", f"{tag}-env", "uv", "pip", "freeze",
-                             "--python", "/workspace/env/bin/python"], capture_output=True, text=True, timeout=120)
-    assert freeze.returncode == 0, freeze.stderr
+    """Built by the classic builder and by BuildKit (the engine's own, through the client of the
+    engine's package: no buildx plugin, no frontend pulled), each with the same distributions."""
     original = Environment.objects.get(key=environment["key"])
-    # The same distributions at the same versions as the environment graded in, the project aside.
-    assert release_lock(freeze.stdout) == release_lock(original.lock) and release_lock(original.lock)
+    for client, builder, image in (("docker", "0", f"{tag}-env"), (BUILDKIT_CLIENT, "1", f"{tag}-buildkit")):
+        build = subprocess.run([client, "build", "--network", "host", "-q", "-f", environment["dockerfile"],
+                                "--build-arg", f"BASE={LOCAL_BASE}", "--target", "environment", "-t", image, "."],
+                               cwd=copy, capture_output=True, text=True, timeout=900,
+                               env={**os.environ, "DOCKER_BUILDKIT": builder})
+        assert build.returncode == 0, build.stdout + build.stderr
+        freeze = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "uv", "pip", "freeze",
+                                 "--python", "/workspace/env/bin/python"], capture_output=True, text=True, timeout=120)
+        assert freeze.returncode == 0, freeze.stderr
+        # The same distributions at the same versions as the environment graded in, the project aside.
+        assert release_lock(freeze.stdout) == release_lock(original.lock) and release_lock(original.lock)
 
 
 def _task_runs_by_the_readme(copy: Path, environment: dict, tag: str) -> None:

@@ -189,3 +189,19 @@ def test_a_release_folder_is_evaluated_on_a_database_that_never_validated_its_ta
                                       "model_patch": row["patch"] if row is first else None} for row in rows}
     theirs = their_report(report.parent, submitted, [row["instance_id"] for row in rows], "fresh")
     assert {key: ours[key] for key in theirs} == theirs
+
+    # On the docker backend the release's environment image, built from its own Dockerfile, is what the
+    # runs use, with nothing mounted over it: the same grades.
+    in_docker = manage("evaluate", str(folder), str(predictions), "--run", "fresh-docker", "--backend", "docker",
+                       "--report", str(tmp_path / "docker-eval" / "report.json"), "--json")
+    assert in_docker.returncode == 0, in_docker.stderr
+    graded = json.loads(in_docker.stdout)
+    assert (graded["resolved_ids"], graded["empty_patch_ids"], graded["error_ids"]) == (
+        ours["resolved_ids"], ours["empty_patch_ids"], []), graded
+    environment = imported.validations.get(backend="docker").environment
+    assert environment.in_image and environment.recipe_key == f"release:{first['commitgym_environment_key']}"
+    import docker
+
+    image = docker.from_env().images.get(environment.image)
+    assert f"commitgym-release/textkit:1-{first['commitgym_environment_key']}" in image.tags
+    assert Candidate.objects.get(run__name="fresh-docker", task=imported).grades.get().backend == "docker"

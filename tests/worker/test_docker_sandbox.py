@@ -135,3 +135,69 @@ def test_a_link_is_never_mounted(workdir, open_folder):
     os.symlink("/root", open_folder / "planted")
     with pytest.raises(PermissionError, match="symbolic link"):
         run("print(1)", workdir, sandbox=DockerSandbox(read_only=[open_folder / "planted"]))
+
+
+@pytest.fixture(scope="module")
+def environment_image():
+    """An image holding an environment at /workspace/env, as a release's environment image does."""
+    import io
+
+    import docker
+
+    client = docker.from_env()
+    dockerfile = (f"FROM {DockerSandbox().image}\n"
+                  "RUN mkdir -p /workspace/env/bin && echo from-the-image > /workspace/env/marker "
+                  "&& ln -s /usr/bin/python3 /workspace/env/bin/python\n")
+    image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag="commitgym-test/env-in-image:1",
+                                   rm=True, forcerm=True, network_mode="none", pull=False)
+    yield image.id
+    client.images.remove(image.id, force=True)
+
+
+def test_an_environment_the_image_holds_is_seen_under_the_working_folder_and_stays_read_only(workdir,
+                                                                                          environment_image):
+    (workdir / "repo").mkdir()
+    (workdir / "repo" / "module.py").write_text("VALUE = 1\n")
+    (workdir / "env").mkdir()  # a folder of the run's own by the image's name hides nothing of the image
+    (workdir / "env" / "marker").write_text("from-the-working-folder\n")
+    os.symlink("/root", workdir / "planted")
+    sandbox = DockerSandbox(image=environment_image, image_paths=("/workspace/env",))
+    code = """
+import os
+print(open('/workspace/env/marker').read().strip())
+print(open('/workspace/repo/module.py').read().strip())
+open('/workspace/repo/written.txt', 'w').write('kept')
+for path in ('/workspace/env/marker', '/workspace/env/new', '/workspace/new', '/workspace/planted/x'):
+    try:
+        open(path, 'w').write('changed')
+        print('wrote', path)
+    except OSError as error:
+        print('refused', path, error.errno)
+print(sorted(os.listdir('/workspace')))
+"""
+    result = sandbox.run(["/workspace/env/bin/python", "-c", code], workdir=workdir, limits=QUICK,
+                         mount_at="/workspace", cwd="/workspace/repo")
+    assert result.status == "ok", result.output
+    lines = result.output.decode().splitlines()
+    assert lines[:2] == ["from-the-image", "VALUE = 1"]
+    assert [line.split()[:2] for line in lines[2:6]] == [["refused", path] for path in (
+        "/workspace/env/marker", "/workspace/env/new", "/workspace/new", "/workspace/planted/x")]
+    assert lines[6] == "['env', 'repo']"  # the link was not mounted
+    assert (workdir / "repo" / "written.txt").read_text() == "kept"
+
+
+def test_an_environment_the_image_holds_keeps_the_runs_limits(workdir, environment_image):
+    (workdir / "repo").mkdir()
+    sandbox = DockerSandbox(image=environment_image, image_paths=("/workspace/env",))
+    tight = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=128 << 20, processes=64,
+                   file_bytes=1 << 20, output_bytes=64 << 10)
+    memory = sandbox.run(["/workspace/env/bin/python", "-c", "b = bytearray(512 << 20); print(len(b))"],
+                         workdir=workdir, limits=tight, mount_at="/workspace", cwd="/workspace/repo")
+    written = sandbox.run(["/workspace/env/bin/python", "-c", "open('big', 'wb').write(b'x' * (4 << 20))"],
+                          workdir=workdir, limits=tight, mount_at="/workspace", cwd="/workspace/repo")
+    network = sandbox.run(["/workspace/env/bin/python", "-c",
+                           "import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)"],
+                          workdir=workdir, limits=tight, mount_at="/workspace", cwd="/workspace/repo")
+    assert memory.status == "out_of_memory", memory.output
+    assert b"File too large" in written.output and (workdir / "repo" / "big").stat().st_size <= 1 << 20
+    assert network.status != "ok" and b"Network is unreachable" in network.output, network.output

@@ -190,6 +190,7 @@ class BuiltEnvironment:
     attempts: list[Attempt] = field(default_factory=list)
     recipe_key: str = ""  # the install files it was built from
     image: str = ""  # the docker image its Python lives in ("" for the local backend)
+    in_image: bool = False  # `image` holds the environment itself at /workspace/env: nothing is mounted
     generated: list[str] = field(default_factory=list)  # files its install wrote into the working copy, laid into runs
     # What a run of the whole suite gives pytest: nothing, or for nose-era tests in modules not named
     # test_*.py, their folders with every module in them collected.
@@ -220,8 +221,18 @@ class EnvironmentBuilder:
         image = image or (self.runtimes[0].image if self.runtimes else "")
         return self.sandbox_factory(read_only=list(read_only), **({"image": image} if image else {}))
 
+    def environment_sandbox(self, environment: BuiltEnvironment) -> Sandbox:
+        """A sandbox that runs in `environment`: its folder mounted read-only at /workspace/env, or the
+        image's own where the image holds it."""
+        if environment.in_image:
+            return self.sandbox_factory(read_only=[], image=environment.image, image_paths=(ENV,))
+        return self.sandbox([(environment.path, ENV)], image=environment.image)
+
     def runs(self, environment: BuiltEnvironment) -> bool:
-        """Whether this builder's sandboxes can run `environment` (its Python is one of the runtimes)."""
+        """Whether this builder's sandboxes can run `environment` (its Python is one of the runtimes, or
+        its image holds it and the sandboxes are containers)."""
+        if environment.in_image:
+            return self.backend == "docker"
         return any(environment.python_version.startswith(f"{runtime.version}.") and runtime.image == environment.image
                    for runtime in self.runtimes)
 
@@ -650,7 +661,7 @@ class EnvironmentBuilder:
             working_copy_clone(workdir / "repo", check / "repo")
             environment_files_lay(environment.path, check / "repo")
             argv = _collect_argv(probe or environment.suite_args, legacy_config_options(check))
-            result = self.sandbox([(environment.path, ENV)], image=environment.image).run(
+            result = self.environment_sandbox(environment).run(
                 argv, workdir=check, mount_at=WORKSPACE, cwd=REPO, limits=self.limits)
         finally:
             shutil.rmtree(check, ignore_errors=True)

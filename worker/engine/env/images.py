@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from worker.engine.env.rebuild import ENVIRONMENTS, EXTRA_CA
-from worker.engine.sandbox.docker import docker_client
+from worker.engine.env.files import GENERATED_BYTES, generated_files_unpack
+from worker.engine.env.rebuild import ENVIRONMENTS, EXTRA_CA, GENERATED
+from worker.engine.sandbox.docker import DEADLINE_LABEL, LABEL, docker_client
 
 _STEP = re.compile(r"^Step (\d+/\d+) : (.*)$")
 LOG_KEPT = 4 << 20  # of a build's output, the end
+GENERATED_ARCHIVE_BYTES = 2 * GENERATED_BYTES  # of an image's generated files, read at most
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,37 @@ def image_build(folder: Path, image: ImageToBuild, *, extra_ca: Optional[bytes],
                 raise ImageBuildFailed(step, message, _tail("".join(log) + message))
     built = client.images.get(image.tag)
     return BuiltImage(image.tag, built.id, time.monotonic() - started, int(built.attrs.get("Size") or 0))
+
+
+def image_generated_files(image: str, files: Path, *, inside: str = GENERATED) -> list[str]:
+    """The files an environment image kept of what its install generated (`inside` it), copied out
+    into `files` as a built environment keeps them (env/files.py), for each run's fresh copy. The
+    image's code does not run: its folder is read from a container that is made, never started."""
+    import docker
+
+    client = docker_client(timeout=300)
+    container = client.containers.create(image, ["true"], network_disabled=True, labels={
+        LABEL: "1", DEADLINE_LABEL: str(int(time.time()) + 600)})
+    try:
+        with tempfile.TemporaryFile() as archive:
+            try:
+                stream, _ = container.get_archive(inside)
+            except docker.errors.NotFound:
+                stream = []
+            written = 0
+            for chunk in stream:
+                written += len(chunk)
+                if written > GENERATED_ARCHIVE_BYTES:
+                    break  # no install generates this much: what came so far is read, within its bounds
+                archive.write(chunk)
+            archive.seek(0)
+            if not written:
+                files.mkdir(parents=True)
+                return []
+            with tarfile.open(fileobj=archive, mode="r|") as tar:
+                return generated_files_unpack(tar, files)
+    finally:
+        container.remove(force=True)
 
 
 def _tail(text: str) -> str:

@@ -28,6 +28,7 @@ SEED = "build-seed.lock"  # Python 2: the lock's setuptools and wheel, installed
 _SEEDS = re.compile(r"^(setuptools|wheel)==", re.IGNORECASE)
 EXTRA_CA = "extra-ca.crt"  # in the release folder: empty, or the CA bundle of a TLS-inspecting proxy
 TOOLS = "/opt/commitgym/tools"
+GENERATED = f"{WORKSPACE}/generated"  # in an environment image: the files its install wrote into the tree
 # The project's own line in a freeze: an install from the working copy, which no one else has.
 _FROM_THE_TREE = re.compile(r"^\S+ @ file:", re.IGNORECASE)
 _PINNED = re.compile(r"^[A-Za-z0-9._-]+(\[[^\]]*\])?(==| @ )")
@@ -236,11 +237,11 @@ def _environment_stage(environment: EnvironmentToRelease) -> list[str]:
     if environment.setup_archive:
         lines.append(f"COPY {environment.setup_archive} /release/setup.tar.gz")
         # Without git metadata, setuptools-scm and hatch-vcs take SETUPTOOLS_SCM_PRETEND_VERSION for the version.
-        make += [f"mkdir -p {REPO} {WORKSPACE}/generated",
+        make += [f"mkdir -p {REPO} {GENERATED}",
                  f"tar -xzf /release/setup.tar.gz -C {REPO} --strip-components=1",
                  *(f"(cd {REPO} && SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 {command})"
                    for command in _project_install(environment)),
-                 f"(cd {REPO} && xargs -a /release/env/generated -d '\\n' -r cp -a --parents -t {WORKSPACE}/generated --)",
+                 f"(cd {REPO} && xargs -a /release/env/generated -d '\\n' -r cp -a --parents -t {GENERATED} --)",
                  f"rm -rf {REPO} /release/setup.tar.gz"]
     steps = [f"RUN {make[0]}", *(f"    && {command}" for command in make[1:])]
     return [*lines, *(f"{step} \\" for step in steps[:-1]), steps[-1],
@@ -264,7 +265,7 @@ def _task_stages(environment: EnvironmentToRelease) -> list[str]:
         f"WORKDIR {REPO}",
         # Built on its setup commit's tree, the environment kept what the install wrote there; with no
         # archive of that tree, the project is installed on the task's.
-        *([f"RUN cp -a {WORKSPACE}/generated/. {REPO}/"] if environment.setup_archive else
+        *([f"RUN cp -a {GENERATED}/. {REPO}/"] if environment.setup_archive else
           [f"RUN SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 {command}" for command in _project_install(environment)]),
     ]
 

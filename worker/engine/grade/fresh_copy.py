@@ -27,7 +27,7 @@ def fresh_copy_run(builder: EnvironmentBuilder, environment: BuiltEnvironment, r
     `runner` runs the tests (pytest_run's arguments; run/plain_run.py for a second opinion).
     `untrusted`: the copy's files that are a candidate's own (pytest_run's; a patch applied first
     brings its own). Returns the run and the seconds the copy took."""
-    sandbox = builder.sandbox([(environment.path, ENV)], image=environment.image)
+    sandbox = builder.environment_sandbox(environment)
     fresh = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
     try:
         # A file system of its own where the worker can: the run's writes stop at its disk limit.

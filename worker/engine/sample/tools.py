@@ -307,7 +307,7 @@ def sandbox_command_runner(builder: EnvironmentBuilder, environment: BuiltEnviro
     is its only writable place, seen where the environment was installed against (REPO), with the
     environment's interpreter first on PATH. The files the environment's install generated are laid
     into `repo` here: make the runner before the loop starts, so the patch leaves them out."""
-    sandbox = builder.sandbox([(environment.path, ENV)], image=environment.image)
+    sandbox = builder.environment_sandbox(environment)
     environment_files_lay(environment.path, repo)
     env = {"PATH": f"{ENV}/bin:{SANDBOX_PATH}", "VIRTUAL_ENV": ENV}
 

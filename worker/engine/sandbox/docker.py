@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence
 
 from worker.engine.sandbox.base import (
@@ -70,6 +70,9 @@ class DockerSandbox:
     # The host's CA bundle (with any TLS-inspecting proxy's CA), mounted read-only over the image's.
     ca_bundle: Optional[Path] = HOST_CA_BUNDLE
     cpus: Optional[float] = None  # CPUs the container may use at once (None: all)
+    # Paths the image itself holds that the run must see (an environment built into the image at
+    # /workspace/env): a working folder mounted above one is mounted entry by entry instead.
+    image_paths: tuple[str, ...] = ()
 
     @staticmethod
     def available() -> bool:
@@ -175,13 +178,32 @@ class DockerSandbox:
     def _mounts(self, workdir: Path, inside: str, output_dir: Path, extra: list[tuple[Path, str]]) -> list:
         from docker.types import Mount
 
-        mounts = [Mount(inside, str(workdir), type="bind"), Mount(OUTPUT_DIR, str(output_dir), type="bind")]
+        mounts = [*self._workdir_mounts(workdir, inside), Mount(OUTPUT_DIR, str(output_dir), type="bind")]
         mounts += [Mount(target, str(source), type="bind", read_only=True) for source, target in extra]
         if self.ca_bundle is not None and Path(self.ca_bundle).exists():
             mounts.append(Mount(str(HOST_CA_BUNDLE), str(Path(self.ca_bundle).resolve()), type="bind",
                                 read_only=True))
         mounts += [Mount(target, str(source), type="bind", read_only=True)
                    for source, target in read_only_mounts(self.read_only)]
+        return mounts
+
+    def _workdir_mounts(self, workdir: Path, inside: str) -> list:
+        """The working folder at `inside`; where that would hide a path the image holds, each of the
+        folder's entries at its own place below `inside` (the entries the run is given are all made
+        before it starts; the image's own folder stays read-only, as the whole root is)."""
+        from docker.types import Mount
+
+        above = PurePosixPath(inside)
+        if not any(above in PurePosixPath(path).parents for path in self.image_paths):
+            return [Mount(inside, str(workdir), type="bind")]
+        mounts = []
+        for entry in sorted(workdir.iterdir()):
+            target = str(above / entry.name)
+            if entry.is_symlink() or not (entry.is_dir() or entry.is_file()) or any(
+                    PurePosixPath(target) == PurePosixPath(path) or PurePosixPath(target) in PurePosixPath(path).parents
+                    for path in self.image_paths):
+                continue  # a link would be followed on this machine; the image's paths stay the image's
+            mounts.append(Mount(target, str(entry), type="bind"))
         return mounts
 
     def _options(self, workdir: Path, inside: str, cwd: str, output_dir: Path, limits: Limits,
