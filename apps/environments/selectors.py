@@ -1,10 +1,15 @@
 """Reads for environments: who sees which. (The validations that used one, and how often
 validations shared one, are the tasks app's: apps.tasks.selectors.)"""
 
+from pathlib import Path
+
 from django.db.models import Count, Q, QuerySet
+from docker.errors import DockerException
+from requests import RequestException
 
 from apps.accounts.roles import ADMIN, user_roles
 from apps.repositories.selectors import repositories_visible
+from worker.engine.sandbox.docker import docker_client
 
 from .models import Environment
 
@@ -24,3 +29,17 @@ def environments_listed(*, user) -> QuerySet:
     return (environments_visible(user=user).select_related("repository")
             .annotate(validation_count=Count("validations", filter=Q(validations__task__repository__in=visible)))
             .order_by("-created_at", "-id"))
+
+
+def environment_present(environment: Environment) -> bool:
+    """Whether the environment is still here to run in: its folder on disk, and where an image holds
+    it, that image on the engine."""
+    if not Path(environment.path).is_dir():
+        return False
+    if not environment.in_image:
+        return True
+    try:
+        docker_client(timeout=30).images.get(environment.image)
+    except (DockerException, RequestException):
+        return False
+    return True

@@ -14,6 +14,7 @@ from django.db import transaction
 
 from apps.bulk_insert import text_storable
 from apps.environments.models import Environment
+from apps.environments.selectors import environment_present
 from apps.jobs.leases import LeaseLost
 from apps.jobs.services import JobFailed, JobRefused, job_start, jobs_lost_end
 from worker.engine.env.builder import BuiltEnvironment, EnvironmentBuilder
@@ -174,7 +175,7 @@ def _generated_check(validation: Validation, target: CommitToValidate, builder: 
                      work: Path) -> GeneratedValidationResult:
     """Run the generated tests queued with this validation, in the environment they were written for."""
     environment = validation.environment
-    if environment is None or not Path(environment.path).is_dir():
+    if environment is None or not environment_present(environment):
         raise JobFailed("environment_gone", "The environment the generated tests were to run in is gone: "
                                             "validate the task again first.")
     contents = list(GeneratedTest.objects.filter(validation=validation).order_by("index")
@@ -193,7 +194,7 @@ def built_environment(environment: Environment) -> BuiltEnvironment:
 
 def _reusable_environments(repository, backend: str) -> list[BuiltEnvironment]:
     environments = Environment.objects.filter(repository=repository, backend=backend)[:5]
-    return [built_environment(env) for env in environments if Path(env.path).is_dir()]
+    return [built_environment(env) for env in environments if environment_present(env)]
 
 
 def _how_built(environment: BuiltEnvironment) -> dict:

@@ -190,18 +190,27 @@ def test_a_release_folder_is_evaluated_on_a_database_that_never_validated_its_ta
     theirs = their_report(report.parent, submitted, [row["instance_id"] for row in rows], "fresh")
     assert {key: ours[key] for key in theirs} == theirs
 
-    # On the docker backend the release's environment image, built from its own Dockerfile, is what the
-    # runs use, with nothing mounted over it: the same grades.
-    in_docker = manage("evaluate", str(folder), str(predictions), "--run", "fresh-docker", "--backend", "docker",
-                       "--report", str(tmp_path / "docker-eval" / "report.json"), "--json")
-    assert in_docker.returncode == 0, in_docker.stderr
-    graded = json.loads(in_docker.stdout)
-    assert (graded["resolved_ids"], graded["empty_patch_ids"], graded["error_ids"]) == (
-        ours["resolved_ids"], ours["empty_patch_ids"], []), graded
-    environment = imported.validations.get(backend="docker").environment
-    assert environment.in_image and environment.recipe_key == f"release:{first['commitgym_environment_key']}"
+    # On the docker backend the environment, made again in the sandbox, is sealed into an image of its own
+    # that the runs use as it is, nothing mounted over it: the same grades.
     import docker
 
-    image = docker.from_env().images.get(environment.image)
-    assert f"commitgym-release/textkit:1-{first['commitgym_environment_key']}" in image.tags
-    assert Candidate.objects.get(run__name="fresh-docker", task=imported).grades.get().backend == "docker"
+    def evaluated_in_docker(run: str) -> dict:
+        done = manage("evaluate", str(folder), str(predictions), "--run", run, "--backend", "docker",
+                      "--report", str(tmp_path / run / "report.json"), "--json")
+        assert done.returncode == 0, done.stderr
+        graded = json.loads(done.stdout)
+        assert (graded["resolved_ids"], graded["empty_patch_ids"], graded["error_ids"]) == (
+            ours["resolved_ids"], ours["empty_patch_ids"], []), graded
+        assert Candidate.objects.get(run__name=run, task=imported).grades.get().backend == "docker"
+        return graded
+
+    evaluated_in_docker("in-docker")
+    environment = imported.validations.get(backend="docker").environment
+    assert environment.in_image and environment.recipe_key == f"release:{first['commitgym_environment_key']}"
+    engine = docker.from_env()
+    assert f"commitgym-environment:{environment.key.removeprefix('image-')}" in engine.images.get(environment.image).tags
+    # Its image gone, the environment is made again, not graded in for ever as if it were there.
+    engine.images.remove(environment.image, force=True)
+    evaluated_in_docker("in-docker-again")
+    environment.refresh_from_db()
+    assert environment.in_image and engine.images.get(environment.image)

@@ -3,6 +3,7 @@ are never written twice, previews, --since, withdrawing, the round trip through 
 and the refusals a person can cause."""
 
 import json
+import re
 import shutil
 from datetime import date, timedelta
 from pathlib import Path
@@ -416,3 +417,26 @@ def test_a_release_folder_whose_files_changed_or_that_holds_no_environment_is_no
         evaluation_target(str(tmp_path / "not-a-release"))
     with pytest.raises(EvaluationRefused, match="no release nothing@3"):
         evaluation_target("nothing@3")
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"setup_archive": "/etc/passwd"}, "its setup archive's name is not plain"),
+    ({"setup_archive": "sources/../../secret.tar.gz"}, "its setup archive's name is not plain"),
+    ({"python_version": "3.11; curl evil"}, "its Python's version is not a version"),
+    ({"as_of": "2026-01-01; rm -rf /"}, "its as-of date is not a date"),
+])
+def test_a_release_folders_environment_that_reaches_out_of_it_is_never_made(accepted, small_repository, tmp_path,
+                                                                          settings, change, why):
+    from apps.datasets.grading.release_folder import _released
+    from apps.jobs.services import JobFailed
+
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    folder = Path(released(scope=scope_of_repository(small_repository)).folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    entry = manifest["environments"][0]
+    files = folder / "environments" / entry["key"]
+    assert _released(files).key == entry["key"]  # as written, it is made
+    entry.update(change)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(JobFailed, match=re.escape(why)):
+        _released(files)

@@ -174,6 +174,7 @@ for path in ('/workspace/env/marker', '/workspace/env/new', '/workspace/new', '/
     except OSError as error:
         print('refused', path, error.errno)
 print(sorted(os.listdir('/workspace')))
+open(os.path.expanduser('~/.cache-of-a-test'), 'w').write('a home the run may write')
 """
     result = sandbox.run(["/workspace/env/bin/python", "-c", code], workdir=workdir, limits=QUICK,
                          mount_at="/workspace", cwd="/workspace/repo")
@@ -184,6 +185,24 @@ print(sorted(os.listdir('/workspace')))
         "/workspace/env/marker", "/workspace/env/new", "/workspace/new", "/workspace/planted/x")]
     assert lines[6] == "['env', 'repo']"  # the link was not mounted
     assert (workdir / "repo" / "written.txt").read_text() == "kept"
+
+
+@pytest.mark.parametrize("setting", ['ENTRYPOINT ["/bin/sh", "-c", "touch /workspace/repo/owned"]', "VOLUME /data"])
+def test_an_image_with_an_entrypoint_or_a_volume_is_never_a_sandbox(workdir, setting):
+    import io
+
+    import docker
+
+    client = docker.from_env()
+    image, _ = client.images.build(fileobj=io.BytesIO(f"FROM {DockerSandbox().image}\n{setting}\n".encode()),
+                                   rm=True, forcerm=True, network_mode="none", pull=False)
+    try:
+        (workdir / "repo").mkdir()
+        with pytest.raises(SandboxUnavailable, match="sets an entrypoint or volumes"):
+            DockerSandbox(image=image.id).run(["true"], workdir=workdir, limits=QUICK)
+        assert not (workdir / "repo" / "owned").exists()
+    finally:
+        client.images.remove(image.id, force=True)
 
 
 def test_an_environment_the_image_holds_keeps_the_runs_limits(workdir, environment_image):

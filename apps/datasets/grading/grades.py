@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.bulk_insert import text_storable
+from apps.environments.selectors import environment_present
 from apps.jobs.services import JobFailed, JobRefused, job_start
 from apps.tasks.models import Task, TestRunRecord, Validation
 from apps.tasks.selectors import task_base_sha, task_patches
@@ -128,9 +129,10 @@ def grading_validation(task: Task, backend: str) -> Validation:
         raise JobFailed("no_environment", f"{task.instance_id} is an imported instance with no environment here: "
                                           "its candidates get their ground truth from an imported report, or from "
                                           "evaluate on the release folder it came in.")
-    if validation is None or not Path(validation.environment.path).is_dir():
+    if validation is None or not environment_present(validation.environment):
         raise JobFailed("no_environment", f"{task.instance_id} has no valid validation with its environment on "
-                                          f"disk in the {backend} sandbox: validate it first.")
+                                          f"disk (and its image, where one holds it) in the {backend} sandbox: "
+                                          "validate it first.")
     return validation
 
 

@@ -5,8 +5,7 @@ folder here was shaped by code in a sandbox: nothing is followed through a link.
 import os
 import shutil
 import stat
-import tarfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from worker.engine.sandbox.base import sandbox_file_create, sandbox_file_read
 
@@ -33,7 +32,7 @@ def working_copy_files(repo: Path) -> set[str]:
             dirs[:] = [name for name in dirs if name not in _NOT_GENERATED]
             for name in files:
                 path = os.path.normpath(os.path.join(root, name))
-                if not _generated_may_be(path):
+                if name.endswith((".pyc", ".pyo", ".pth")) or name in _NEVER_GENERATED or "\n" in path:
                     continue
                 if stat.S_ISREG(os.lstat(name, dir_fd=_fd).st_mode):
                     found.add(path)
@@ -42,32 +41,6 @@ def working_copy_files(repo: Path) -> set[str]:
     finally:
         os.close(top)
     return found
-
-
-def _generated_may_be(path: str) -> bool:
-    name = os.path.basename(path)
-    return not (name.endswith((".pyc", ".pyo", ".pth")) or name in _NEVER_GENERATED or "\n" in path
-                or set(path.split("/")[:-1]) & _NOT_GENERATED)
-
-
-def generated_files_unpack(tar: tarfile.TarFile, files: Path) -> list[str]:
-    """The plain files of a tar of generated files (an image's folder of them, its name the members'
-    first part), kept in `files` as an environment's generated files are, under the same rules and
-    bounds; links and everything else left out. The paths kept."""
-    files.mkdir(parents=True)
-    kept, total = [], 0
-    for member in tar:
-        path = "/".join(PurePosixPath(member.name).parts[1:])
-        if not member.isreg() or not path or not _generated_may_be(path) or len(kept) >= GENERATED_FILES:
-            continue
-        data = tar.extractfile(member).read(GENERATED_BYTES - total)
-        total += len(data)
-        if total >= GENERATED_BYTES:
-            break
-        if sandbox_file_create(files, path, data):
-            kept.append(path)
-    environment_seal(files)
-    return kept
 
 
 def environment_files(environment_path: Path) -> Path:

@@ -4,7 +4,10 @@ Dockerfiles (worker/engine/env/rebuild.py), as anyone would build them by hand.
 The build context is the part of the folder the Dockerfile reads: the environment's folder, the
 archive of its setup commit, and for a task image the task's archive (its `source` stage copies
 `sources/`, whatever is there); `extra-ca.crt` is this machine's CA bundle where its proxy needs
-one. The engine's classic builder builds it, on the network the operator sets."""
+one. The engine's classic builder builds it, on the network the operator sets.
+
+An environment built here in the sandbox is also sealed into an image of its own (`environment_image_make`)
+for runs that use the image as it is: a build that only copies, with no network."""
 
 import io
 import re
@@ -15,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from worker.engine.env.files import GENERATED_BYTES, generated_files_unpack
-from worker.engine.env.rebuild import ENVIRONMENTS, EXTRA_CA, GENERATED
-from worker.engine.sandbox.docker import DEADLINE_LABEL, LABEL, docker_client
+from worker.engine.env.rebuild import ENVIRONMENTS, EXTRA_CA
+from worker.engine.env.recipes import ENV
+from worker.engine.sandbox.docker import docker_client
 
 _STEP = re.compile(r"^Step (\d+/\d+) : (.*)$")
 LOG_KEPT = 4 << 20  # of a build's output, the end
-GENERATED_ARCHIVE_BYTES = 2 * GENERATED_BYTES  # of an image's generated files, read at most
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,6 @@ def image_build(folder: Path, image: ImageToBuild, *, extra_ca: Optional[bytes],
     host's where not, as the operator sets it."""
     client = docker_client(timeout=timeout)
     started = time.monotonic()
-    log, step = [], ""
     with tempfile.TemporaryFile() as context:
         _context_write(context, folder, image, extra_ca)
         context.seek(0)
@@ -62,51 +63,58 @@ def image_build(folder: Path, image: ImageToBuild, *, extra_ca: Optional[bytes],
         stream = client.api.build(fileobj=context, custom_context=True, dockerfile=f"{ENVIRONMENTS}/{image.key}/Dockerfile",
                                   target="task" if image.task else "environment", buildargs=args, tag=image.tag,
                                   network_mode=network, rm=True, forcerm=True, decode=True, pull=False)
-        for chunk in stream:
-            text = chunk.get("stream") or ""
-            if text:
-                log.append(text)
-                for line in text.splitlines():
-                    found = _STEP.match(line.strip())
-                    if found:
-                        step = f"{found.group(1)} `{found.group(2)}`"
-                        said(line.strip())
-            if "error" in chunk:
-                message = str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).strip()
-                raise ImageBuildFailed(step, message, _tail("".join(log) + message))
+        _stream_read(stream, said)
     built = client.images.get(image.tag)
     return BuiltImage(image.tag, built.id, time.monotonic() - started, int(built.attrs.get("Size") or 0))
 
 
-def image_generated_files(image: str, files: Path, *, inside: str = GENERATED) -> list[str]:
-    """The files an environment image kept of what its install generated (`inside` it), copied out
-    into `files` as a built environment keeps them (env/files.py), for each run's fresh copy. The
-    image's code does not run: its folder is read from a container that is made, never started."""
-    import docker
+def environment_image_make(environment: Path, python_image: str, tag: str, *, timeout: float = 3600) -> BuiltImage:
+    """An image holding an environment built here in the sandbox: its Python's image with the environment
+    copied in at /workspace/env. The build runs nothing (one COPY, no network): the environment's files,
+    which code in the sandbox made, are only copied, links as links."""
+    client = docker_client(timeout=timeout)
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as context:
+        with tarfile.open(fileobj=context, mode="w") as tar:
+            dockerfile = f"FROM {python_image}\nCOPY env {ENV}\n".encode()
+            info = tarfile.TarInfo("Dockerfile")
+            info.size, info.mode = len(dockerfile), 0o644
+            tar.addfile(info, io.BytesIO(dockerfile))
+            for path, name in _tree(environment, "env"):
+                tar.add(path, arcname=name, recursive=False)
+        context.seek(0)
+        _stream_read(client.api.build(fileobj=context, custom_context=True, tag=tag, network_mode="none", rm=True,
+                                      forcerm=True, decode=True, pull=False))
+    built = client.images.get(tag)
+    return BuiltImage(tag, built.id, time.monotonic() - started, int(built.attrs.get("Size") or 0))
 
-    client = docker_client(timeout=300)
-    container = client.containers.create(image, ["true"], network_disabled=True, labels={
-        LABEL: "1", DEADLINE_LABEL: str(int(time.time()) + 600)})
-    try:
-        with tempfile.TemporaryFile() as archive:
-            try:
-                stream, _ = container.get_archive(inside)
-            except docker.errors.NotFound:
-                stream = []
-            written = 0
-            for chunk in stream:
-                written += len(chunk)
-                if written > GENERATED_ARCHIVE_BYTES:
-                    break  # no install generates this much: what came so far is read, within its bounds
-                archive.write(chunk)
-            archive.seek(0)
-            if not written:
-                files.mkdir(parents=True)
-                return []
-            with tarfile.open(fileobj=archive, mode="r|") as tar:
-                return generated_files_unpack(tar, files)
-    finally:
-        container.remove(force=True)
+
+def _tree(top: Path, name: str):
+    """(path, name in the archive) of `top` and everything below it, folders before what they hold; no
+    link followed, however deep (no recursion)."""
+    waiting = [(top, name)]
+    while waiting:
+        path, arcname = waiting.pop()
+        yield path, arcname
+        if path.is_dir() and not path.is_symlink():
+            waiting.extend((below, f"{arcname}/{below.name}") for below in sorted(path.iterdir(), reverse=True))
+
+
+def _stream_read(stream, said: Callable[[str], None] = lambda line: None) -> None:
+    """Follow a build's output; ImageBuildFailed with the step that failed (its Dockerfile line) and the log."""
+    log, step = [], ""
+    for chunk in stream:
+        text = chunk.get("stream") or ""
+        if text:
+            log.append(text)
+            for line in text.splitlines():
+                found = _STEP.match(line.strip())
+                if found:
+                    step = f"{found.group(1)} `{found.group(2)}`"
+                    said(line.strip())
+        if "error" in chunk:
+            message = str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).strip()
+            raise ImageBuildFailed(step, message, _tail("".join(log) + message))
 
 
 def _tail(text: str) -> str:

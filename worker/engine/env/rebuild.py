@@ -75,21 +75,30 @@ def unreleasable(environment: EnvironmentToRelease) -> str:
     reaches a Dockerfile's lines, a shell's words or a path is checked to be what it says it is (the
     build ran the repository's code, which could have written any of it)."""
     problems = [
-        (not _KEY.fullmatch(environment.key), "its key is not hexadecimal"),
+        (not key_plain(environment.key), "its key is not hexadecimal"),
         (not PYTHON_VERSION.fullmatch(environment.python_version), "its Python's version is not a version"),
         (not environment.python2 and not _TOOL_VERSION.fullmatch(environment.tool_version),
          "the version of uv that builds it is not known here"),
         (bool(environment.as_of) and not _iso_datetime(environment.as_of), "its as-of date is not a date"),
         (not all(_NAME.match(package) and _CUTOFF.fullmatch(str(cutoff))
                  for package, cutoff in environment.lifted.items()), "a lifted cutoff is not a package and a date"),
-        (not all(_ID.fullmatch(instance) and (not archive or _ARCHIVE.fullmatch(archive))
+        (not all(_ID.fullmatch(instance) and (not archive or archive_name_plain(archive))
                  for instance, archive in environment.tasks), "a task's id or archive name is not plain"),
-        (bool(environment.setup_archive) and not _ARCHIVE.fullmatch(environment.setup_archive),
+        (bool(environment.setup_archive) and not archive_name_plain(environment.setup_archive),
          "its setup archive's name is not plain"),
         (not all(_plain_path(path) for path in environment.generated),
          "a file its install generated has a name no shell line may carry"),
     ]
     return "; ".join(why for wrong, why in problems if wrong)
+
+
+def archive_name_plain(name: str) -> bool:
+    """A source archive's name as a release writes it: a file of sources/, nothing that leaves the folder."""
+    return _ARCHIVE.fullmatch(name) is not None
+
+
+def key_plain(key: str) -> bool:
+    return _KEY.fullmatch(key) is not None
 
 
 def _iso_datetime(text: str) -> bool:

@@ -101,13 +101,18 @@ class DockerSandbox:
 
         try:
             client = docker_client(timeout=max(60.0, limits.wall_seconds + 30))
-            client.images.get(self.image)
+            config = client.images.get(self.image).attrs.get("Config") or {}
         except docker.errors.ImageNotFound:
             raise SandboxUnavailable(f"the sandbox image {self.image} is missing (deploy/dev/docker.sh or "
                                      f"manage.py build_base_images builds it)") from None
         except docker.errors.DockerException as error:
             raise SandboxUnavailable(f"no Docker engine answers here ({error}); deploy/dev/docker.sh starts one") \
                 from None
+        if config.get("Entrypoint") or config.get("Volumes"):
+            # An entrypoint would run instead of the deadline and the output file; a volume would be
+            # writable beside the read-only root, outside every limit.
+            raise SandboxUnavailable(f"the image {self.image} sets an entrypoint or volumes: a sandbox runs only "
+                                     "images without")
         workdir = workdir.resolve()
         inside = mount_at or str(workdir)
         output_dir = Path(tempfile.mkdtemp(prefix="commitgym-docker-output-"))
@@ -169,6 +174,8 @@ class DockerSandbox:
 
     def _environment(self, inside: str, extra: Optional[dict]) -> dict:
         env = clean_environment(inside, None)
+        if self._entry_by_entry(inside):
+            env["HOME"] = "/tmp"  # the image's folder at `inside` is read-only: a home the run may write
         if self.ca_bundle is not None and Path(self.ca_bundle).exists():
             env.update(SSL_CERT_FILE=str(HOST_CA_BUNDLE), PIP_CERT=str(HOST_CA_BUNDLE),
                        REQUESTS_CA_BUNDLE=str(HOST_CA_BUNDLE))
@@ -194,7 +201,7 @@ class DockerSandbox:
         from docker.types import Mount
 
         above = PurePosixPath(inside)
-        if not any(above in PurePosixPath(path).parents for path in self.image_paths):
+        if not self._entry_by_entry(inside):
             return [Mount(inside, str(workdir), type="bind")]
         mounts = []
         for entry in sorted(workdir.iterdir()):
@@ -205,6 +212,9 @@ class DockerSandbox:
                 continue  # a link would be followed on this machine; the image's paths stay the image's
             mounts.append(Mount(target, str(entry), type="bind"))
         return mounts
+
+    def _entry_by_entry(self, inside: str) -> bool:
+        return any(PurePosixPath(inside) in PurePosixPath(path).parents for path in self.image_paths)
 
     def _options(self, workdir: Path, inside: str, cwd: str, output_dir: Path, limits: Limits,
                  user: str, environment: dict, extra_mounts: list[tuple[Path, str]] = ()) -> dict:
@@ -270,7 +280,7 @@ def _kill(container) -> None:
 
 def _remove(container) -> None:
     try:
-        container.remove(force=True)
+        container.remove(force=True, v=True)
     except Exception:
         pass  # already gone; docker_sandbox_cleanup() catches anything else
 
