@@ -6,9 +6,6 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import DiffLexer
 
 from apps.accounts.roles import user_can_mine, user_can_review
 
@@ -53,4 +50,8 @@ def redirect_back(request, default):
 
 def diff_html(text: str) -> str:
     """A unified diff highlighted for reading; Pygments escapes its text, so the result is safe to insert."""
+    from pygments import highlight  # at call, as in tasks/diffs.py: a command's start does not pay for it
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import DiffLexer
+
     return mark_safe(highlight(text, DiffLexer(), HtmlFormatter(cssclass="highlight", nowrap=False)))

@@ -55,7 +55,7 @@ from apps.repositories.models import Commit, Repository  # noqa: E402
 from apps.tasks.models import IssueVersion, Review, Task, Validation  # noqa: E402
 from apps.tasks.states import task_instance_id  # noqa: E402
 from worker.engine.git.repo import mirror_sync  # noqa: E402
-from worker.engine.release.records import SCHEMA  # noqa: E402
+from worker.engine.release.records import release_schema  # noqa: E402
 
 LOCK = "".join(f"package-{n}=={n % 7}.{n % 13}.{n % 5}\n" for n in range(40))
 ISSUE = ("Calling the helper with an empty list raises IndexError instead of returning None. " * 6).strip()
@@ -144,7 +144,7 @@ def floor_write(rows: list[dict]) -> float:
     with open(out / "instances.jsonl", "w") as file:
         for row in rows:
             file.write(json.dumps(row) + "\n")
-    pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows, schema=SCHEMA), out / "instances.parquet",
+    pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows, schema=release_schema()), out / "instances.parquet",
                                 compression="zstd")
     return time.perf_counter() - started
 

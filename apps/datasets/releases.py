@@ -49,7 +49,7 @@ from worker.engine.env.rebuild import (
     release_readme,
 )
 from worker.engine.release.licences import licence_files, licence_spdx
-from worker.engine.release.records import SCHEMA, ReleasedTask, instance_row
+from worker.engine.release.records import ReleasedTask, instance_row, release_schema
 from worker.engine.release.training import judge_row, trajectory_row
 from worker.engine.release.writers import MANIFEST, JsonLines, ParquetRows, WrittenFile, file_sha256, manifest_write
 from worker.engine.verify.reproduction import files_added_patch
@@ -227,7 +227,7 @@ def _target_free(target: Path, release: Release) -> None:
 
 
 def _instances_write(work: Path, task_ids: list[int], progress) -> tuple[list[WrittenFile], "Summary"]:
-    jsonl, parquet = JsonLines(work / INSTANCES_JSONL), ParquetRows(work / INSTANCES_PARQUET, SCHEMA)
+    jsonl, parquet = JsonLines(work / INSTANCES_JSONL), ParquetRows(work / INSTANCES_PARQUET, release_schema())
     summary, environments = Summary(), {}
     progress.report(0, len(task_ids))
     for start in range(0, len(task_ids), CHUNK):

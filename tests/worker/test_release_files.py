@@ -6,7 +6,7 @@ import json
 import pyarrow.parquet
 import pytest
 
-from worker.engine.release.records import SCHEMA, SWEBENCH_FIELDS, ReleasedTask, instance_row
+from worker.engine.release.records import SWEBENCH_FIELDS, ReleasedTask, instance_row, release_schema
 from worker.engine.release.training import trajectory_messages
 from worker.engine.release.writers import JsonLines, ParquetRows, file_sha256, files_check, manifest_write
 
@@ -22,7 +22,7 @@ def task(number: int, **fields) -> ReleasedTask:
 def test_rows_split_on_any_line_break_still_give_one_row_a_line_and_parquet_holds_the_same(tmp_path):
     rows = [instance_row(task(1)), instance_row(task(2, mutation_score=0.5, underspecified=1, environment_key="k",
                                                      suite_args=("-p", "no:xdist")))]
-    jsonl, parquet = JsonLines(tmp_path / "i.jsonl"), ParquetRows(tmp_path / "i.parquet", SCHEMA)
+    jsonl, parquet = JsonLines(tmp_path / "i.jsonl"), ParquetRows(tmp_path / "i.parquet", release_schema())
     for row in rows:
         jsonl.write([row])
         parquet.write([row])

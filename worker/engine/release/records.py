@@ -4,27 +4,35 @@ tool that knows only SWE-bench's fields reads a release as it reads SWE-bench.""
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
-
-import pyarrow
 
 # The fields of a SWE-bench instance, in SWE-bench's order.
 SWEBENCH_FIELDS = ("repo", "instance_id", "base_commit", "patch", "test_patch", "problem_statement", "hints_text",
                    "created_at", "version", "FAIL_TO_PASS", "PASS_TO_PASS", "environment_setup_commit")
-# commitgym's own: how its environment was built and how people judged the task.
+# commitgym's own: how its environment was built and how people judged the task (their Parquet types).
 OWN_FIELDS = {
-    "commitgym_python_version": pyarrow.string(),  # the environment's Python
-    "commitgym_lock": pyarrow.string(),  # the resolved packages, as `uv pip freeze` prints them
-    "commitgym_install_strategy": pyarrow.string(),  # the install attempt that built the environment
-    "commitgym_test_command": pyarrow.string(),  # run from the repository's root, the test ids after it
-    "commitgym_environment_key": pyarrow.string(),  # tasks with the same key share one environment
-    "commitgym_mutation_score": pyarrow.float64(),  # the share of the gold patch's mutants the tests catch
-    "commitgym_underspecified": pyarrow.int64(),  # the reviews' rubric (SWE-bench Verified's), most severe
-    "commitgym_false_negative": pyarrow.int64(),
-    "commitgym_difficulty": pyarrow.string(),
+    "commitgym_python_version": "string",  # the environment's Python
+    "commitgym_lock": "string",  # the resolved packages, as `uv pip freeze` prints them
+    "commitgym_install_strategy": "string",  # the install attempt that built the environment
+    "commitgym_test_command": "string",  # run from the repository's root, the test ids after it
+    "commitgym_environment_key": "string",  # tasks with the same key share one environment
+    "commitgym_mutation_score": "float64",  # the share of the gold patch's mutants the tests catch
+    "commitgym_underspecified": "int64",  # the reviews' rubric (SWE-bench Verified's), most severe
+    "commitgym_false_negative": "int64",
+    "commitgym_difficulty": "string",
 }
-SCHEMA = pyarrow.schema([(name, pyarrow.string()) for name in SWEBENCH_FIELDS] + list(OWN_FIELDS.items()))
 TEST_COMMAND = "python -m pytest -rA -p no:cacheprovider"
+
+
+@lru_cache(maxsize=None)
+def release_schema():
+    """The rows' Parquet schema. pyarrow (with numpy) is imported here, when a release is written: at
+    module level it was half a second of every command's and worker's start."""
+    import pyarrow
+
+    return pyarrow.schema([(name, pyarrow.string()) for name in SWEBENCH_FIELDS]
+                          + [(name, getattr(pyarrow, kind)()) for name, kind in OWN_FIELDS.items()])
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,7 @@ class ReleasedTask:
 
 
 def instance_row(task: ReleasedTask) -> dict:
-    """The task as a release writes it, in SCHEMA's order."""
+    """The task as a release writes it, in release_schema()'s order."""
     command = " ".join([TEST_COMMAND, *task.suite_args]) if task.environment_key else ""
     return {
         "repo": task.repo, "instance_id": task.instance_id, "base_commit": task.base_commit, "patch": task.patch,

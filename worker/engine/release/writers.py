@@ -7,10 +7,10 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pyarrow
-import pyarrow.parquet
+if TYPE_CHECKING:
+    import pyarrow
 
 MANIFEST = "manifest.json"
 
@@ -51,18 +51,21 @@ class JsonLines:
 
 
 class ParquetRows:
-    """A Parquet file of SCHEMA-shaped rows, one row group per write."""
+    """A Parquet file of rows of `schema` (records.release_schema()), one row group per write."""
 
-    def __init__(self, path: Path, schema: pyarrow.Schema):
+    def __init__(self, path: Path, schema: "pyarrow.Schema"):
+        import pyarrow.parquet  # here, not at a command's start (records.release_schema)
+
         self.path, self.schema, self.rows = Path(path), schema, 0
         self._file = open(self.path, "xb")  # never over an existing file
         self._writer = pyarrow.parquet.ParquetWriter(self._file, schema, compression="zstd")
+        self._table = pyarrow.Table.from_pydict
 
     def write(self, rows: list[dict]) -> None:
         if rows:
             # By columns: Table.from_pylist would import pandas (a second and a half, once).
             columns = {name: [row[name] for row in rows] for name in self.schema.names}
-            self._writer.write_table(pyarrow.Table.from_pydict(columns, schema=self.schema))
+            self._writer.write_table(self._table(columns, schema=self.schema))
             self.rows += len(rows)
 
     def close(self) -> WrittenFile:

@@ -20,7 +20,6 @@ from functools import lru_cache
 from math import comb, lcm
 from typing import Callable, Optional, Sequence
 
-import numpy as np
 
 # A subset of candidate indexes -> the indexes chosen: one, or several equal ones sharing the choice evenly.
 Choose = Callable[[tuple[int, ...]], Sequence[int]]
@@ -119,6 +118,8 @@ def bootstrap_bands(per_task: dict[str, Sequence[Sequence[float]]], *, resamples
     """Per selector and k, a percentile band of the dataset mean over tasks drawn again with
     replacement. Every selector sees the same resamples (each one as how many times it draws each
     task), so all of them cost one matrix product."""
+    import numpy as np  # at call: importing it costs a command's start 0.3 s
+
     names = [name for name, rows in per_task.items() if len(rows)]
     if not names:
         return {name: [] for name in per_task}
@@ -159,6 +160,8 @@ class Calibration:
 def calibration(predicted: Sequence[float], actual: Sequence[bool], bins: int = 10) -> Calibration:
     """Reliability diagram over equal-width bins (the last one closed: p = 1 falls in it), the Brier
     score, and the expected calibration error (bins weighted by their share of the predictions)."""
+    import numpy as np  # at call: importing it costs a command's start 0.3 s
+
     p = np.asarray(predicted, dtype=float)
     y = np.asarray(actual, dtype=float)
     if p.size == 0:
