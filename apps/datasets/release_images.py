@@ -6,13 +6,11 @@ import re
 from pathlib import Path
 
 from django.conf import settings
-from docker.errors import DockerException
-from requests import RequestException
 from django.db import transaction
 
 from apps.jobs.services import JobFailed, job_start
 from worker.engine.env.images import ImageBuildFailed, ImageToBuild, image_build
-from worker.engine.sandbox.docker import HOST_CA_BUNDLE, docker_client
+from worker.engine.sandbox.docker import HOST_CA_BUNDLE, docker_client, engine_errors
 
 from .models import Release, ReleaseImages
 
@@ -52,7 +50,7 @@ def release_images_work(job, progress) -> None:
     release, built = build.release, []
     try:
         planned = images_planned(build.release, build.tasks)
-    except (DockerException, RequestException) as error:
+    except engine_errors() as error:
         raise JobFailed("no_engine", f"the Docker engine does not answer: {error}") from None
     extra_ca = build_ca_bundle()
     progress.report(0, len(planned))
@@ -65,7 +63,7 @@ def release_images_work(job, progress) -> None:
             ReleaseImages.objects.filter(id=build.id).update(images=built, log=str(log))
             what = f"the task image of {image.task}" if image.task else f"the image of environment {image.key}"
             raise JobFailed("image_build_failed", f"{what}: {failed}; its log is in {log}") from None
-        except (DockerException, RequestException) as error:  # the engine itself: not there, or refusing
+        except engine_errors() as error:  # the engine itself: not there, or refusing
             ReleaseImages.objects.filter(id=build.id).update(images=built)
             raise JobFailed("no_engine", f"the Docker engine could not build {image.tag}: {error}") from None
         built.append({"kind": kind, "key": image.key, "task": image.task or None, "tag": made.tag,

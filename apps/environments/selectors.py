@@ -4,12 +4,10 @@ validations shared one, are the tasks app's: apps.tasks.selectors.)"""
 from pathlib import Path
 
 from django.db.models import Count, Q, QuerySet
-from docker.errors import DockerException
-from requests import RequestException
 
 from apps.accounts.roles import ADMIN, user_roles
 from apps.repositories.selectors import repositories_visible
-from worker.engine.sandbox.docker import docker_client
+from worker.engine.sandbox.docker import docker_client, engine_errors
 
 from .models import Environment
 
@@ -40,6 +38,6 @@ def environment_present(environment: Environment) -> bool:
         return True
     try:
         docker_client(timeout=30).images.get(environment.image)
-    except (DockerException, RequestException):
+    except engine_errors():
         return False
     return True

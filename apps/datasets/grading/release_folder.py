@@ -13,8 +13,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from docker.errors import DockerException
-from requests import RequestException
 
 from apps.environments.models import Environment
 from apps.environments.selectors import environment_present
@@ -27,6 +25,7 @@ from worker.engine.env.builder import EnvironmentFailed
 from worker.engine.env.images import ImageBuildFailed, environment_image_make
 from worker.engine.env.rebuild import ENVIRONMENTS, EnvironmentToRelease, archive_name_plain, key_plain, unreleasable
 from worker.engine.release.writers import MANIFEST, files_check
+from worker.engine.sandbox.docker import engine_errors
 
 from ..candidates.imports import ImportUnreadable, instances_import
 from ..models import Dataset
@@ -186,7 +185,7 @@ def _rebuilt(validation: Validation, files: Path, released: EnvironmentToRelease
     except ImageBuildFailed as failed:
         raise JobFailed("image_build_failed", f"the image of environment {files.name}: {failed}: "
                                               f"{failed.log[-2000:]}") from None
-    except (DockerException, RequestException) as error:
+    except engine_errors() as error:
         raise JobFailed("no_engine", f"the Docker engine could not build {tag}: {error}") from None
     # Its own row: the key says which environment, the image which copy of it (a row whose image went is
     # given the new one).

@@ -52,6 +52,15 @@ REMOVAL_GRACE = 60  # seconds past that at which anyone may remove it
 _SIGXCPU_EXIT, _SIGXFSZ_EXIT, _SIGKILL_EXIT = 128 + 24, 128 + 25, 128 + 9
 
 
+def engine_errors() -> tuple:
+    """What the Docker SDK raises when no engine answers or it refuses, for `except engine_errors():`
+    (the SDK and requests are imported at call: 0.3 s of every process's start otherwise)."""
+    import docker.errors
+    import requests
+
+    return docker.errors.DockerException, requests.exceptions.RequestException
+
+
 def docker_client(timeout: float = 60):
     import docker
 
