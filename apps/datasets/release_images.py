@@ -1,6 +1,7 @@
 """A release's images built on the local engine from the release's own Dockerfiles, as a job: every
-environment's image, then the task images asked for (worker/engine/env/images.py). The release's
-files are never changed: what was built is kept with the job's row and shown on the release's page."""
+environment's image, then the task images asked for (worker/engine/env/images.py). What was built is
+kept with the job's row and shown on the release's page; the manifest gets each environment image's id
+(its rows and archives are never changed)."""
 
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from django.db import transaction
 
 from apps.jobs.services import JobFailed, job_start
 from worker.engine.env.images import ImageBuildFailed, ImageToBuild, image_build
+from worker.engine.release.writers import MANIFEST, manifest_write
 from worker.engine.sandbox.docker import HOST_CA_BUNDLE, docker_client, engine_errors
 
 from .models import Release, ReleaseImages
@@ -69,7 +71,25 @@ def release_images_work(job, progress) -> None:
         built.append({"kind": kind, "key": image.key, "task": image.task or None, "tag": made.tag,
                       "image_id": made.image_id, "seconds": round(made.seconds, 2), "size": made.size})
         progress.report(number + 1, len(planned))
-    progress.complete(lambda: ReleaseImages.objects.filter(id=build.id).update(images=built))
+    def store():
+        ReleaseImages.objects.filter(id=build.id).update(images=built)
+        _manifest_images_noted(release, built)
+
+    progress.complete(store)
+
+
+def _manifest_images_noted(release: Release, built: list[dict]) -> None:
+    """Each environment image's id in the release's manifest, in its folder and its row (its own checksum
+    with it): the rows and files it lists are unchanged. An id is this engine's: another builds its own."""
+    release = Release.objects.select_for_update().get(id=release.id)
+    ids = {image["key"]: image["image_id"] for image in built if image["kind"] == "environment"}
+    manifest = release.manifest
+    for entry in manifest.get("environments") or []:
+        if entry.get("key") in ids:
+            entry["image_id"] = ids[entry["key"]]
+    written = manifest_write(Path(release.folder), manifest, replacing=True)
+    files = [file for file in release.files if file["name"] != MANIFEST] + [written.described()]
+    Release.objects.filter(id=release.id).update(manifest=manifest, files=files)
 
 
 def images_planned(release: Release, tasks: list[str]) -> list[tuple[str, ImageToBuild]]:

@@ -11,8 +11,10 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from apps.datasets.models import Release
 from apps.environments.models import Environment
 from worker.engine.env.rebuild import release_lock
+from worker.engine.release.writers import file_sha256
 
 # The client of Debian's docker.io (deploy/dev/docker.sh installs it) builds with the engine's BuildKit
 # when DOCKER_BUILDKIT=1; newer clients want a buildx plugin no registry here can give.
@@ -97,6 +99,14 @@ def release_images_built(manage, release: str, folder: Path) -> None:
             inspected = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}} {{.Size}}", image["tag"]],
                                        capture_output=True, text=True, check=True).stdout.split()
             assert inspected == [image["image_id"], str(image["size"])] and image["seconds"] > 0
+        # The manifest now names each environment's image, in the folder and with the release, its checksum too.
+        noted = json.loads((folder / "manifest.json").read_text())
+        assert [entry["image_id"] for entry in noted["environments"]] == [
+            image["image_id"] for image in images if image["kind"] == "environment"]
+        assert {**noted, "environments": manifest["environments"]} == manifest
+        name, _, version = release.partition("@")
+        recorded = Release.objects.get(name=name, version=int(version))
+        assert recorded.manifest == noted and recorded.files[-1]["sha256"] == file_sha256(folder / "manifest.json")
         ran = subprocess.run(["docker", "run", "--rm", "--network", "none", tags[-1], "python", "-m", "pytest", "-q",
                               "-p", "no:cacheprovider", "--co"], capture_output=True, text=True, timeout=300)
         assert ran.returncode == 0 and "tests collected" in ran.stdout, ran.stdout + ran.stderr

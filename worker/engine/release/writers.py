@@ -82,15 +82,19 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def manifest_write(folder: Path, manifest: dict) -> WrittenFile:
+def manifest_write(folder: Path, manifest: dict, *, replacing: bool = False) -> WrittenFile:
     """The manifest, beside the files it lists (their checksums in it); its own checksum is kept
-    where the release is recorded."""
+    where the release is recorded. `replacing` a written release's (to note what was built from it):
+    the new one takes the old one's place whole, never half written."""
     data = json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
     path = Path(folder) / MANIFEST
-    with open(path, "xb") as file:
+    written = path.with_name(f".{MANIFEST}.new") if replacing else path
+    with open(written, "wb" if replacing else "xb") as file:
         file.write(data)
         file.flush()
         os.fsync(file.fileno())
+    if replacing:
+        os.replace(written, path)
     return WrittenFile(MANIFEST, len(data), hashlib.sha256(data).hexdigest())
 
 
