@@ -425,8 +425,9 @@ class MeasuresSnapshot(models.Model):
 
 class Release(JobLife, models.Model):
     """A version of a named release (NAME@N): a dataset's, a repository's or a saved view's tasks
-    in the chosen states, written once to files and never changed; withdrawn (kept, with why) but
-    never edited. An export is training data made from one release's tasks, with its own manifest."""
+    in the chosen states, written once to files whose rows never change (its manifest gains only its
+    environments' image ids, once built); withdrawn (kept, with why) but never edited. An export is
+    training data made from one release's tasks, with its own manifest."""
 
     class Kind(models.TextChoices):
         INSTANCES = "instances", "Release"

@@ -3,6 +3,7 @@ environment's image, then the task images asked for (worker/engine/env/images.py
 kept with the job's row and shown on the release's page; the manifest gets each environment image's id
 (its rows and archives are never changed)."""
 
+import logging
 import re
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from worker.engine.sandbox.docker import HOST_CA_BUNDLE, docker_client, engine_e
 
 from .models import Release, ReleaseImages
 
+log = logging.getLogger(__name__)
 LOCAL_BASES = re.compile(r"debian:(\w+)-slim")  # a public Debian image, and the local build of the same release
 
 
@@ -26,6 +28,9 @@ class ImagesRefused(ValueError):
 def release_images_start(*, release: Release, tasks: list[str] = (), user=None) -> ReleaseImages:
     if release.kind != Release.Kind.INSTANCES or release.version is None:
         raise ImagesRefused(f"{release} is not a written release")
+    if release.withdrawn_at is not None:
+        raise ImagesRefused(f"{release} was withdrawn ({release.withdrawn_reason or 'no reason given'}): its images "
+                            "are not built")
     environments = _buildable(release)
     if not environments:
         raise ImagesRefused(f"{release} carries no environment that can be built (written before releases held "
@@ -87,7 +92,11 @@ def _manifest_images_noted(release: Release, built: list[dict]) -> None:
     for entry in manifest.get("environments") or []:
         if entry.get("key") in ids:
             entry["image_id"] = ids[entry["key"]]
-    written = manifest_write(Path(release.folder), manifest, replacing=True)
+    try:
+        written = manifest_write(Path(release.folder), manifest, replacing=True)
+    except OSError as error:  # the folder moved, or is read-only: the images stay recorded with the job
+        log.warning("the manifest of %s could not be given its images' ids: %s", release, error)
+        return
     files = [file for file in release.files if file["name"] != MANIFEST] + [written.described()]
     Release.objects.filter(id=release.id).update(manifest=manifest, files=files)
 

@@ -1,7 +1,8 @@
 """Releases: a dataset's, repository's or saved view's tasks in the chosen states, written once as
 NAME@N (SWE-bench's instance JSONL, the same rows in Parquet, and a manifest with every file's
-checksum), by a job that streams the rows to files. A version is never written twice and never
-edited: a new one is made when anything changed, and a withdrawn one is kept, marked, with why.
+checksum), by a job that streams the rows to files. A version is never written twice and its rows
+and files never edited (its manifest gains only its environments' image ids, from release_images): a
+new one is made when anything changed, and a withdrawn one is kept, marked, with why.
 Exports (training data from one release's tasks) are jobs of their own, written beside it."""
 
 import json

@@ -11,8 +11,9 @@ class Environment(models.Model):
     backend = models.CharField(max_length=16, default="local")
     python_version = models.CharField(max_length=32)
     image = models.CharField(max_length=255, blank=True, help_text="The docker image its Python lives in.")
-    in_image = models.BooleanField(default=False, help_text="The image holds the environment itself (a release's "
-                                                            "environment image): runs mount nothing.")
+    sealed_image = models.CharField(max_length=255, blank=True, help_text=(
+        "An image of its own that holds the environment (a release's, on the docker backend): runs use it as it "
+        "is, mounting nothing."))
     lock = models.TextField(help_text="The resolved packages (uv pip freeze).")
     recipe_key = models.CharField(max_length=64, blank=True, help_text="The install files it was built from.")
     path = models.CharField(max_length=1000, help_text="Where the environment lives on the worker.")
@@ -38,6 +39,10 @@ class Environment(models.Model):
 
     def __str__(self):
         return f"{self.key} (Python {self.python_version})"
+
+    @property
+    def in_image(self) -> bool:
+        return bool(self.sealed_image)
 
     @property
     def package_count(self) -> int:

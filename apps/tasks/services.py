@@ -188,7 +188,7 @@ def built_environment(environment: Environment) -> BuiltEnvironment:
     return BuiltEnvironment(path=Path(environment.path), key=environment.key,
                             python_version=environment.python_version, lock=environment.lock,
                             recipe_key=environment.recipe_key, image=environment.image,
-                            in_image=environment.in_image, generated=list(environment.generated_files),
+                            sealed_image=environment.sealed_image, generated=list(environment.generated_files),
                             suite_args=tuple(environment.suite_args))
 
 

@@ -16,11 +16,16 @@ from apps.environments.models import Environment
 from worker.engine.env.rebuild import release_lock
 from worker.engine.release.writers import file_sha256
 
-# The client of Debian's docker.io (deploy/dev/docker.sh installs it) builds with the engine's BuildKit
-# when DOCKER_BUILDKIT=1; newer clients want a buildx plugin no registry here can give.
-BUILDKIT_CLIENT = "/usr/bin/docker"
 LOCAL_BASE = "commitgym-base:bookworm"  # no registry here: the Debian image of the same release, built locally
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def _buildkit_client() -> str:
+    """A client that builds with BuildKit: one with buildx, else the client of Debian's docker.io (which
+    deploy/dev/docker.sh installs; with DOCKER_BUILDKIT=1 it uses the engine's own BuildKit)."""
+    if subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0:
+        return "docker"
+    return "/usr/bin/docker"
 
 
 def release_rebuilt_by_hand(folder: Path, scratch: Path) -> None:
@@ -47,7 +52,7 @@ def _environment_rebuilt(copy: Path, environment: dict, tag: str) -> None:
     """Built by the classic builder and by BuildKit (the engine's own, through the client of the
     engine's package: no buildx plugin, no frontend pulled), each with the same distributions."""
     original = Environment.objects.get(key=environment["key"])
-    for client, builder, image in (("docker", "0", f"{tag}-env"), (BUILDKIT_CLIENT, "1", f"{tag}-buildkit")):
+    for client, builder, image in (("docker", "0", f"{tag}-env"), (_buildkit_client(), "1", f"{tag}-buildkit")):
         build = subprocess.run([client, "build", "--network", "host", "-q", "-f", environment["dockerfile"],
                                 "--build-arg", f"BASE={LOCAL_BASE}", "--target", "environment", "-t", image, "."],
                                cwd=copy, capture_output=True, text=True, timeout=900,

@@ -208,9 +208,11 @@ def test_a_release_folder_is_evaluated_on_a_database_that_never_validated_its_ta
     environment = imported.validations.get(backend="docker").environment
     assert environment.in_image and environment.recipe_key == f"release:{first['commitgym_environment_key']}"
     engine = docker.from_env()
-    assert f"commitgym-environment:{environment.key.removeprefix('image-')}" in engine.images.get(environment.image).tags
-    # Its image gone, the environment is made again, not graded in for ever as if it were there.
-    engine.images.remove(environment.image, force=True)
+    assert f"commitgym-environment:{environment.key}" in engine.images.get(environment.sealed_image).tags
+    # Its image gone, the environment is sealed again from its folder, not graded in for ever as if it were there.
+    engine.images.remove(environment.sealed_image, force=True)
+    environments = Environment.objects.count()
     evaluated_in_docker("in-docker-again")
     environment.refresh_from_db()
-    assert environment.in_image and engine.images.get(environment.image)
+    assert environment.in_image and engine.images.get(environment.sealed_image)
+    assert Environment.objects.count() == environments  # the same environment, not one made again

@@ -440,3 +440,25 @@ def test_a_release_folders_environment_that_reaches_out_of_it_is_never_made(acce
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(JobFailed, match=re.escape(why)):
         _released(files)
+
+
+def test_a_release_folder_with_links_or_files_its_manifest_does_not_list_is_refused(accepted, small_repository,
+                                                                                   tmp_path, settings):
+    from apps.datasets.grading.evaluation import EvaluationRefused, evaluation_target
+    from apps.datasets.grading.release_folder import _released
+    from apps.jobs.services import JobFailed
+
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    folder = Path(released(scope=scope_of_repository(small_repository)).folder)
+    files = folder / "environments" / json.loads((folder / "manifest.json").read_text())["environments"][0]["key"]
+    (files / "notes.txt").write_text("not in the manifest: it would go into the sandbox with the rest\n")
+    with pytest.raises(JobFailed, match="holds what its manifest does not list, or links: notes.txt"):
+        _released(files)
+    (files / "notes.txt").unlink()
+    # An archive swapped for a link to the same bytes elsewhere: its checksum matches, and it is still refused.
+    archive = sorted((folder / "sources").glob("*.tar.gz"))[0]
+    elsewhere = tmp_path / "elsewhere.tar.gz"
+    shutil.move(archive, elsewhere)
+    archive.symlink_to(elsewhere)
+    with pytest.raises(EvaluationRefused, match=f"sources/{archive.name} is a link, or leads out of the release's"):
+        evaluation_target(str(folder))

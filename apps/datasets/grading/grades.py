@@ -130,9 +130,10 @@ def grading_validation(task: Task, backend: str) -> Validation:
                                           "its candidates get their ground truth from an imported report, or from "
                                           "evaluate on the release folder it came in.")
     if validation is None or not environment_present(validation.environment):
+        again = "evaluate the release folder it came in again" if task.imported else "validate it first"
         raise JobFailed("no_environment", f"{task.instance_id} has no valid validation with its environment on "
                                           f"disk (and its image, where one holds it) in the {backend} sandbox: "
-                                          "validate it first.")
+                                          f"{again}.")
     return validation
 
 

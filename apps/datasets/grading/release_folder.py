@@ -76,6 +76,7 @@ def _manifest(folder: Path) -> dict:
 
 def _sources_noted(folder: Path, manifest: dict, tasks) -> None:
     """Each imported task's base tree (the release's archive of it) and environment folder, noted."""
+    listed = {file.get("name") for file in manifest.get("files") or []}
     for entry in manifest["environments"]:
         if not entry.get("dockerfile") or not key_plain(str(entry.get("key"))):
             continue
@@ -83,7 +84,8 @@ def _sources_noted(folder: Path, manifest: dict, tasks) -> None:
                         (folder / ENVIRONMENTS / entry["key"] / "tasks").read_text().splitlines() if " " in line)
         for task_id, instance_id in tasks.filter(instance_id__in=entry["tasks"]).values_list("id", "instance_id"):
             archive = archives.get(instance_id, "")
-            archive = archive if archive_name_plain(archive) else ""  # never a path out of the folder
+            # Never a path out of the folder, nor a file its checksums do not cover.
+            archive = archive if archive_name_plain(archive) and archive in listed else ""
             ImportedInstance.objects.filter(task_id=task_id).update(
                 source_archive=str(folder / archive) if archive else "",
                 release_environment=str(folder / ENVIRONMENTS / entry["key"]))
@@ -122,18 +124,19 @@ def _environment_here(task: Task, backend: str) -> bool:
 def release_validation_work(job, progress) -> None:
     """The registered `run`: the task's environment from its release folder (one made already for the
     same environment, backend and repository is reused), and the task made gradable there with the
-    instance's oracle. On the docker backend the environment is then sealed into an image of its own,
-    which the runs use as it is."""
+    instance's oracle. On the docker backend the environment is sealed into an image of its own, which
+    the runs use as it is (an image gone from the engine is sealed again from the folder on disk)."""
     validation = Validation.objects.select_related("task__imported_instance", "task__repository").get(job=job)
     instance = validation.task.imported_instance
     files = Path(instance.release_environment)
     released = _released(files)
-    in_image = validation.backend == "docker"
     environment = next((env for env in Environment.objects.filter(
-        recipe_key=f"release:{released.key}", backend=validation.backend, in_image=in_image,
-        repository=validation.task.repository) if environment_present(env)), None)
+        recipe_key=f"release:{released.key}", backend=validation.backend, repository=validation.task.repository)
+        if Path(env.path).is_dir()), None)
     if environment is None:
-        environment = _rebuilt(validation, files, released, progress, in_image=in_image)
+        environment = _rebuilt(validation, files, released, progress)
+    if validation.backend == "docker" and not environment_present(environment, sealed=True):
+        _sealed(environment)
     progress.complete(lambda: Validation.objects.filter(id=validation.id).update(
         verdict="valid", reason="from_release", environment=environment, fail_to_pass=instance.fail_to_pass,
         pass_to_pass=instance.pass_to_pass))
@@ -142,10 +145,17 @@ def release_validation_work(job, progress) -> None:
 def _released(files: Path) -> EnvironmentToRelease:
     """The environment as the folder's manifest describes it, every part that reaches a path or a command
     checked as a release checks it before writing it."""
-    entry = next((entry for entry in json.loads((files.parent.parent / MANIFEST).read_text())["environments"]
-                  if entry.get("key") == files.name), None)
+    manifest = json.loads((files.parent.parent / MANIFEST).read_text())
+    entry = next((entry for entry in manifest["environments"] if entry.get("key") == files.name), None)
     if entry is None or not entry.get("dockerfile"):
         raise JobFailed("no_environment", f"the release has no files of environment {files.name}")
+    # Its folder goes whole into the sandbox: only the files the manifest's checksums cover, none a link.
+    listed = {file.get("name") for file in manifest.get("files") or []}
+    strays = sorted(path.name for path in files.iterdir()
+                    if f"{ENVIRONMENTS}/{files.name}/{path.name}" not in listed or path.is_symlink() or not path.is_file())
+    if files.is_symlink() or strays:
+        raise JobFailed("no_environment", f"the release's environment {files.name} holds what its manifest does not "
+                                          f"list, or links: {', '.join(strays) or files.name}")
     released = EnvironmentToRelease(
         key=entry["key"], python_version=str(entry.get("python_version")), lock="",
         strategy=str(entry.get("install_strategy")), setup_archive=entry.get("setup_archive") or "", tasks=(),
@@ -158,8 +168,7 @@ def _released(files: Path) -> EnvironmentToRelease:
     return released
 
 
-def _rebuilt(validation: Validation, files: Path, released: EnvironmentToRelease, progress, *,
-             in_image: bool) -> Environment:
+def _rebuilt(validation: Validation, files: Path, released: EnvironmentToRelease, progress) -> Environment:
     setup = files.parent.parent / released.setup_archive if released.setup_archive else None
     builder = environment_builder(validation.task.repository, validation.backend)
     work = Path(tempfile.mkdtemp(prefix="release-env-", dir=progress.work_dir()))
@@ -172,22 +181,22 @@ def _rebuilt(validation: Validation, files: Path, released: EnvironmentToRelease
                                               f"here: {said[-2000:]}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    fields = {"python_version": built.python_version, "lock": built.lock, "image": built.image,
-              "recipe_key": f"release:{released.key}", "path": str(built.path),
-              "repository": validation.task.repository, "backend": validation.backend,
-              "strategy": released.strategy[:255], "as_of": released.as_of, "lifted": released.lifted,
-              "generated_files": list(built.generated)}
-    if not in_image:
-        return Environment.objects.get_or_create(key=built.key, defaults=fields)[0]
-    tag = f"commitgym-environment:{built.key}"
+    return Environment.objects.get_or_create(key=built.key, defaults={
+        "python_version": built.python_version, "lock": built.lock, "image": built.image,
+        "recipe_key": f"release:{released.key}", "path": str(built.path), "repository": validation.task.repository,
+        "backend": validation.backend, "strategy": released.strategy[:255], "as_of": released.as_of,
+        "lifted": released.lifted, "generated_files": list(built.generated)})[0]
+
+
+def _sealed(environment: Environment) -> None:
+    """The environment copied into an image of its own (its Python's image, then one COPY, no network)."""
+    tag = f"commitgym-environment:{environment.key}"
     try:
-        made = environment_image_make(built.path, built.image, tag)
+        made = environment_image_make(Path(environment.path), environment.image, tag)
     except ImageBuildFailed as failed:
-        raise JobFailed("image_build_failed", f"the image of environment {files.name}: {failed}: "
+        raise JobFailed("image_build_failed", f"the image of environment {environment.key}: {failed}: "
                                               f"{failed.log[-2000:]}") from None
     except engine_errors() as error:
         raise JobFailed("no_engine", f"the Docker engine could not build {tag}: {error}") from None
-    # Its own row: the key says which environment, the image which copy of it (a row whose image went is
-    # given the new one).
-    return Environment.objects.update_or_create(key=f"image-{built.key}"[:64],
-                                                defaults={**fields, "image": made.image_id, "in_image": True})[0]
+    Environment.objects.filter(id=environment.id).update(sealed_image=made.image_id)
+    environment.sealed_image = made.image_id

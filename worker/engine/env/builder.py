@@ -190,7 +190,7 @@ class BuiltEnvironment:
     attempts: list[Attempt] = field(default_factory=list)
     recipe_key: str = ""  # the install files it was built from
     image: str = ""  # the docker image its Python lives in ("" for the local backend)
-    in_image: bool = False  # `image` holds the environment itself at /workspace/env: nothing is mounted
+    sealed_image: str = ""  # an image of its own holding it at /workspace/env: runs use it, mounting nothing
     generated: list[str] = field(default_factory=list)  # files its install wrote into the working copy, laid into runs
     # What a run of the whole suite gives pytest: nothing, or for nose-era tests in modules not named
     # test_*.py, their folders with every module in them collected.
@@ -222,17 +222,17 @@ class EnvironmentBuilder:
         return self.sandbox_factory(read_only=list(read_only), **({"image": image} if image else {}))
 
     def environment_sandbox(self, environment: BuiltEnvironment) -> Sandbox:
-        """A sandbox that runs in `environment`: its folder mounted read-only at /workspace/env, or the
-        image's own where the image holds it."""
-        if environment.in_image:
-            return self.sandbox_factory(read_only=[], image=environment.image, image_paths=(ENV,))
+        """A sandbox that runs in `environment`: its folder mounted read-only at /workspace/env, or, for
+        containers, the image it was sealed into as it is."""
+        if environment.sealed_image and self.backend == "docker":
+            return self.sandbox_factory(read_only=[], image=environment.sealed_image, image_paths=(ENV,))
         return self.sandbox([(environment.path, ENV)], image=environment.image)
 
     def runs(self, environment: BuiltEnvironment) -> bool:
         """Whether this builder's sandboxes can run `environment` (its Python is one of the runtimes, or
-        its image holds it and the sandboxes are containers)."""
-        if environment.in_image:
-            return self.backend == "docker"
+        the sandboxes are containers and it was sealed into an image)."""
+        if environment.sealed_image and self.backend == "docker":
+            return True
         return any(environment.python_version.startswith(f"{runtime.version}.") and runtime.image == environment.image
                    for runtime in self.runtimes)
 

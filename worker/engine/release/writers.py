@@ -99,11 +99,14 @@ def manifest_write(folder: Path, manifest: dict, *, replacing: bool = False) -> 
 
 
 def files_check(folder: Path, files: list[dict]) -> list[str]:
-    """What is wrong with a written release's files now: missing, or not the bytes it wrote."""
-    problems = []
+    """What is wrong with a written release's files now: missing, a link or out of the folder (a folder
+    from elsewhere may be anything), or not the bytes it wrote."""
+    problems, top = [], Path(folder).resolve()
     for described in files:
         path = Path(folder) / described["name"]
-        if not path.is_file():
+        if path.is_symlink() or not path.resolve().is_relative_to(top):
+            problems.append(f"{described['name']} is a link, or leads out of the release's folder")
+        elif not path.is_file():
             problems.append(f"{described['name']} is missing")
         elif path.stat().st_size != described["bytes"] or file_sha256(path) != described["sha256"]:
             problems.append(f"{described['name']} is not the file that was released (its checksum differs)")
