@@ -427,7 +427,7 @@ def test_a_release_folder_whose_files_changed_or_that_holds_no_environment_is_no
 ])
 def test_a_release_folders_environment_that_reaches_out_of_it_is_never_made(accepted, small_repository, tmp_path,
                                                                           settings, change, why):
-    from apps.datasets.grading.release_folder import _released
+    from apps.datasets.grading.release_folder import released_environment
     from apps.jobs.services import JobFailed
 
     settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
@@ -435,17 +435,17 @@ def test_a_release_folders_environment_that_reaches_out_of_it_is_never_made(acce
     manifest = json.loads((folder / "manifest.json").read_text())
     entry = manifest["environments"][0]
     files = folder / "environments" / entry["key"]
-    assert _released(files).key == entry["key"]  # as written, it is made
+    assert released_environment(files).key == entry["key"]  # as written, it is made
     entry.update(change)
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(JobFailed, match=re.escape(why)):
-        _released(files)
+        released_environment(files)
 
 
 def test_a_release_folder_with_links_or_files_its_manifest_does_not_list_is_refused(accepted, small_repository,
                                                                                    tmp_path, settings):
     from apps.datasets.grading.evaluation import EvaluationRefused, evaluation_target
-    from apps.datasets.grading.release_folder import _released
+    from apps.datasets.grading.release_folder import released_environment
     from apps.jobs.services import JobFailed
 
     settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
@@ -453,7 +453,7 @@ def test_a_release_folder_with_links_or_files_its_manifest_does_not_list_is_refu
     files = folder / "environments" / json.loads((folder / "manifest.json").read_text())["environments"][0]["key"]
     (files / "notes.txt").write_text("not in the manifest: it would go into the sandbox with the rest\n")
     with pytest.raises(JobFailed, match="holds what its manifest does not list, or links: notes.txt"):
-        _released(files)
+        released_environment(files)
     (files / "notes.txt").unlink()
     # An archive swapped for a link to the same bytes elsewhere: its checksum matches, and it is still refused.
     archive = sorted((folder / "sources").glob("*.tar.gz"))[0]

@@ -172,11 +172,18 @@ def test_hostile_code_is_contained_and_the_worker_goes_on(celery_worker, tmp_pat
     assert validation.pass_to_pass == [] and validation.flaky == []
     attacks = ("test_hangs", "test_allocates_ten_gigabytes", "test_forks_without_end", "test_reaches_the_hosts_redis",
                "test_reads_secrets", "test_deletes_the_environment")
-    runs = [(run.side, run.scope, run.outcomes) for run in validation.runs.order_by("id")]
-    assert validation.runs.count() == 3, runs  # the suite before and after, one rerun (COMMITGYM_VALIDATION_RERUNS=1)
-    for run in validation.runs.all():
+    runs = list(validation.runs.order_by("id"))
+    said = [(run.side, run.scope, run.status, run.exit_code, round(run.seconds, 1), run.output[-400:]) for run in runs]
+    # The suite before and after, one rerun (COMMITGYM_VALIDATION_RERUNS=1). Where an attack made a limit
+    # stop a suite run (the kernel's memory killer, on a busy machine), the commit's own files run on their
+    # own as well, as for any suite cut short: then the stopped run says which limit.
+    assert [run.scope for run in runs].count("suite") == 2, said
+    stopped = [run for run in runs if run.status not in ("ok", "failed")]
+    assert len(runs) == 3 or (len(runs) == 5 and stopped and all(run.scope == "suite" for run in stopped)), said
+    for run in runs:
         for attack in attacks:
-            assert run.outcomes[f"tests/test_calc.py::{attack}"] in {"FAILED", "ERROR"}, (attack, run.outcomes)
+            outcome = run.outcomes.get(f"tests/test_calc.py::{attack}")
+            assert outcome in {"FAILED", "ERROR"} or (run in stopped and outcome is None), (attack, said)
     assert (Path(validation.environment.path) / "bin" / "python").exists()
 
 

@@ -129,7 +129,7 @@ def release_validation_work(job, progress) -> None:
     validation = Validation.objects.select_related("task__imported_instance", "task__repository").get(job=job)
     instance = validation.task.imported_instance
     files = Path(instance.release_environment)
-    released = _released(files)
+    released = released_environment(files)
     environment = next((env for env in Environment.objects.filter(
         recipe_key=f"release:{released.key}", backend=validation.backend, repository=validation.task.repository)
         if Path(env.path).is_dir()), None)
@@ -142,7 +142,7 @@ def release_validation_work(job, progress) -> None:
         pass_to_pass=instance.pass_to_pass))
 
 
-def _released(files: Path) -> EnvironmentToRelease:
+def released_environment(files: Path) -> EnvironmentToRelease:
     """The environment as the folder's manifest describes it, every part that reaches a path or a command
     checked as a release checks it before writing it."""
     manifest = json.loads((files.parent.parent / MANIFEST).read_text())
