@@ -59,17 +59,17 @@ def release_images_work(job, progress) -> None:
         planned = images_planned(build.release, build.tasks)
     except engine_errors() as error:
         raise JobFailed("no_engine", f"the Docker engine does not answer: {error}") from None
-    extra_ca = build_ca_bundle()
+    extra_ca = _extra_ca()
     progress.report(0, len(planned))
     for number, (kind, image) in enumerate(planned):
         try:
             made = image_build(Path(release.folder), image, extra_ca=extra_ca,
                                network=settings.COMMITGYM_IMAGE_BUILD_NETWORK)
         except ImageBuildFailed as failed:
-            log = build_log_kept(f"{build.id}-{image.key}{'-' + image.task if image.task else ''}", failed.log)
-            ReleaseImages.objects.filter(id=build.id).update(images=built, log=str(log))
+            kept = _log_kept(f"{build.id}-{image.key}{'-' + image.task if image.task else ''}", failed.log)
+            ReleaseImages.objects.filter(id=build.id).update(images=built, log=str(kept))
             what = f"the task image of {image.task}" if image.task else f"the image of environment {image.key}"
-            raise JobFailed("image_build_failed", f"{what}: {failed}; its log is in {log}") from None
+            raise JobFailed("image_build_failed", f"{what}: {failed}; its log is in {kept}") from None
         except engine_errors() as error:  # the engine itself: not there, or refusing
             ReleaseImages.objects.filter(id=build.id).update(images=built)
             raise JobFailed("no_engine", f"the Docker engine could not build {image.tag}: {error}") from None
@@ -106,16 +106,14 @@ def images_planned(release: Release, tasks: list[str]) -> list[tuple[str, ImageT
     planned, by_task = [], {}
     for entry in _buildable(release):
         setup = tuple(filter(None, [entry.get("setup_archive")]))
-        image = ImageToBuild(key=entry["key"], tag=release_image_tag(release.name, release.version, entry["key"]),
-                             base=base_present(entry["base"]),
+        image = ImageToBuild(key=entry["key"], tag=_tag(release, entry["key"]), base=_base(entry["base"]),
                              archives=setup if "setup_archive" in entry else _all_archives(release))
         planned.append(("environment", image))
         by_task.update({task: image for task in entry["tasks"]})
     for task in tasks:
         environment = by_task[task]
         archives = (*environment.archives, *filter(None, [_task_archive(release, environment.key, task)]))
-        tag = release_image_tag(release.name, release.version, environment.key, task)
-        planned.append(("task", ImageToBuild(key=environment.key, tag=tag,
+        planned.append(("task", ImageToBuild(key=environment.key, tag=_tag(release, environment.key, task),
                                              base=environment.base, task=task, archives=tuple(dict.fromkeys(archives)))))
     return planned
 
@@ -124,14 +122,14 @@ def _buildable(release: Release) -> list[dict]:
     return [entry for entry in release.manifest.get("environments") or [] if entry.get("dockerfile")]
 
 
-def release_image_tag(release: str, version: int, key: str, task: str = "") -> str:
+def _tag(release: Release, key: str, task: str = "") -> str:
     """commitgym-release/NAME:VERSION-KEY[-TASK], each part in the characters an image reference allows."""
-    name = re.sub(r"[^a-z0-9]+", "-", release.lower()).strip("-") or "release"
-    label = re.sub(r"[^a-z0-9_.-]+", "-", f"{version}-{key}{'-' + task if task else ''}".lower())
+    name = re.sub(r"[^a-z0-9]+", "-", release.name.lower()).strip("-") or "release"
+    label = re.sub(r"[^a-z0-9_.-]+", "-", f"{release.version}-{key}{'-' + task if task else ''}".lower())
     return f"commitgym-release/{name}:{label[:128]}"
 
 
-def base_present(base: str) -> str:
+def _base(base: str) -> str:
     """The Dockerfile's default base where the engine has it; else the local build of the same Debian
     release (no registry may be reachable); else the default, which the engine then looks for."""
     present = {tag for image in docker_client(timeout=30).images.list() for tag in image.tags}
@@ -155,14 +153,14 @@ def _all_archives(release: Release) -> tuple[str, ...]:
     return tuple(f"sources/{path.name}" for path in sorted((Path(release.folder) / "sources").glob("*.tar.gz")))
 
 
-def build_ca_bundle() -> bytes:
+def _extra_ca() -> bytes:
     """The CA bundle this machine's builds need (COMMITGYM_CA_BUNDLE, else the host's, as the docker
     sandbox mounts it)."""
     path = Path(settings.COMMITGYM_CA_BUNDLE) if settings.COMMITGYM_CA_BUNDLE else HOST_CA_BUNDLE
     return path.read_bytes() if path.is_file() else b""
 
 
-def build_log_kept(stem: str, log: str) -> Path:
+def _log_kept(stem: str, log: str) -> Path:
     """A failed build's log, under var/image-builds/STEM.log (STEM cleaned to a file name)."""
     folder = Path(settings.VAR_DIR) / "image-builds"
     folder.mkdir(parents=True, exist_ok=True)

@@ -41,9 +41,5 @@ class Environment(models.Model):
         return f"{self.key} (Python {self.python_version})"
 
     @property
-    def in_image(self) -> bool:
-        return bool(self.sealed_image)
-
-    @property
     def package_count(self) -> int:
         return len([line for line in self.lock.splitlines() if line.strip()])

@@ -29,13 +29,13 @@ def environments_listed(*, user) -> QuerySet:
             .order_by("-created_at", "-id"))
 
 
-def environment_present(environment: Environment, *, sealed: bool = False) -> bool:
+def environment_present(environment: Environment) -> bool:
     """Whether the environment is still here to run in: its folder on disk, and where an image holds
-    it (or `sealed` asks for one), that image on the engine."""
+    it, that image on the engine."""
     if not Path(environment.path).is_dir():
         return False
     if not environment.sealed_image:
-        return not sealed
+        return True
     try:
         docker_client(timeout=30).images.get(environment.sealed_image)
     except engine_errors():

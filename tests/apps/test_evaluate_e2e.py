@@ -206,7 +206,7 @@ def test_a_release_folder_is_evaluated_on_a_database_that_never_validated_its_ta
 
     evaluated_in_docker("in-docker")
     environment = imported.validations.get(backend="docker").environment
-    assert environment.in_image and environment.recipe_key == f"release:{first['commitgym_environment_key']}"
+    assert environment.sealed_image and environment.recipe_key == f"release:{first['commitgym_environment_key']}"
     engine = docker.from_env()
     assert f"commitgym-environment:{environment.key}" in engine.images.get(environment.sealed_image).tags
     # Its image gone, the environment is sealed again from its folder, not graded in for ever as if it were there.
@@ -214,5 +214,5 @@ def test_a_release_folder_is_evaluated_on_a_database_that_never_validated_its_ta
     environments = Environment.objects.count()
     evaluated_in_docker("in-docker-again")
     environment.refresh_from_db()
-    assert environment.in_image and engine.images.get(environment.sealed_image)
+    assert engine.images.get(environment.sealed_image)
     assert Environment.objects.count() == environments  # the same environment, not one made again

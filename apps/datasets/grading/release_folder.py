@@ -74,9 +74,14 @@ def _manifest(folder: Path) -> dict:
     return manifest
 
 
+def _listed(manifest: dict) -> set[str]:
+    """The files the manifest's checksums cover (files_check checked them)."""
+    return {file.get("name") for file in manifest.get("files") or []}
+
+
 def _sources_noted(folder: Path, manifest: dict, tasks) -> None:
     """Each imported task's base tree (the release's archive of it) and environment folder, noted."""
-    listed = {file.get("name") for file in manifest.get("files") or []}
+    listed = _listed(manifest)
     for entry in manifest["environments"]:
         if not entry.get("dockerfile") or not key_plain(str(entry.get("key"))):
             continue
@@ -135,7 +140,7 @@ def release_validation_work(job, progress) -> None:
         if Path(env.path).is_dir()), None)
     if environment is None:
         environment = _rebuilt(validation, files, released, progress)
-    if validation.backend == "docker" and not environment_present(environment, sealed=True):
+    if validation.backend == "docker" and not (environment.sealed_image and environment_present(environment)):
         _sealed(environment)
     progress.complete(lambda: Validation.objects.filter(id=validation.id).update(
         verdict="valid", reason="from_release", environment=environment, fail_to_pass=instance.fail_to_pass,
@@ -150,7 +155,7 @@ def released_environment(files: Path) -> EnvironmentToRelease:
     if entry is None or not entry.get("dockerfile"):
         raise JobFailed("no_environment", f"the release has no files of environment {files.name}")
     # Its folder goes whole into the sandbox: only the files the manifest's checksums cover, none a link.
-    listed = {file.get("name") for file in manifest.get("files") or []}
+    listed = _listed(manifest)
     strays = sorted(path.name for path in files.iterdir()
                     if f"{ENVIRONMENTS}/{files.name}/{path.name}" not in listed or path.is_symlink() or not path.is_file())
     if files.is_symlink() or strays:

@@ -64,8 +64,7 @@ def image_build(folder: Path, image: ImageToBuild, *, extra_ca: Optional[bytes],
                                   target="task" if image.task else "environment", buildargs=args, tag=image.tag,
                                   network_mode=network, rm=True, forcerm=True, decode=True, pull=False)
         _stream_read(stream, said)
-    built = client.images.get(image.tag)
-    return BuiltImage(image.tag, built.id, time.monotonic() - started, int(built.attrs.get("Size") or 0))
+    return _built(client, image.tag, started)
 
 
 def environment_image_make(environment: Path, python_image: str, tag: str, *, timeout: float = 3600) -> BuiltImage:
@@ -85,6 +84,10 @@ def environment_image_make(environment: Path, python_image: str, tag: str, *, ti
         context.seek(0)
         _stream_read(client.api.build(fileobj=context, custom_context=True, tag=tag, network_mode="none", rm=True,
                                       forcerm=True, decode=True, pull=False))
+    return _built(client, tag, started)
+
+
+def _built(client, tag: str, started: float) -> BuiltImage:
     built = client.images.get(tag)
     return BuiltImage(tag, built.id, time.monotonic() - started, int(built.attrs.get("Size") or 0))
 

@@ -147,6 +147,10 @@ def cutoff_args(environment: EnvironmentToRelease) -> list[str]:
     return args
 
 
+# Python 2's installs: the environment's pip, nothing resolved beyond what it is given.
+_PIP2 = (f"{ENV}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps")
+
+
 def project_install_argv(environment: EnvironmentToRelease, *, uv: str = "uv", files: str = "/release/env"
                          ) -> list[list[str]]:
     """The commands that install the project itself from the tree at /workspace/repo, as its strategy
@@ -157,10 +161,9 @@ def project_install_argv(environment: EnvironmentToRelease, *, uv: str = "uv", f
     on_path = [[f"{ENV}/bin/python", "-c", "import shutil, sysconfig; "
                 f"shutil.copy('{files}/{WORKING_COPY_PTH}', sysconfig.get_paths()['purelib'])"]]
     if environment.python2:
-        pip = [f"{ENV}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps"]
         if strategy.startswith("editable"):
-            return [[*pip, "-e", REPO]]
-        return [[*pip, REPO], *on_path] if strategy == "install" else on_path
+            return [[*_PIP2, "-e", REPO]]
+        return [[*_PIP2, REPO], *on_path] if strategy == "install" else on_path
     install = [uv, "pip", "install", "--python", f"{ENV}/bin/python", "--no-deps", *cutoff_args(environment)]
     if strategy == "editable-compat":
         return [[*install, "--config-settings", "editable_mode=compat", "-e", REPO]]
@@ -177,8 +180,7 @@ def lock_install_argv(environment: EnvironmentToRelease, *, uv: str = "uv", file
                       ) -> list[list[str]]:
     """The commands that install the lock into the environment (Python 2: its setuptools and wheel first)."""
     if environment.python2:
-        pip = [f"{ENV}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps"]
-        return [[*pip, "-r", f"{files}/{SEED}"], [*pip, "-r", f"{files}/requirements.lock"]]
+        return [[*_PIP2, "-r", f"{files}/{SEED}"], [*_PIP2, "-r", f"{files}/requirements.lock"]]
     return [[uv, "pip", "install", "--compile-bytecode", "--python", f"{ENV}/bin/python", "--no-deps",
              *cutoff_args(environment), "-r", f"{files}/requirements.lock"]]
 

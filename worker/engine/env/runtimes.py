@@ -51,6 +51,8 @@ def local_runtimes() -> tuple[Runtime, ...]:
 
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".")[:2])
+
+
 PYTHON_VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}([a-z]{1,2}[0-9]{1,3})?\+?")  # platform.python_version()
 # The Pythons of each Debian release, for base images built with `manage.py build_base_images`: its
 # python3, and on bullseye (the last release to carry it) Python 2.7, with the virtualenv that makes

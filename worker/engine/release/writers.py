@@ -59,13 +59,14 @@ class ParquetRows:
         self.path, self.schema, self.rows = Path(path), schema, 0
         self._file = open(self.path, "xb")  # never over an existing file
         self._writer = pyarrow.parquet.ParquetWriter(self._file, schema, compression="zstd")
-        self._table = pyarrow.Table.from_pydict
 
     def write(self, rows: list[dict]) -> None:
+        import pyarrow
+
         if rows:
             # By columns: Table.from_pylist would import pandas (a second and a half, once).
             columns = {name: [row[name] for row in rows] for name in self.schema.names}
-            self._writer.write_table(self._table(columns, schema=self.schema))
+            self._writer.write_table(pyarrow.Table.from_pydict(columns, schema=self.schema))
             self.rows += len(rows)
 
     def close(self) -> WrittenFile:
