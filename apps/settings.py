@@ -41,6 +41,9 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "apps.accounts",
     "apps.repositories",
     "apps.tasks",
@@ -248,6 +251,35 @@ CELERY_BEAT_SCHEDULE = {
                    "options": {"expires": float(COMMITGYM_JOB_SWEEP_SECONDS)}},
 }
 # What a worker serving every kind of work listens to (the demo's worker, the tests').
+# The API (apps/api.py): tokens or the session, the same roles as the pages, one shape of errors.
+COMMITGYM_API_WRITE_RATE = os.environ.get("COMMITGYM_API_WRITE_RATE", "120/min")
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.BearerTokenAuthentication",
+                                       "rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "apps.api.NewestFirst",
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.WriteThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"write": COMMITGYM_API_WRITE_RATE},
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "apps.api.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "commitgym API",
+    "DESCRIPTION": "Everything a person does on commitgym's pages, with the same roles. Send "
+                   "`Authorization: Bearer TOKEN` (tokens are made on your account page).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from here: a server without internet reaches no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.api.errors_documented"],
+}
+
 COMMITGYM_QUEUES = ("curation", "llm", "mining", "tests")
 COMMITGYM_WORKER_QUEUES = ",".join(COMMITGYM_QUEUES)
 CELERY_TASK_IGNORE_RESULT = True
