@@ -96,6 +96,17 @@ def _first_sentence(detail) -> str:
     return str(detail)
 
 
+def _field_errors(detail: dict, prefix: str = "") -> dict[str, list[str]]:
+    """A serializer's errors by field, nested fields named with dots (`filters.state`)."""
+    fields = {}
+    for name, value in detail.items():
+        if isinstance(value, dict):
+            fields.update(_field_errors(value, f"{prefix}{name}."))
+        else:
+            fields[f"{prefix}{name}"] = [str(item) for item in (value if isinstance(value, list) else [value])]
+    return fields
+
+
 def api_exception_handler(exc, context):
     """Every error in one shape: {"error": code, "detail": sentence, "fields": {field: [sentences]}}."""
     from rest_framework.views import exception_handler  # here: DRF's views import this module's authentication
@@ -114,9 +125,7 @@ def api_exception_handler(exc, context):
         fields = {exc.field: [str(exc.detail)]} if exc.field else {}
         response.data = {"error": exc.code, "detail": str(exc.detail), "fields": fields}
     elif isinstance(exc, exceptions.ValidationError):
-        detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        fields = {name: [str(item) for item in (value if isinstance(value, list) else [value])]
-                  for name, value in detail.items()}
+        fields = _field_errors(exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail})
         response.data = {"error": "invalid", "detail": "The request has errors: " + _first_sentence(fields) + ".",
                          "fields": fields}
     else:

@@ -277,6 +277,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    "ENUM_NAME_OVERRIDES": {"TaskStateEnum": "apps.tasks.models.Task.State", "JobStateEnum": "apps.jobs.models.Job.State",
+                            "ReviewScoreEnum": "apps.tasks.models.Review.SCORES",
+                            "YesNoEnum": [("yes", "Yes"), ("no", "No")]},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.api.errors_documented"],
 }
 

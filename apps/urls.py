@@ -7,9 +7,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from apps.home import home
 from apps.jobs import api as jobs_api
 from apps.repositories import api as repositories_api
+from apps.tasks import api as tasks_api
 
 # Each app's resources, from its own api.py.
-API_V1 = [*repositories_api.urlpatterns, *jobs_api.urlpatterns]
+API_V1 = [*repositories_api.urlpatterns, *tasks_api.urlpatterns, *jobs_api.urlpatterns]
 
 urlpatterns = [
     path("", home, name="home"),
