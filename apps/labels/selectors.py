@@ -441,7 +441,8 @@ def dataset_label_figures(dataset: Dataset, *, user, fingerprint: Optional[list]
     every request). A change of what a curator decides (a settlement, the settings) or of the
     candidates' grades and scores computes them again at once; labels given meanwhile join them at
     most FRESH_SECONDS later, so a page read while people label does not recompute on every label.
-    `as_of` says when they were computed, `newer_labels` how many labels they leave out. `fingerprint`:
+    `as_of` says when they were computed, `newer_labels` how many labels they leave out, `figures_key`
+    which computation they are (what the page's rendering of them is cached under). `fingerprint`:
     the tasks' `scope_fingerprint`, where the caller has it already (the dataset page)."""
     tasks = dataset_tasks_visible(dataset, user=user)
     overlap = dataset_label_settings(dataset).overlap
@@ -452,7 +453,8 @@ def dataset_label_figures(dataset: Dataset, *, user, fingerprint: Optional[list]
     name = "label_figures:" + hashlib.sha256(json.dumps([dataset.pk, decided], default=str).encode()).hexdigest()
     kept = cache.get(name)
     if kept and (kept["given"] == given or time.time() - kept["at"] < FRESH_SECONDS):
-        return {**kept["figures"], "as_of": kept["at"], "newer_labels": given["n"] - kept["given"]["n"]}
+        return {**kept["figures"], "as_of": kept["at"], "newer_labels": given["n"] - kept["given"]["n"],
+                "figures_key": f"{name}:{kept['at']}"}
 
     def compute() -> dict:
         labels = label_rows(dataset_labels(dataset, user=user))
@@ -467,7 +469,7 @@ def dataset_label_figures(dataset: Dataset, *, user, fingerprint: Optional[list]
     at = time.time()
     figures = scope_cached([*decided, given], compute, "label_figures", dataset.pk)  # one computation at a time
     cache.set(name, {"given": given, "at": at, "figures": figures}, CACHE_SECONDS)
-    return {**figures, "as_of": at, "newer_labels": 0}
+    return {**figures, "as_of": at, "newer_labels": 0, "figures_key": f"{name}:{at}"}
 
 
 def best_at_k_against_people(tasks, rows: list) -> dict:
