@@ -8,7 +8,7 @@ from rest_framework import exceptions, pagination, permissions, serializers, sta
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.response import Response
 
-from apps.accounts.roles import user_can_mine, user_can_review
+from apps.accounts.roles import BLINDED, user_can_mine, user_can_review
 from apps.accounts.tokens import api_token_user
 
 TOKEN_KEYWORD = b"bearer"
@@ -51,6 +51,15 @@ class ReadOrReview(permissions.IsAuthenticated):
     def has_permission(self, request, view):
         return super().has_permission(request, view) and (
             request.method in permissions.SAFE_METHODS or user_can_review(request.user))
+
+
+class Unblinded(permissions.IsAuthenticated):
+    """Grades, verifiers' scores and who made a candidate: curators and admins (annotators label blind)."""
+
+    message = BLINDED
+
+    def has_permission(self, request, view):
+        return super().has_permission(request, view) and user_can_review(request.user)
 
 
 class WriteThrottle(throttling.UserRateThrottle):
@@ -142,12 +151,16 @@ def api_urlpatterns(patterns: list) -> list:
     return patterns
 
 
+def job_ref(request, job, page_url: str = "") -> dict:
+    """A job as a request that started it sees it: where to follow it."""
+    url = request.build_absolute_uri(reverse("api:job", args=[job.pk]))
+    return {"id": job.pk, "kind": job.kind, "state": job.state, "url": url, "page": page_url}
+
+
 def job_accepted(request, job, *, created: bool, page_url: str = "") -> Response:
     """202 for work started, or already under way (the job that runs it, not a second one)."""
-    url = request.build_absolute_uri(reverse("api:job", args=[job.pk]))
-    body = {"job": {"id": job.pk, "kind": job.kind, "state": job.state, "url": url, "page": page_url},
-            "created": created}
-    return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": url})
+    body = {"job": job_ref(request, job, page_url), "created": created}
+    return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["job"]["url"]})
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

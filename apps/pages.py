@@ -7,7 +7,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 
-from apps.accounts.roles import user_can_mine, user_can_review
+from apps.accounts.roles import BLINDED, user_can_mine, user_can_review
 
 
 def page_render(request, template: str, context: dict, *, partial: str = "", status: int = 200):
@@ -28,10 +28,6 @@ def require_reviewer(request, refusal: str = "Only curators and admins can accep
     """403 unless the person may decide tasks; the page says `refusal`."""
     if not user_can_review(request.user):
         raise PermissionDenied(refusal)
-
-
-BLINDED = ("Candidates' grades and the verifiers' scores are for curators and admins: annotators label patches "
-           "without them.")
 
 
 def require_unblinded(request) -> None:

@@ -4,13 +4,17 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.datasets import api as datasets_api
 from apps.home import home
+from apps.environments import api as environments_api
 from apps.jobs import api as jobs_api
+from apps.labels import api as labels_api
 from apps.repositories import api as repositories_api
 from apps.tasks import api as tasks_api
 
 # Each app's resources, from its own api.py.
-API_V1 = [*repositories_api.urlpatterns, *tasks_api.urlpatterns, *jobs_api.urlpatterns]
+API_V1 = [*repositories_api.urlpatterns, *tasks_api.urlpatterns, *environments_api.urlpatterns,
+          *datasets_api.urlpatterns, *labels_api.urlpatterns, *jobs_api.urlpatterns]
 
 urlpatterns = [
     path("", home, name="home"),

@@ -5,6 +5,9 @@ ANNOTATOR = "annotator"
 ADMIN = "admin"
 ROLES = (CURATOR, ANNOTATOR, ADMIN)
 
+BLINDED = ("Candidates' grades and the verifiers' scores are for curators and admins: annotators label patches "
+           "without them.")
+
 
 def user_roles(user) -> set[str]:
     """The user's roles, read once per request (the user object keeps them)."""

@@ -647,6 +647,15 @@ def release_waited(release: Release, *, stderr, timeout: float) -> Release:
 # --- withdrawing -------------------------------------------------------------------------------
 
 
+def release_file_found(release: Release, name: str) -> Optional[Path]:
+    """The path of a file the release lists, while it is on disk at the size written; else None."""
+    described = next((file for file in release.files if file["name"] == name), None)
+    path = Path(release.folder) / name
+    if described is None or not path.is_file() or path.stat().st_size != described["bytes"]:
+        return None
+    return path
+
+
 def release_withdraw(*, release: Release, user, reason: str) -> Release:
     """Mark a written version withdrawn, with why; its files and its number are kept."""
     reason = (reason or "").strip()

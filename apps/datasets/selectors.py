@@ -13,7 +13,7 @@ from worker.engine.llm.clients import ModelError
 from worker.engine.run.pytest_run import FAILING, PASSING
 
 from .verifiers.judging import judge_identity
-from .models import COUNTS_RESOLVED, RESOLVED, Candidate, Dataset, Grade, Import, JudgeScore, Run
+from .models import COUNTS_RESOLVED, RESOLVED, Candidate, Dataset, Grade, Import, JudgeScore, Release, Run
 
 
 def dataset_tasks(dataset: Dataset) -> QuerySet:
@@ -88,12 +88,17 @@ def datasets_listed(*, user) -> list[DatasetRow]:
     rows = []
     for dataset in Dataset.objects.select_related("repository").order_by("kind", "name"):
         tasks = dataset_tasks_visible(dataset, user=user)
-        counts = Candidate.objects.filter(task__in=tasks).aggregate(
-            candidates=Count("id"), graded=Count("id", filter=~Q(outcome="")))
         task_count = tasks.count()
         if task_count or dataset.kind != Dataset.Kind.REPOSITORY:
-            rows.append(DatasetRow(dataset, task_count, counts["candidates"], counts["graded"]))
+            rows.append(DatasetRow(dataset, task_count, *candidates_counted(tasks=tasks)))
     return rows
+
+
+def candidates_counted(*, tasks: QuerySet) -> tuple[int, int]:
+    """How many candidates the tasks have, and how many of them have a ground truth."""
+    counts = Candidate.objects.filter(task__in=tasks).aggregate(
+        candidates=Count("id"), graded=Count("id", filter=~Q(outcome="")))
+    return counts["candidates"], counts["graded"]
 
 
 @dataclass
@@ -307,3 +312,62 @@ def grade_run_shown(grade: Grade, number: int, oracle: Oracle, *, everything: bo
 def grade_runs_shown(grade: Grade, oracle: Oracle) -> list[RunShown]:
     """Each of the grade's runs as a page of candidates shows it at once (grade_run_shown)."""
     return [grade_run_shown(grade, number, oracle) for number in range(1, len(grade.runs) + 1)]
+
+
+# --- releases -------------------------------------------------------------------------------------
+
+
+def _repository_names_seen(user) -> "set[str] | None":
+    """The repositories' names the person may see; None for admins (everything)."""
+    from apps.accounts.roles import ADMIN, user_roles
+    from apps.tasks.selectors import repositories_named
+
+    return None if ADMIN in user_roles(user) else {one.name for one in repositories_named(user=user)}
+
+
+def _release_visible(release: Release, *, user, visible: "set[str] | None") -> bool:
+    """Whether the person may see a release (or an export): admins all; others one whose tasks'
+    repositories they may all see, or (while it has no manifest) one of a repository they see or
+    one they asked for."""
+    if visible is None:
+        return True
+    manifest = release.of.manifest if release.of_id else release.manifest
+    if manifest:
+        return {row["name"] for row in manifest.get("sources", {}).get("repositories", [])} <= visible
+    return (release.repository_id is not None and release.repository.name in visible) or \
+        release.created_by_id == user.id
+
+
+def _releases() -> QuerySet:
+    return Release.objects.select_related("job", "of", "repository", "same_as").defer(
+        "task_ids", "view_task_ids", "of__task_ids", "of__view_task_ids")
+
+
+def releases_listed(*, user) -> list[Release]:
+    """The releases of instances the person may see, by name, newest version first."""
+    visible = _repository_names_seen(user)
+    return [release for release in _releases().filter(kind=Release.Kind.INSTANCES).order_by("name", "-version", "-id")
+            if _release_visible(release, user=user, visible=visible)]
+
+
+def release_seen(*, user, pk: int) -> Optional[Release]:
+    """A release or an export the person may see; None for one they may not (or none)."""
+    release = _releases().filter(pk=pk).first()
+    if release is None or not _release_visible(release, user=user, visible=_repository_names_seen(user)):
+        return None
+    return release
+
+
+def release_scope_of_dataset(dataset: Dataset, *, user):
+    """What releasing the dataset covers; Http404 when the person sees none of it, PermissionDenied when
+    it holds tasks of repositories they may not see."""
+    from django.core.exceptions import PermissionDenied
+    from django.http import Http404
+
+    from .releases import scope_of_dataset
+
+    if not dataset_tasks_visible(dataset, user=user).exists():
+        raise Http404("No such dataset.")
+    if dataset_tasks(dataset).exclude(id__in=tasks_visible(user=user)).exists():
+        raise PermissionDenied("This dataset holds tasks of repositories you may not see: an admin can release it.")
+    return scope_of_dataset(dataset)

@@ -4,18 +4,16 @@ a repository the person may not see is a 404, and so is a dataset none of whose 
 import json
 import re
 from datetime import date
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from apps.accounts.roles import ADMIN, user_can_mine, user_can_review, user_roles
+from apps.accounts.roles import user_can_mine, user_can_review
 from apps.pages import diff_html, page_render, require_miner, require_reviewer, require_unblinded
 from apps.tasks.models import Task
 from apps.tasks.selectors import repositories_named, task_for_page, tasks_visible
@@ -55,9 +53,9 @@ from .candidates.probes import style_probe
 from .releases import (
     ReleaseRefused,
     export_start,
+    release_file_found,
     release_start,
     release_withdraw,
-    scope_of_dataset,
     scope_of_repository,
     scope_of_view,
 )
@@ -323,39 +321,13 @@ def toxic_tests(request, pk: int):
 # --- releases ----------------------------------------------------------------------------------
 
 
-def _release_visible(release: Release, *, user, visible: "set[str] | None") -> bool:
-    """Whether the person may see a release (or an export): admins all; others one whose tasks'
-    repositories they may all see, or (while it has no manifest) one of a repository they see or
-    one they asked for."""
-    if visible is None:
-        return True
-    manifest = release.of.manifest if release.of_id else release.manifest
-    if manifest:
-        return {row["name"] for row in manifest.get("sources", {}).get("repositories", [])} <= visible
-    return (release.repository_id is not None and release.repository.name in visible) or \
-        release.created_by_id == user.id
-
-
-def _visible_names(user):
-    """The repositories' names the person may see; None for admins (everything)."""
-    return None if ADMIN in user_roles(user) else {one.name for one in repositories_named(user=user)}
-
-
-def _releases():
-    return Release.objects.select_related("job", "of", "repository", "same_as").defer(
-        "task_ids", "view_task_ids", "of__task_ids", "of__view_task_ids")
-
-
 def release_list(request):
-    visible = _visible_names(request.user)
-    releases = [release for release in _releases().filter(kind=Release.Kind.INSTANCES).order_by(
-        "name", "-version", "-id") if _release_visible(release, user=request.user, visible=visible)]
-    return render(request, "datasets/release_list.html", {"releases": releases})
+    return render(request, "datasets/release_list.html", {"releases": selectors.releases_listed(user=request.user)})
 
 
 def _release_or_404(request, pk: int) -> Release:
-    release = _releases().filter(pk=pk).first()
-    if release is None or not _release_visible(release, user=request.user, visible=_visible_names(request.user)):
+    release = selectors.release_seen(user=request.user, pk=pk)
+    if release is None:
         raise Http404("No such release.")
     return release
 
@@ -377,9 +349,8 @@ def release_images_detail(request, pk: int):
 def release_file(request, pk: int, name: str):
     """One of a release's files, as written (its size checked against the record)."""
     release = _release_or_404(request, pk)
-    described = next((file for file in release.files if file["name"] == name), None)
-    path = Path(release.folder) / name
-    if described is None or not path.is_file() or path.stat().st_size != described["bytes"]:
+    path = release_file_found(release, name)
+    if path is None:
         raise Http404("No such file in this release (or it changed on disk).")
     return FileResponse(open(path, "rb"), as_attachment=True, filename=f"{release}-{name}".replace("@", "-"))
 
@@ -391,14 +362,7 @@ def _release_scope(request):
     if not re.fullmatch(r"[0-9]{1,18}", pk or ""):
         raise Http404("Name what to release.")
     if kind == Release.Scope.DATASET:
-        dataset = get_object_or_404(Dataset, pk=pk)
-        tasks = selectors.dataset_tasks(dataset)
-        if not selectors.dataset_tasks_visible(dataset, user=request.user).exists():
-            raise Http404("No such dataset.")
-        if tasks.exclude(id__in=tasks_visible(user=request.user)).exists():
-            raise PermissionDenied("This dataset holds tasks of repositories you may not see: an admin can release "
-                                   "it.")
-        return scope_of_dataset(dataset)
+        return selectors.release_scope_of_dataset(get_object_or_404(Dataset, pk=pk), user=request.user)
     if kind == Release.Scope.REPOSITORY:
         repository = next((one for one in repositories_named(user=request.user) if one.pk == int(pk)), None)
         if repository is None:

@@ -32,17 +32,13 @@ SORTS = {
 PAGING = ("cursor", "page_size")
 
 
-def _choices(pairs) -> list[str]:
-    return [value for value, _ in pairs if value]
-
-
 class TaskQuery(StrictSerializer):
     """The task list's filters, by the names its page uses."""
 
     q = serializers.CharField(required=False, max_length=200, help_text="Words of the task id or commit message.")
     repository = serializers.IntegerField(required=False)
-    state = serializers.ChoiceField(choices=Task.State.values, required=False)
-    verdict = serializers.ChoiceField(choices=_choices(VERDICTS), required=False)
+    state = serializers.ChoiceField(choices=Task.State.choices, required=False)
+    verdict = serializers.ChoiceField(choices=VERDICTS[1:], required=False)
     reason = serializers.CharField(required=False, max_length=64)
     flaky = serializers.ChoiceField(choices=YES_NO[1:], required=False)
     leak = serializers.ChoiceField(choices=["flagged", "clear"], required=False)

@@ -9,9 +9,16 @@ import json
 from functools import cache
 
 import jsonschema
+import pytest
 from referencing import Registry, Resource
 
 METHODS = ("get", "post", "put", "patch", "delete")
+
+
+@pytest.fixture(autouse=True)
+def jobs_not_sent(monkeypatch):
+    """Jobs the API starts are stored, not sent to a worker: the tests read what was queued."""
+    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id, **kwargs: None)
 
 
 @cache
@@ -67,9 +74,11 @@ def answer_check(operation_id: str, status: int, body) -> None:
     jsonschema.validate(body, schema, registry=_registry())
 
 
-def api_call(client, operation_id: str, *args, status: int, data=None, query: dict | None = None, **headers):
-    """Send the operation's request with `args` filled into its path; assert `status` and the shape of
-    the answer; return the decoded JSON (None for an empty answer)."""
+def api_call(client, operation_id: str, *args, status: int, data=None, query: dict | None = None,
+             multipart: dict | None = None, **headers):
+    """Send the operation's request with `args` filled into its path (`data` as JSON, or `multipart` as a
+    form with files); assert `status` and the shape of the answer; return the decoded JSON (None for an
+    empty answer)."""
     method, path = api_operations()[operation_id]
     names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
     url = path
@@ -78,12 +87,14 @@ def api_call(client, operation_id: str, *args, status: int, data=None, query: di
     sender = getattr(client, method)
     if method == "get":
         response = sender(url, query or {}, **headers)
+    elif multipart is not None:
+        response = sender(url, multipart, **headers)
     elif isinstance(data, (bytes, str)):
         response = sender(url, data, content_type="application/json", **headers)
     else:
         response = sender(url + (("?" + "&".join(f"{k}={v}" for k, v in query.items())) if query else ""),
                           json.dumps(data or {}), content_type="application/json", **headers)
-    body = json.loads(response.content) if response.content else None
+    body = None if response.streaming or not response.content else json.loads(response.content)
     assert response.status_code == status, (response.status_code, body)
     answer_check(operation_id, status, body)
     return body

@@ -16,14 +16,9 @@ from apps.accounts.models import ApiToken
 from apps.accounts.tokens import api_token_create
 from apps.jobs.models import Job
 from apps.repositories.models import Commit, MiningJob, Repository
-from tests.apps.api_calls import api_call, api_operations
+from tests.apps.api_calls import api_call, api_operations, jobs_not_sent  # noqa: F401 - a fixture
 from tests.conftest import commits_and_tasks_make, mining_job_make
 from tests.gitrepo import GitRepo
-
-
-@pytest.fixture(autouse=True)
-def _jobs_not_sent(monkeypatch):
-    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id, **kwargs: None)
 
 
 def bearer(user, name="script") -> dict:
@@ -321,3 +316,20 @@ def _operations_named_by_tests() -> set[str]:
 def test_every_operation_in_the_schema_is_called_by_a_test_that_checks_its_answer(db):
     missing = sorted(set(api_operations()) - _operations_named_by_tests())
     assert not missing, f"operations no test calls through api_call: {missing}"
+
+
+# --- environments ---------------------------------------------------------------------------------
+
+
+def test_environments_read_with_their_lock_only_where_the_repository_is_visible(curator, annotator, small_repository):
+    from apps.environments.models import Environment
+
+    built = Environment.objects.create(key="k" * 64, python_version="3.11", lock="click==8.1.7\n", path="/nowhere",
+                                       repository=small_repository)
+    client = Client()
+    listed = api_call(client, "environments_list", status=200, **bearer(curator))
+    assert [e["key"] for e in listed["results"]] == [built.key] and "lock" not in listed["results"][0]
+    shown = api_call(client, "environments_retrieve", built.key, status=200, **bearer(curator))
+    assert shown["lock"] == "click==8.1.7\n" and shown["repository"] == small_repository.name
+    small_repository.allowed_groups.set([Group.objects.create(name="secret-team")])
+    assert api_call(client, "environments_retrieve", built.key, status=404, **bearer(annotator))["error"] == "not_found"

@@ -7,14 +7,9 @@ from django.test import Client
 from apps.jobs.models import Job
 from apps.repositories.models import Repository
 from apps.tasks.models import BulkAction, Review, Task
-from tests.apps.api_calls import api_call
+from tests.apps.api_calls import api_call, jobs_not_sent  # noqa: F401 - a fixture
 from tests.apps.test_api import bearer
 from tests.conftest import commits_and_tasks_make, task_put_in_review
-
-
-@pytest.fixture(autouse=True)
-def _jobs_not_sent(monkeypatch):
-    monkeypatch.setattr("apps.jobs.services.job_dispatch", lambda job_id, **kwargs: None)
 
 
 @pytest.fixture

@@ -1,0 +1,111 @@
+"""Datasets through the API: counts, candidates with their ground truth and the verifiers' scores
+(for curators only: annotators label blind), the dataset's measures as the page computes them,
+grading started as jobs, and uploads refused at once or imported by a job."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from apps.datasets.models import Candidate, Execution, Grade, JudgeScore
+from apps.datasets.verifiers.measures import measures_cached
+from apps.jobs.models import Job
+from apps.labels.selectors import dataset_tasks_visible
+from tests.apps.api_calls import api_call, jobs_not_sent  # noqa: F401 - a fixture
+from tests.apps.test_api import bearer
+from tests.apps.test_execution_measures import succeeded
+from tests.apps.test_labels import candidate_make, dataset_of
+from tests.apps.test_sampling import valid_task  # noqa: F401 - a fixture
+
+
+@pytest.fixture
+def graded(valid_task):  # noqa: F811
+    right = candidate_make(valid_task, "agent-right")
+    wrong = candidate_make(valid_task, "agent-wrong", outcome="no")
+    JudgeScore.objects.create(candidate=right, mode="patch", model="judge", prompt_version=1, p_yes=0.9,
+                              logprob_yes=-0.1, logprob_no=-2.3)
+    JudgeScore.objects.create(candidate=wrong, mode="patch", model="judge", prompt_version=1, p_yes=0.2,
+                              logprob_yes=-1.6, logprob_no=-0.2)
+    from tests.apps.test_labels import _test_set
+
+    Execution.objects.create(job=succeeded("execute", wrong), candidate=wrong, outcome="partial",
+                             outcomes={"t::a": "PASSED", "t::b": "FAILED"}, test_set_id=_test_set(valid_task).id)
+    return {"task": valid_task, "right": right, "wrong": wrong, "dataset": dataset_of(valid_task)}
+
+
+def test_datasets_list_and_read_with_their_counts(curator, graded):
+    client, auth = Client(), bearer(curator)
+    listed = api_call(client, "datasets_list", status=200, **auth)
+    row = next(row for row in listed if row["id"] == graded["dataset"].pk)
+    assert (row["candidates"], row["graded"]) == (2, 2) and row["repository"] == graded["task"].repository.name
+    assert api_call(client, "datasets_retrieve", graded["dataset"].pk, status=200, **auth) == row
+
+
+def test_candidates_carry_the_ground_truth_and_both_verifiers_for_curators_only(curator, annotator, graded):
+    client, auth = Client(), bearer(curator)
+    dataset = graded["dataset"]
+    rows = api_call(client, "datasets_candidates_list", dataset.pk, status=200, **auth)["results"]
+    by_id = {row["id"]: row for row in rows}
+    right, wrong = by_id[graded["right"].pk], by_id[graded["wrong"].pk]
+    assert (right["outcome"], right["judge_p_yes"], right["execution_outcome"]) == ("resolved", 0.9, None)
+    assert (wrong["outcome"], wrong["judge_p_yes"], wrong["execution_outcome"]) == ("no", 0.2, "partial")
+    assert "patch" not in right and right["run"] == "agent-right"
+    only_no = api_call(client, "datasets_candidates_list", dataset.pk, status=200, query={"outcome": "no"}, **auth)
+    assert [row["id"] for row in only_no["results"]] == [graded["wrong"].pk]
+    shown = api_call(client, "candidates_retrieve", graded["right"].pk, status=200, **auth)
+    assert shown["patch"] == graded["right"].patch and shown["task"] == graded["task"].instance_id
+
+    blind = bearer(annotator)
+    for operation, args in (("datasets_candidates_list", [dataset.pk]), ("candidates_retrieve", [graded["right"].pk]),
+                            ("datasets_measures_retrieve", [dataset.pk])):
+        refused = api_call(client, operation, *args, status=403, **blind)
+        assert refused["error"] == "permission_denied" and "label patches without them" in refused["detail"]
+
+
+def test_the_measures_are_the_pages_own_figures(curator, graded):
+    dataset = graded["dataset"]
+    body = api_call(Client(), "datasets_measures_retrieve", dataset.pk, status=200, **bearer(curator))
+    expected = measures_cached(dataset_tasks_visible(dataset, user=curator), judge_mode="patch").as_json()
+    assert body == expected
+    # One task, a resolved and a wrong candidate, k draws without replacement: one draw is right half the
+    # time whoever picks it; of two, the oracle keeps the right one, random still picks one of them blindly.
+    assert body["best_at_k"]["oracle"] == [0.5, 1.0] and body["best_at_k"]["random"] == [0.5, 0.5]
+    wrong_mode = api_call(Client(), "datasets_measures_retrieve", dataset.pk, status=400, query={"mode": "vibes"},
+                          **bearer(curator))
+    assert wrong_mode["fields"] == {"mode": ["The judge's mode is one of patch, trajectory, no-self-assessment."]}
+
+
+def test_grading_starts_a_job_per_candidate_without_a_ground_truth_once(curator, graded):
+    client, auth = Client(), bearer(curator)
+    Candidate.objects.filter(pk=graded["wrong"].pk).update(outcome="")
+    first = api_call(client, "datasets_grade_create", graded["dataset"].pk, status=202, **auth)
+    # As `grade --dataset` does: each task's gold and empty controls are made first, then graded too.
+    ungraded = set(Candidate.objects.filter(task__repository=graded["task"].repository, outcome="")
+                   .values_list("id", flat=True))
+    assert graded["wrong"].pk in ungraded and first["problems"] == []
+    assert sorted(job["id"] for job in first["started"]) == sorted(
+        Grade.objects.values_list("job_id", flat=True))
+    assert set(Grade.objects.values_list("candidate_id", flat=True)) == ungraded
+    second = api_call(client, "datasets_grade_create", graded["dataset"].pk, status=202, **auth)
+    assert second["started"] == [] and second["under_way"] == len(ungraded)
+    assert Job.objects.filter(kind="grade").count() == len(ungraded)
+
+
+def test_an_upload_is_imported_by_a_job_and_refused_at_once_when_it_cannot_be(curator, annotator, graded, settings,
+                                                                             tmp_path):
+    client, auth = Client(), bearer(curator)
+    settings.COMMITGYM_UPLOAD_DIR = tmp_path / "uploads"
+    row = b'{"instance_id": "x", "model_name_or_path": "agent", "model_patch": ""}\n'
+    started = api_call(client, "uploads_create", status=202, multipart={
+        "kind": "predictions", "file": SimpleUploadedFile("preds.jsonl", row)}, **auth)
+    assert Job.objects.get(pk=started["job"]["id"]).kind == "upload_import"
+    wrong = api_call(client, "uploads_create", status=400, multipart={
+        "kind": "predictions", "file": SimpleUploadedFile("preds.csv", row)}, **auth)
+    assert wrong["error"] == "upload_refused" and "expected as .jsonl, .json" in wrong["detail"]
+    settings.COMMITGYM_UPLOAD_MAX_BYTES = 100
+    big = api_call(client, "uploads_create", status=413, multipart={
+        "kind": "predictions", "file": SimpleUploadedFile("preds.jsonl", row * 2000)}, **auth)
+    assert big["error"] == "too_large"
+    assert api_call(client, "uploads_create", status=403, multipart={
+        "kind": "predictions", "file": SimpleUploadedFile("preds.jsonl", row)}, **bearer(annotator))
+    assert Job.objects.filter(kind="upload_import").count() == 1
+    assert len(list((tmp_path / "uploads").iterdir())) == 1  # nothing kept of the refused ones
