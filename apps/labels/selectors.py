@@ -436,19 +436,22 @@ def agreement_over_time(labels: list) -> dict:
 FRESH_SECONDS = 30  # how long the figures may leave out labels given since they were computed
 
 
-def dataset_label_figures(dataset: Dataset, *, user, fingerprint: Optional[list] = None) -> dict:
+def dataset_label_figures(dataset: Dataset, *, user, fingerprint: Optional[list] = None,
+                          label_settings: Optional[LabelSettings] = None) -> dict:
     """Everything the labels page shows of a dataset (a page over 20,000 labels reads them once, not on
     every request). A change of what a curator decides (a settlement, the settings) or of the
     candidates' grades and scores computes them again at once; labels given meanwhile join them at
     most FRESH_SECONDS later, so a page read while people label does not recompute on every label.
     `as_of` says when they were computed, `newer_labels` how many labels they leave out, `figures_key`
     which computation they are (what the page's rendering of them is cached under). `fingerprint`:
-    the tasks' `scope_fingerprint`, where the caller has it already (the dataset page)."""
+    the tasks' `scope_fingerprint`, where the caller has it already (the dataset page); `label_settings`,
+    the dataset's, where the caller read them already."""
     tasks = dataset_tasks_visible(dataset, user=user)
-    overlap = dataset_label_settings(dataset).overlap
+    label_settings = label_settings or dataset_label_settings(dataset)
+    overlap = label_settings.overlap
     decided = [*(fingerprint if fingerprint is not None else scope_fingerprint(tasks)), overlap,
                Settlement.objects.filter(candidate__task__in=tasks).order_by().aggregate(n=Count("id"), top=Max("id")),
-               LabelSettings.objects.filter(dataset=dataset).values_list("updated_at", flat=True).first()]
+               label_settings.updated_at]
     given = Label.objects.filter(dataset=dataset).order_by().aggregate(n=Count("id"), top=Max("id"))
     name = "label_figures:" + hashlib.sha256(json.dumps([dataset.pk, decided], default=str).encode()).hexdigest()
     kept = cache.get(name)

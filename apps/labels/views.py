@@ -244,7 +244,7 @@ def dataset_labels(request, pk: int):
         return render(request, "labels/annotator_home.html", {
             "dataset": dataset, "labelled": Label.objects.filter(dataset=dataset, annotator=request.user).count(),
             "open": services.queue_items_open(dataset, user=request.user).count()})
-    figures = selectors.dataset_label_figures(dataset, user=request.user)
+    figures = selectors.dataset_label_figures(dataset, user=request.user, label_settings=label_settings)
     return render(request, "labels/dataset_labels.html", {
         "dataset": dataset, "settings": label_settings, "orders": QueueOrder.choices,
         "uniform": label_settings.order == RANDOM, **figures,
