@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from apps.api import (ApiRefused, JobRefSerializer, JobStartedSerializer, ReadOrMine, ReadOrReview, StrictSerializer, Unblinded,
                       CONFLICT, ErrorSerializer,
                       api_urlpatterns, job_accepted, job_ref)
+from worker.engine.llm.clients import ModelError
 from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
@@ -28,7 +29,9 @@ from apps.tasks.models import Task
 
 from .models import Candidate, Dataset, Execution, JudgeScore, Release
 from .releases import ReleaseRefused, release_file_found, release_start, release_withdraw
-from .verifiers.measures import measures_cached
+from .verifiers.execution import executions_advance
+from .verifiers.judging import candidates_unjudged, task_judge_start
+from .verifiers.measures import DEFAULT_SOURCES, measures_cached
 
 
 def _dataset(request, pk: int) -> tuple[Dataset, object]:
@@ -225,6 +228,56 @@ class DatasetGrade(APIView):
                         status=status.HTTP_202_ACCEPTED)
 
 
+class VerifyRequest(StrictSerializer):
+    judge_mode = serializers.ChoiceField(choices=[(mode, mode) for mode in JUDGE_MODES], default=JUDGE_MODES[0])
+    judge = serializers.BooleanField(default=True, help_text="Judge the candidates the judge has not scored.")
+    tests = serializers.BooleanField(default=True, help_text="Move each task's execution verifier one step on.")
+
+
+class StepSerializer(serializers.Serializer):
+    task = serializers.CharField()
+    where = serializers.CharField(help_text="The execution verifier's step for the task.")
+    sentence = serializers.CharField(allow_blank=True)
+
+
+class VerifyStartedSerializer(serializers.Serializer):
+    judgings = JobRefSerializer(many=True, help_text="A judging job per task with unscored candidates.")
+    execution = StepSerializer(many=True, help_text="Where each valid task's execution verifier stands: each step "
+                                                    "starts the next as it ends; ask again to start what is "
+                                                    "still missing.")
+
+
+class DatasetVerify(APIView):
+    permission_classes = [ReadOrMine]
+
+    @extend_schema(request=VerifyRequest, responses={202: VerifyStartedSerializer})
+    def post(self, request, pk: int):
+        """Start the verifiers' missing results for the dataset's valid tasks, as `manage.py verify` does,
+        without waiting: the judge's scores and the execution verifier's steps, as jobs."""
+        _, tasks = _dataset(request, pk)
+        data = VerifyRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        asked = data.validated_data
+        valid = list(tasks.filter(verdict="valid").select_related("repository", "commit"))
+        steps = executions_advance(valid) if asked["tests"] else {}
+        judgings = []
+        if asked["judge"]:
+            try:
+                unjudged = candidates_unjudged(Candidate.objects.filter(task__in=valid, source__in=DEFAULT_SOURCES),
+                                               asked["judge_mode"])
+            except ModelError as error:
+                raise ApiRefused(f"The judge model cannot be used: {error}.", code="judge_unavailable",
+                                 status_code=409)
+            for task in (task for task in valid if task.id in set(unjudged.values_list("task_id", flat=True))):
+                judging = task_judge_start(task=task, mode=asked["judge_mode"], actor=request.user)
+                if judging is not None:
+                    judgings.append(job_ref(request, judging.job))
+        names = {task.id: task.instance_id for task in valid}
+        return Response({"judgings": judgings, "execution": [
+            {"task": names[task_id], "where": where, "sentence": sentence}
+            for task_id, (where, sentence) in sorted(steps.items())]}, status=status.HTTP_202_ACCEPTED)
+
+
 class UploadRequest(StrictSerializer):
     kind = serializers.ChoiceField(choices=["instances", "predictions"])
     file = serializers.FileField(help_text="A SWE-bench instances (.jsonl, .json, .parquet) or predictions "
@@ -387,6 +440,7 @@ urlpatterns = api_urlpatterns([
     path("datasets/<int:pk>/measures/", DatasetMeasures.as_view(), name="dataset_measures"),
     path("datasets/<int:pk>/candidates/", CandidateList.as_view(), name="dataset_candidates"),
     path("datasets/<int:pk>/grade/", DatasetGrade.as_view(), name="dataset_grade"),
+    path("datasets/<int:pk>/verify/", DatasetVerify.as_view(), name="dataset_verify"),
     path("candidates/<int:pk>/", CandidateDetail.as_view(), name="candidate"),
     path("uploads/", UploadCreate.as_view(), name="uploads"),
     path("releases/", ReleaseList.as_view(), name="releases"),

@@ -109,3 +109,18 @@ def test_an_upload_is_imported_by_a_job_and_refused_at_once_when_it_cannot_be(cu
         "kind": "predictions", "file": SimpleUploadedFile("preds.jsonl", row)}, **bearer(annotator))
     assert Job.objects.filter(kind="upload_import").count() == 1
     assert len(list((tmp_path / "uploads").iterdir())) == 1  # nothing kept of the refused ones
+
+
+def test_verify_starts_the_judge_and_the_execution_verifiers_first_step_once(curator, annotator, graded):
+    client, auth = Client(), bearer(curator)
+    JudgeScore.objects.all().delete()
+    first = api_call(client, "datasets_verify_create", graded["dataset"].pk, status=202, **auth)
+    assert [job["kind"] for job in first["judgings"]] == ["judge"]
+    assert [step["task"] for step in first["execution"]] == [graded["task"].instance_id]
+    assert Job.objects.filter(kind="reproduce", subject_id=graded["task"].pk).count() == 1
+    again = api_call(client, "datasets_verify_create", graded["dataset"].pk, status=202, data={"tests": False},
+                     **auth)
+    assert again == {"judgings": [], "execution": []}  # the judging is under way: not a second one
+    assert Job.objects.filter(kind="judge").count() == 1
+    assert api_call(client, "datasets_verify_create", graded["dataset"].pk, status=403,
+                    **bearer(annotator))["error"] == "permission_denied"
