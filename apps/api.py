@@ -81,6 +81,15 @@ class NewestFirst(pagination.CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 500
 
+    def paginate_queryset(self, queryset, request, view=None):
+        from django.core.exceptions import ValidationError as DjangoValidationError
+
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except (ValueError, TypeError, DjangoValidationError):  # a position of another sort, or made up
+            raise ApiRefused("This cursor is not one this list gave in this order: start again without it.",
+                             code="invalid_cursor", field="cursor") from None
+
 
 def api_error(code: str, detail: str, status_code: int, fields: dict | None = None) -> Response:
     return Response({"error": code, "detail": detail, "fields": fields or {}}, status=status_code)
@@ -238,3 +247,11 @@ def form_checked(form) -> dict:
     if not form.is_valid():
         raise serializers.ValidationError({name: [str(e) for e in errors] for name, errors in form.errors.items()})
     return form.cleaned_data
+
+
+def api_not_found(request, rest: str = ""):
+    """Any other address under /api/: a 404 in the API's own shape, not the site's page."""
+    from django.http import JsonResponse
+
+    return JsonResponse({"error": "not_found", "detail": f"No such address in the API: /{request.path.lstrip('/')}",
+                         "fields": {}}, status=404)

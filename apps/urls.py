@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from apps.datasets import api as datasets_api
+from apps.api import api_not_found
 from apps.home import home
 from apps.environments import api as environments_api
 from apps.jobs import api as jobs_api
@@ -24,6 +25,7 @@ urlpatterns = [
     path("api/v1/", include((API_V1, "api"))),
     path("api/schema/", login_not_required(SpectacularAPIView.as_view()), name="api-schema"),
     path("api/docs/", login_not_required(SpectacularSwaggerView.as_view(url_name="api-schema")), name="api-docs"),
+    path("api/<path:rest>", login_not_required(api_not_found)),
     path("admin/", admin.site.urls),
     path("repositories/", include("apps.repositories.urls")),
     path("", include("apps.tasks.urls")),

@@ -23,7 +23,7 @@ from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
 from .candidates.uploads import UploadRefused, upload_start
-from .grading.grades import candidate_grade_start, task_controls_ensure
+from .grading.grades import dataset_grade_start
 from apps.accounts.roles import user_can_review
 from apps.tasks.models import Task
 
@@ -38,7 +38,7 @@ def _dataset(request, pk: int) -> tuple[Dataset, object]:
     """The dataset and its tasks the person sees; a repository's dataset with none is a 404, as on its page."""
     dataset = get_object_or_404(Dataset.objects.select_related("repository"), pk=pk)
     tasks = selectors.dataset_tasks_visible(dataset, user=request.user)
-    if dataset.kind == Dataset.Kind.REPOSITORY and not tasks.exists():
+    if not tasks.exists():  # a dataset of tasks you may not see is not there for you
         raise ApiRefused("No such dataset.", code="not_found", status_code=404)
     return dataset, tasks
 
@@ -64,11 +64,12 @@ class DatasetSerializer(serializers.Serializer):
 class DatasetList(generics.ListAPIView):
     """Every dataset with a task you may see, with its counts (a short list: not paged)."""
 
+
     serializer_class = DatasetSerializer
     pagination_class = None
 
     def get_queryset(self):
-        return selectors.datasets_listed(user=self.request.user)
+        return [row for row in selectors.datasets_listed(user=self.request.user) if row.tasks]
 
 
 class DatasetDetail(APIView):
@@ -200,32 +201,17 @@ class CandidateDetail(generics.RetrieveAPIView):
         return _scored(Candidate.objects.filter(task__in=tasks_visible(user=self.request.user)))
 
 
-class GradesStartedSerializer(serializers.Serializer):
-    started = JobRefSerializer(many=True, help_text="A grading job per candidate without a ground truth.")
-    under_way = serializers.IntegerField(help_text="Candidates whose grading was queued or running already.")
-    problems = serializers.ListField(child=serializers.CharField(), help_text="Tasks whose controls could not be "
-                                                                              "made, in words.")
-
-
 class DatasetGrade(APIView):
     permission_classes = [ReadOrMine]
 
-    @extend_schema(request=None, responses={202: GradesStartedSerializer})
+    @extend_schema(request=None, responses={202: JobStartedSerializer})
     def post(self, request, pk: int):
-        """Grade every candidate of the dataset without a ground truth against its task's hidden tests: a job
-        each (the task's gold and empty controls made first where missing)."""
-        _, tasks = _dataset(request, pk)
-        problems = [f"{task.instance_id}: {problem}" for task in tasks.select_related("repository", "commit")
-                    if (problem := task_controls_ensure(task))]
-        started, under_way = [], 0
-        for candidate in Candidate.objects.filter(task__in=tasks, outcome="").order_by("task_id", "id"):
-            grade = candidate_grade_start(candidate=candidate, actor=request.user)
-            if grade is None:
-                under_way += 1
-            else:
-                started.append(job_ref(request, grade.job))
-        return Response({"started": started, "under_way": under_way, "problems": problems},
-                        status=status.HTTP_202_ACCEPTED)
+        """Grade every candidate of the dataset without a ground truth against its task's hidden tests: one
+        job makes the tasks' gold and empty controls where missing and starts a grading job per candidate
+        (the job already under way, if there is one)."""
+        dataset, _ = _dataset(request, pk)
+        job, created = dataset_grade_start(dataset=dataset, user=request.user)
+        return job_accepted(request, job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))
 
 
 class VerifyRequest(StrictSerializer):
@@ -250,7 +236,7 @@ class VerifyStartedSerializer(serializers.Serializer):
 class DatasetVerify(APIView):
     permission_classes = [ReadOrMine]
 
-    @extend_schema(request=VerifyRequest, responses={202: VerifyStartedSerializer})
+    @extend_schema(request=VerifyRequest, responses={202: VerifyStartedSerializer, **CONFLICT})
     def post(self, request, pk: int):
         """Start the verifiers' missing results for the dataset's valid tasks, as `manage.py verify` does,
         without waiting: the judge's scores and the execution verifier's steps, as jobs."""
@@ -259,19 +245,20 @@ class DatasetVerify(APIView):
         data.is_valid(raise_exception=True)
         asked = data.validated_data
         valid = list(tasks.filter(verdict="valid").select_related("repository", "commit"))
-        steps = executions_advance(valid) if asked["tests"] else {}
-        judgings = []
-        if asked["judge"]:
+        unjudged = set()
+        if asked["judge"]:  # checked before anything starts: a refusal leaves nothing queued
             try:
-                unjudged = candidates_unjudged(Candidate.objects.filter(task__in=valid, source__in=DEFAULT_SOURCES),
-                                               asked["judge_mode"])
+                unjudged = set(candidates_unjudged(Candidate.objects.filter(task__in=valid, source__in=DEFAULT_SOURCES),
+                                                   asked["judge_mode"]).values_list("task_id", flat=True))
             except ModelError as error:
                 raise ApiRefused(f"The judge model cannot be used: {error}.", code="judge_unavailable",
                                  status_code=409)
-            for task in (task for task in valid if task.id in set(unjudged.values_list("task_id", flat=True))):
-                judging = task_judge_start(task=task, mode=asked["judge_mode"], actor=request.user)
-                if judging is not None:
-                    judgings.append(job_ref(request, judging.job))
+        steps = executions_advance(valid) if asked["tests"] else {}
+        judgings = []
+        for task in (task for task in valid if task.id in unjudged):
+            judging = task_judge_start(task=task, mode=asked["judge_mode"], actor=request.user)
+            if judging is not None:
+                judgings.append(job_ref(request, judging.job))
         names = {task.id: task.instance_id for task in valid}
         return Response({"judgings": judgings, "execution": [
             {"task": names[task_id], "where": where, "sentence": sentence}

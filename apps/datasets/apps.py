@@ -28,6 +28,11 @@ def upload_page(job) -> str:
     return reverse("datasets:upload", args=[job.subject_id]) if job.subject_id else ""
 
 
+def dataset_page(job) -> str:
+    """The dataset a job works on."""
+    return reverse("datasets:detail", args=[job.subject_id]) if job.subject_id else ""
+
+
 def release_page(job) -> str:
     """The release (or export) a job writes."""
     return reverse("datasets:release", args=[job.subject_id]) if job.subject_id else ""
@@ -57,6 +62,9 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="grade", label="Grading", queue="tests",
                                   run="apps.datasets.grading.grades.grade_job_work", subject="datasets.candidate",
                                   retry="apps.datasets.grading.grades.grade_job_retry", link=candidate_page))
+        job_kind_register(JobKind(name="dataset_grade", label="Grading a dataset", queue="curation",
+                                  run="apps.datasets.grading.grades.dataset_grade_work", subject="datasets.dataset",
+                                  cancellable=True, progress_unit="tasks", link=dataset_page))
         job_kind_register(JobKind(name="judge", label="Judging", queue="llm",
                                   run="apps.datasets.verifiers.judging.judge_job_work", subject="tasks.task",
                                   retry="apps.datasets.verifiers.judging.judge_job_retry",

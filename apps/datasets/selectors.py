@@ -351,9 +351,15 @@ def releases_listed(*, user) -> list[Release]:
 
 
 def release_seen(*, user, pk: int) -> Optional[Release]:
-    """A release or an export the person may see; None for one they may not (or none)."""
+    """A release or an export the person may see; None for one they may not (or none). Exports (judge
+    training rows, trajectories) carry grades and who made each candidate: curators and admins only,
+    as annotators label blind."""
+    from apps.accounts.roles import user_can_review
+
     release = _releases().filter(pk=pk).first()
     if release is None or not _release_visible(release, user=user, visible=_repository_names_seen(user)):
+        return None
+    if release.kind != Release.Kind.INSTANCES and not user_can_review(user):
         return None
     return release
 

@@ -5,6 +5,7 @@ from django.urls import path, reverse
 from rest_framework import generics, serializers
 
 from apps.api import api_urlpatterns
+from apps.repositories.selectors import repositories_visible
 
 from . import selectors
 from .models import Environment
@@ -13,7 +14,9 @@ from .models import Environment
 class EnvironmentSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
     page = serializers.SerializerMethodField()
-    repository = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    repository = serializers.SerializerMethodField(help_text="The repository that built it; null when you may "
+                                                             "not see it (you see the environment through a "
+                                                             "validation of one you may).")
 
     class Meta:
         model = Environment
@@ -21,6 +24,14 @@ class EnvironmentSerializer(serializers.ModelSerializer):
                   "recipe_key", "strategy", "pytest", "lifted", "as_of", "optional_added", "suite_args",
                   "created_at"]
         read_only_fields = fields
+
+    def get_repository(self, environment) -> str | None:
+        if environment.repository_id is None:
+            return None
+        if "repositories_seen" not in self.context:  # once per answer, not per row
+            self.context["repositories_seen"] = set(repositories_visible(
+                user=self.context["request"].user).values_list("pk", flat=True))
+        return environment.repository.name if environment.repository_id in self.context["repositories_seen"] else None
 
     def get_url(self, environment) -> str:
         return self.context["request"].build_absolute_uri(reverse("api:environment", args=[environment.key]))

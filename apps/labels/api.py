@@ -50,7 +50,8 @@ class LabelRequest(StrictSerializer):
     candidate = serializers.IntegerField()
     verdict = serializers.ChoiceField(choices=Verdict.choices)
     confidence = serializers.IntegerField(help_text="1 (a guess) to 3 (sure).")
-    rationale = serializers.CharField(required=False, allow_blank=True, help_text="Required for incorrect.")
+    rationale = serializers.CharField(required=False, allow_blank=True, max_length=services.RATIONALE_CHARS,
+                                      help_text="Required for incorrect.")
 
 
 class LabelSerializer(serializers.ModelSerializer):
@@ -102,7 +103,7 @@ class LabelQueue(APIView):
 
 class SettleRequest(StrictSerializer):
     verdict = serializers.ChoiceField(choices=Verdict.choices)
-    note = serializers.CharField(help_text="Why this is the final label.")
+    note = serializers.CharField(max_length=services.RATIONALE_CHARS, help_text="Why this is the final label.")
 
 
 class SettlementSerializer(serializers.ModelSerializer):

@@ -2,6 +2,7 @@
 shape of errors, and each operation's answer against its schema (tests/apps/api_calls.py)."""
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,12 @@ def test_no_credentials_is_401_in_the_errors_shape_not_the_login_page(db):
     body = api_call(Client(), "repositories_list", status=401)
     assert body == {"error": "not_authenticated", "detail": "Authentication credentials were not provided.",
                     "fields": {}}
+
+
+def test_an_address_the_api_does_not_have_is_a_404_in_its_shape(db):
+    response = Client().get("/api/v1/reposit0ries/")
+    assert response.status_code == 404 and response.json() == {
+        "error": "not_found", "detail": "No such address in the API: /api/v1/reposit0ries/", "fields": {}}
 
 
 def test_a_session_reads_and_writes_only_with_its_csrf_token(curator, small_repository):
@@ -200,6 +207,15 @@ def test_a_cursor_page_stays_put_while_commits_are_added(curator_token, small_re
         seen += [c["sha"] for c in page["results"]]
         following = page["next"]
     assert seen == before  # no row twice, none skipped
+
+
+def test_a_cursor_from_another_sort_or_made_up_is_refused_in_words(curator_token, small_repository):
+    import base64
+
+    made_up = base64.b64encode(b"p=not-a-number").decode()
+    refused = api_call(Client(), "jobs_list", status=400, query={"cursor": made_up}, **curator_token)
+    assert refused == {"error": "invalid_cursor", "fields": {"cursor": [refused["detail"]]},
+                       "detail": "This cursor is not one this list gave in this order: start again without it."}
 
 
 def test_a_list_costs_the_same_queries_at_ten_rows_and_at_a_hundred(curator_token, small_repository):
@@ -333,3 +349,10 @@ def test_environments_read_with_their_lock_only_where_the_repository_is_visible(
     assert shown["lock"] == "click==8.1.7\n" and shown["repository"] == small_repository.name
     small_repository.allowed_groups.set([Group.objects.create(name="secret-team")])
     assert api_call(client, "environments_retrieve", built.key, status=404, **bearer(annotator))["error"] == "not_found"
+    # Seen through a validation of a repository the annotator sees, it does not name the one that built it.
+    from tests.conftest import validation_make
+
+    other = Repository.objects.create(name="open/other", url="/nowhere/open/other")
+    validation_make(commits_and_tasks_make(other, 1)[0], environment=built)
+    shown = api_call(client, "environments_retrieve", built.key, status=200, **bearer(annotator))
+    assert shown["repository"] is None and small_repository.name not in json.dumps(shown)

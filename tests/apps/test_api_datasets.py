@@ -9,6 +9,7 @@ from django.test import Client
 from apps.datasets.models import Candidate, Execution, Grade, JudgeScore
 from apps.datasets.verifiers.measures import measures_cached
 from apps.jobs.models import Job
+from apps.jobs.services import job_run
 from apps.labels.selectors import dataset_tasks_visible
 from tests.apps.api_calls import api_call, jobs_not_sent  # noqa: F401 - a fixture
 from tests.apps.test_api import bearer
@@ -74,20 +75,34 @@ def test_the_measures_are_the_pages_own_figures(curator, graded):
     assert wrong_mode["fields"] == {"mode": ["The judge's mode is one of patch, trajectory, no-self-assessment."]}
 
 
-def test_grading_starts_a_job_per_candidate_without_a_ground_truth_once(curator, graded):
+def test_grading_is_one_job_that_starts_a_grade_per_candidate_without_a_ground_truth(curator, graded):
     client, auth = Client(), bearer(curator)
     Candidate.objects.filter(pk=graded["wrong"].pk).update(outcome="")
     first = api_call(client, "datasets_grade_create", graded["dataset"].pk, status=202, **auth)
+    second = api_call(client, "datasets_grade_create", graded["dataset"].pk, status=202, **auth)
+    assert first["created"] and not second["created"] and first["job"]["id"] == second["job"]["id"]
+    assert first["job"]["kind"] == "dataset_grade" and not Grade.objects.exists()  # nothing slow in the request
+    job_run(job_id=first["job"]["id"])
     # As `grade --dataset` does: each task's gold and empty controls are made first, then graded too.
     ungraded = set(Candidate.objects.filter(task__repository=graded["task"].repository, outcome="")
                    .values_list("id", flat=True))
-    assert graded["wrong"].pk in ungraded and first["problems"] == []
-    assert sorted(job["id"] for job in first["started"]) == sorted(
-        Grade.objects.values_list("job_id", flat=True))
-    assert set(Grade.objects.values_list("candidate_id", flat=True)) == ungraded
-    second = api_call(client, "datasets_grade_create", graded["dataset"].pk, status=202, **auth)
-    assert second["started"] == [] and second["under_way"] == len(ungraded)
-    assert Job.objects.filter(kind="grade").count() == len(ungraded)
+    assert graded["wrong"].pk in ungraded and set(Grade.objects.values_list("candidate_id", flat=True)) == ungraded
+    assert api_call(client, "jobs_retrieve", first["job"]["id"], status=200, **auth)["state"] == "succeeded"
+    again = api_call(client, "datasets_grade_create", graded["dataset"].pk, status=202, **auth)
+    job_run(job_id=again["job"]["id"])
+    assert Grade.objects.count() == len(ungraded)  # the grades under way are not started twice
+
+
+def test_a_dataset_of_tasks_one_may_not_see_is_not_there(curator, annotator, graded):
+    from django.contrib.auth.models import Group
+
+    graded["task"].repository.allowed_groups.set([Group.objects.create(name="secret-team")])
+    client = Client()
+    for person in (annotator, curator):  # neither is of the group
+        auth = bearer(person)
+        assert graded["dataset"].pk not in [row["id"] for row in api_call(client, "datasets_list", status=200, **auth)]
+        assert api_call(client, "datasets_retrieve", graded["dataset"].pk, status=404, **auth)["error"] == "not_found"
+    assert api_call(client, "datasets_grade_create", graded["dataset"].pk, status=404, **bearer(curator))
 
 
 def test_an_upload_is_imported_by_a_job_and_refused_at_once_when_it_cannot_be(curator, annotator, graded, settings,

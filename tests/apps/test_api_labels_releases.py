@@ -98,3 +98,20 @@ def test_a_release_is_made_read_downloaded_and_withdrawn(accepted, curator, anno
 
     again = api_call(client, "releases_withdraw_create", release.pk, status=409, data={"reason": "twice"}, **auth)
     assert again["error"] == "release_refused"
+
+
+def test_an_export_of_grades_is_for_curators_only(accepted, curator, annotator, small_repository, settings,  # noqa: F811
+                                                  tmp_path):
+    from apps.datasets.releases import export_start
+
+    settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
+    dataset = Dataset.objects.get(repository=small_repository)
+    started = api_call(Client(), "releases_create", status=202, data={"dataset": dataset.pk, "name": "calc"},
+                       **bearer(curator))
+    job_run(job_id=started["job"]["id"])
+    export = export_start(release=Release.objects.get(job_id=started["job"]["id"]), kind="judge", user=curator)
+    job_run(job_id=export.job_id)
+    assert api_call(Client(), "releases_retrieve", export.pk, status=200, **bearer(curator))["kind"] == "judge"
+    blind = bearer(annotator)
+    assert api_call(Client(), "releases_retrieve", export.pk, status=404, **blind)["error"] == "not_found"
+    assert api_call(Client(), "releases_files_retrieve", export.pk, "judge.jsonl", status=404, **blind)

@@ -56,6 +56,33 @@ def candidate_grade_start(*, candidate: Candidate, actor=None, backend: str = ""
         return Grade.objects.create(job=job, candidate=candidate, backend=backend or settings.COMMITGYM_SANDBOX)
 
 
+DATASET_GRADE = "dataset_grade"  # the job kind that grades a dataset (registered in apps.datasets.apps)
+
+
+def dataset_grade_start(*, dataset, user) -> tuple:
+    """Queue grading every candidate of the dataset without a ground truth: one job that makes the
+    tasks' controls and starts a grade each; the job already under way, if there is one."""
+    return job_start(kind=DATASET_GRADE, subject=dataset, user=user)
+
+
+def dataset_grade_work(job, progress) -> None:
+    """The registered `run`: each task the person who asked sees gets its controls, then each candidate
+    without a ground truth a grading job of its own. Running it twice starts nothing more."""
+    from ..models import Dataset
+    from ..selectors import dataset_tasks, dataset_tasks_visible
+
+    dataset = Dataset.objects.get(pk=job.subject_id)
+    user = job.requested_by
+    tasks = list((dataset_tasks_visible(dataset, user=user) if user else dataset_tasks(dataset))
+                 .select_related("repository", "commit").order_by("id"))
+    for done, task in enumerate(tasks):
+        task_controls_ensure(task)
+        for candidate in Candidate.objects.filter(task=task, outcome="").order_by("id"):
+            candidate_grade_start(candidate=candidate, actor=user)
+        if not progress.go_on(done + 1, len(tasks)):
+            return
+
+
 def grade_job_work(job, progress) -> None:
     """The registered `run`: grade the candidate in its task's environment; store the runs and the
     outcome, and make it the candidate's ground truth, at once. The hacking detector reads its patch;
