@@ -206,9 +206,9 @@ class DatasetGrade(APIView):
 
     @extend_schema(request=None, responses={202: JobStartedSerializer})
     def post(self, request, pk: int):
-        """Grade every candidate of the dataset without a ground truth against its task's hidden tests: one
-        job makes the tasks' gold and empty controls where missing and starts a grading job per candidate
-        (the job already under way, if there is one)."""
+        """Grade every candidate without a ground truth of the dataset's tasks with an oracle (imported, or
+        validated valid) against its task's hidden tests: one job makes the tasks' gold and empty controls
+        where missing and starts a grading job per candidate (the job already under way, if there is one)."""
         dataset, _ = _dataset(request, pk)
         job, created = dataset_grade_start(dataset=dataset, user=request.user)
         return job_accepted(request, job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))

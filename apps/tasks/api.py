@@ -15,12 +15,15 @@ from apps.api import (CONFLICT, ApiRefused, JobStartedSerializer, NewestFirst, R
                       StrictSerializer, api_urlpatterns, job_accepted)
 
 from apps.jobs.models import Job
+from apps.llm.models import LanguageJob
 
 from . import review, selectors, services
 from .bulk import bulk_action_start
 from .forms import VERDICTS, YES_NO
 from .history import task_history, task_reviews
+from .language_jobs import language_job_start
 from .models import BulkAction, IssueVersion, Review, Task, TestRunRecord, Validation
+from .states import VALID_OR_LATER
 
 # Sorts as the task list names them: each orders by a field the cursor can hold (missing scores last).
 SORTS = {
@@ -218,6 +221,31 @@ class TaskValidate(APIView):
                          code="not_validatable", status_code=409)
 
 
+class IssueRequest(StrictSerializer):
+    regenerate = serializers.BooleanField(default=False, help_text="Ask the model again rather than reuse the "
+                                                                   "recorded answer.")
+
+
+class TaskWriteIssue(APIView):
+    permission_classes = [ReadOrMine]
+
+    @extend_schema(request=IssueRequest, responses={202: JobStartedSerializer, **CONFLICT})
+    def post(self, request, instance_id: str):
+        """Have the issue writer write the task's issue (a valid task): its job, or the one under way."""
+        task = _visible_task(request, instance_id)
+        if task.state not in VALID_OR_LATER:
+            raise ApiRefused(f"{task.instance_id} is {task.get_state_display().lower()}: issues are written for "
+                             "valid tasks.", code="not_valid", status_code=409)
+        data = IssueRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        under_way = Job.objects.filter(kind=LanguageJob.Kind.BACKTRANSLATE, subject_type="tasks.task",
+                                       subject_id=task.pk, state__in=Job.ACTIVE_STATES).exists()
+        written = language_job_start(task=task, kind=LanguageJob.Kind.BACKTRANSLATE, user=request.user,
+                                     regenerate=data.validated_data["regenerate"])
+        return job_accepted(request, written.job, created=not under_way,
+                            page_url=reverse("tasks:detail", args=[task.instance_id]))
+
+
 class ReviewRequest(StrictSerializer):
     decision = serializers.ChoiceField(choices=Review.Decision.values)
     underspecified = serializers.ChoiceField(choices=Review.SCORES, required=False,
@@ -291,4 +319,5 @@ urlpatterns = api_urlpatterns([
     path("tasks/<str:instance_id>/", TaskDetail.as_view(), name="task"),
     path("tasks/<str:instance_id>/validate/", TaskValidate.as_view(), name="task_validate"),
     path("tasks/<str:instance_id>/review/", TaskReview.as_view(), name="task_review"),
+    path("tasks/<str:instance_id>/issue/", TaskWriteIssue.as_view(), name="task_issue"),
 ])

@@ -83,9 +83,11 @@ def test_grading_is_one_job_that_starts_a_grade_per_candidate_without_a_ground_t
     assert first["created"] and not second["created"] and first["job"]["id"] == second["job"]["id"]
     assert first["job"]["kind"] == "dataset_grade" and not Grade.objects.exists()  # nothing slow in the request
     job_run(job_id=first["job"]["id"])
-    # As `grade --dataset` does: each task's gold and empty controls are made first, then graded too.
+    # The one task with an oracle (the others were mined, never validated): its gold and empty controls are
+    # made first, then graded too.
     ungraded = set(Candidate.objects.filter(task__repository=graded["task"].repository, outcome="")
                    .values_list("id", flat=True))
+    assert set(Candidate.objects.filter(id__in=ungraded).values_list("task_id", flat=True)) == {graded["task"].pk}
     assert graded["wrong"].pk in ungraded and set(Grade.objects.values_list("candidate_id", flat=True)) == ungraded
     assert api_call(client, "jobs_retrieve", first["job"]["id"], status=200, **auth)["state"] == "succeeded"
     again = api_call(client, "datasets_grade_create", graded["dataset"].pk, status=202, **auth)

@@ -27,7 +27,7 @@ def job_done(client, auth, job_id: int, *, timeout: float = 600) -> dict:
     while time.monotonic() < deadline:
         job = api_call(client, "jobs_retrieve", job_id, status=200, **auth)
         if job["state"] not in ("queued", "running"):
-            assert job["state"] == "succeeded", job
+            assert job["state"] == "succeeded", (job["kind"], job["error_code"], job["error_message"])
             return job
         time.sleep(0.5)
     raise AssertionError(f"job {job_id} did not end within {timeout} s")
@@ -52,6 +52,10 @@ def test_a_script_mines_validates_grades_judges_and_releases_through_the_api_alo
     job_done(client, auth, validating["job"]["id"])
     task = api_call(client, "tasks_retrieve", task_id, status=200, **auth)
     assert task["oracle"]["verdict"] == "valid" and set(fix.fail_to_pass) <= set(task["oracle"]["fail_to_pass"])
+
+    writing = api_call(client, "tasks_issue_create", task_id, status=202, **auth)
+    job_done(client, auth, writing["job"]["id"])
+    assert api_call(client, "tasks_retrieve", task_id, status=200, **auth)["issue_versions"]
 
     gold = task_patches(task=Task.objects.get(instance_id=task_id)).source_patch
     predictions = "".join(json.dumps({"instance_id": task_id, "model_name_or_path": name, "model_patch": patch}) + "\n"

@@ -101,3 +101,13 @@ def test_a_bulk_action_runs_only_on_the_number_of_tasks_expected(curator, tasks)
     unknown = api_call(client, "tasks_bulk_create", status=400,
                        data={**asked, "expected": 3, "filters": {"colour": "red"}}, **auth)
     assert unknown["fields"] == {"filters.colour": ["Unknown field."]}
+
+
+def test_an_issue_is_written_for_a_valid_task_only_once_at_a_time(curator, tasks):
+    client, auth = Client(), bearer(curator)
+    first = api_call(client, "tasks_issue_create", tasks[0].instance_id, status=202, **auth)
+    second = api_call(client, "tasks_issue_create", tasks[0].instance_id, status=202, **auth)
+    assert first["created"] and not second["created"] and first["job"]["id"] == second["job"]["id"]
+    assert first["job"]["kind"] == "backtranslate"
+    mined = api_call(client, "tasks_issue_create", tasks[4].instance_id, status=409, **auth)
+    assert mined["error"] == "not_valid" and "issues are written for valid tasks" in mined["detail"]

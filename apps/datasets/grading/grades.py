@@ -66,14 +66,15 @@ def dataset_grade_start(*, dataset, user) -> tuple:
 
 
 def dataset_grade_work(job, progress) -> None:
-    """The registered `run`: each task the person who asked sees gets its controls, then each candidate
-    without a ground truth a grading job of its own. Running it twice starts nothing more."""
+    """The registered `run`: each task with an oracle (imported, or validated valid) that the person who
+    asked sees gets its controls, then each of its candidates without a ground truth a grading job of
+    its own. Running it twice starts nothing more."""
     from ..models import Dataset
-    from ..selectors import dataset_tasks, dataset_tasks_visible
+    from ..selectors import INSTANCES, dataset_tasks, dataset_tasks_visible
 
     dataset = Dataset.objects.get(pk=job.subject_id)
     user = job.requested_by
-    tasks = list((dataset_tasks_visible(dataset, user=user) if user else dataset_tasks(dataset))
+    tasks = list((dataset_tasks_visible(dataset, user=user) if user else dataset_tasks(dataset)).filter(INSTANCES)
                  .select_related("repository", "commit").order_by("id"))
     for done, task in enumerate(tasks):
         task_controls_ensure(task)
