@@ -2,6 +2,8 @@
 (for curators only: annotators label blind), the dataset's measures as the page computes them,
 grading started as jobs, and uploads refused at once or imported by a job."""
 
+import json
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -141,3 +143,33 @@ def test_verify_starts_the_judge_and_the_execution_verifiers_first_step_once(cur
     assert Job.objects.filter(kind="judge").count() == 1
     assert api_call(client, "datasets_verify_create", graded["dataset"].pk, status=403,
                     **bearer(annotator))["error"] == "permission_denied"
+
+
+def test_an_upload_reaches_no_task_of_a_repository_its_uploader_may_not_see(curator, graded, settings, tmp_path):
+    from django.contrib.auth.models import Group
+
+    from apps.datasets.models import Import
+
+    settings.COMMITGYM_UPLOAD_DIR = tmp_path / "uploads"
+    repository = graded["task"].repository
+    repository.allowed_groups.set([Group.objects.create(name="secret-team")])
+    before = Candidate.objects.count()
+    client, auth = Client(), bearer(curator)
+    row = json.dumps({"instance_id": graded["task"].instance_id, "model_name_or_path": "intruder",
+                      "model_patch": "diff --git a/x b/x\n"}) + "\n"
+    started = api_call(client, "uploads_create", status=202, multipart={
+        "kind": "predictions", "file": SimpleUploadedFile("preds.jsonl", row.encode())}, **auth)
+    job_run(job_id=started["job"]["id"])
+    assert Candidate.objects.count() == before
+    assert Import.objects.get().refused[0]["reason"] == "no task has this instance id"
+
+    instance = {"instance_id": f"{repository.name.replace('/', '__')}-new", "repo": repository.name,
+                "base_commit": "a" * 40, "patch": "diff --git a/x b/x\n", "test_patch": "diff --git a/t b/t\n",
+                "problem_statement": "x", "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]"}
+    started = api_call(client, "uploads_create", status=202, multipart={
+        "kind": "instances", "file": SimpleUploadedFile("inst.jsonl", (json.dumps(instance) + "\n").encode())},
+        **auth)
+    job_run(job_id=started["job"]["id"])
+    made = Import.objects.filter(kind="instances").get()
+    assert made.refused[0]["reason"] == f"{repository.name} cannot take imported tasks from you"
+    assert not repository.tasks.filter(instance_id=instance["instance_id"]).exists()

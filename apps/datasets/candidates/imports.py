@@ -41,23 +41,33 @@ def instances_import(*, path: Path, dataset_name: str = "", user=None) -> Import
         raise ImportUnreadable(found.unreadable)
     name = dataset_name or path.stem
     with transaction.atomic():
-        dataset, _ = Dataset.objects.get_or_create(name=name, defaults={"kind": Dataset.Kind.IMPORT,
-                                                                        "created_by": user})
+        dataset, created = Dataset.objects.get_or_create(name=name, defaults={"kind": Dataset.Kind.IMPORT,
+                                                                              "created_by": user})
         if dataset.kind != Dataset.Kind.IMPORT:
             raise ImportUnreadable(f"{name!r} is a {dataset.get_kind_display().lower()} dataset: name another with "
                                    "--dataset")
+        if not created and user is not None and dataset.created_by_id != user.pk \
+                and dataset.tasks.exclude(id__in=_tasks_seen(user)).exists():
+            raise ImportUnreadable(f"{name!r} holds tasks of repositories you may not see: name another dataset")
         refused = [asdict(row) for row in found.refused]
         counts = {"rows": found.rows, "created": 0, "unchanged": 0, "refused": 0, "duplicates": len(found.duplicates)}
         known = {task.instance_id: task for task in Task.objects.filter(instance_id__in=list(found.kept))
                  .select_related("imported_instance", "repository").prefetch_related("datasets")}
+        seen = set(_tasks_seen(user).filter(id__in=[task.pk for task in known.values()]).values_list("id", flat=True))
+        hidden = _repositories_hidden(user, {instance.repo for instance in found.kept.values()})
         new = {}
         for instance_id, instance in found.kept.items():
             checksum = _checksum(instance)
             task = known.get(instance_id)
+            if task is None and instance.repo in hidden:
+                refused.append({"row": found.row_of[instance_id], "instance_id": instance_id,
+                                "reason": f"{instance.repo} cannot take imported tasks from you"})
+                continue
             if task is None:
                 new[instance_id] = (instance, checksum)
                 continue
-            why = _existing_refusal(task, dataset, checksum)
+            why = _existing_refusal(task, dataset, checksum) if task.pk in seen else \
+                f"{instance_id} exists already: instance ids are unique"
             if why:
                 refused.append({"row": found.row_of[instance_id], "instance_id": instance_id, "reason": why})
             else:
@@ -68,6 +78,24 @@ def instances_import(*, path: Path, dataset_name: str = "", user=None) -> Import
         return Import.objects.create(kind=Import.Kind.INSTANCES, file_name=path.name[:255], dataset=dataset,
                                      rows=found.rows, matched=counts["created"] + counts["unchanged"],
                                      counts=counts, refused=_refused_sorted(refused), created_by=user)
+
+
+def _tasks_seen(user):
+    """The tasks an import by `user` may touch: those of the repositories they see (every task from the
+    command line, where `user` is None)."""
+    from apps.tasks.selectors import tasks_visible
+
+    return Task.objects.all() if user is None else tasks_visible(user=user)
+
+
+def _repositories_hidden(user, names: set) -> set:
+    """Of the repositories named, those that exist and the person may not see."""
+    if user is None:
+        return set()
+    from apps.repositories.selectors import repositories_visible
+
+    existing = set(Repository.objects.filter(name__in=names).values_list("name", flat=True))
+    return existing - set(repositories_visible(user=user).filter(name__in=names).values_list("name", flat=True))
 
 
 def _checksum(instance: Instance) -> str:
@@ -196,7 +224,8 @@ def predictions_import(*, path: Path, run_name: str = "", report_path: Optional[
     if found.unreadable:
         raise ImportUnreadable(found.unreadable)
     ids = {prediction.instance_id for prediction in found.kept.values()}
-    tasks = dict(Task.objects.filter(instance_id__in=ids).values_list("instance_id", "id"))
+    # A person's upload reaches only the tasks they may see; another's instance id is no task of theirs.
+    tasks = dict(_tasks_seen(user).filter(instance_id__in=ids).values_list("instance_id", "id"))
     by_run = _runs_counted(found, run_name)
     source = f"report:{report.shape}:{Path(report_path).name}"[:300] if report else ""
     with transaction.atomic():
