@@ -11,6 +11,10 @@ and judged, under 150 ms at the 95th percentile, loaded the same way at the same
 Goal (issue: the execution verifier): a task's matrix page of 26 candidates x 100 verifier tests
 under 150 ms at the 95th percentile, loaded the same way at the same rate.
 
+Goal (issue: an API): with 10,000 tasks and 260,000 candidates, the API's task list and candidate
+list answer in under 150 ms at the 95th percentile at 20 requests/s, and at most 1.5 times the p95 of
+the equivalent page (the task list; a run's candidates) loaded the same way in the same run.
+
 Goal (issue: people label patches): with a dataset of 10,000 candidates and 20,000 labels by 50
 annotators, the labelling page (each user on the item the queue holds for them) and the dataset's
 labels page (agreement, settlements, what the labels say) under 150 ms at the 95th percentile,
@@ -55,7 +59,10 @@ USERS = 20
 DATASET_TASKS, DATASET_CANDIDATES = 500, 26
 LABELLED_TASKS, LABELLED_CANDIDATES, LABELS, ANNOTATORS = 400, 25, 20_000, 50  # 10,000 candidates, two labels each
 MATRIX_TESTS = 100  # verifier tests of the task whose matrix page is loaded
+API_CANDIDATES = 26  # per task, over every task: 260,000 candidates for the API's candidate list
+API_PAGE = 100  # rows a page, as the run page shows
 RATE = 20  # requests per second: 20 users, a page a second each
+API_AGAINST_PAGE = 1.5  # the API's p95 at most this many times its page's
 MEASURE_SECONDS = 25
 STEP_SECONDS = 8
 STEP_MIN_REQUESTS = 24  # slow rates take longer steps: a p95 needs requests enough
@@ -319,17 +326,38 @@ def seed(workdir: Path) -> dict:
     dataset = judged_dataset_seed(tasks, rng)
     matrix_task = matrix_seed(dataset, rng)
     labelled = labelled_dataset_seed(tasks, users, rng)
+    api = api_dataset_seed(tasks, rng)
     review_ids = list(Task.objects.filter(state="needs_review").values_list("instance_id", "repository_id"))
     return {
         "dataset_path": f"/datasets/{dataset.pk}/",
         "matrix_path": f"/tasks/{matrix_task.instance_id}/matrix/",
-        "labelling_paths": labelled["item_paths"], "agreement_path": labelled["agreement_path"],
+        "labelling_paths": labelled["item_paths"], "agreement_path": labelled["agreement_path"], **api,
         "seconds": seconds, "mined_seconds": mined_seconds, "outcomes": outcomes,
         "runs": TestRunRecord.objects.count(), "mirrored_tasks": len(mirrored_tasks), "sessions": sessions,
         "review_with_diff": [iid for iid, repository_id in review_ids if repository_id == mirrored.pk],
         "review_without_diff": [iid for iid, repository_id in review_ids if repository_id != mirrored.pk],
         "user": users[0],
     }
+
+
+def api_dataset_seed(tasks: list, rng: random.Random) -> dict:
+    """An imported dataset of every task with API_CANDIDATES graded candidates each (one per run), and
+    the API's lists beside the pages that show the same rows."""
+    from apps.datasets.models import Candidate, Dataset, DatasetTask, Run
+
+    dataset = Dataset.objects.create(name="bench/api", kind=Dataset.Kind.IMPORT)
+    DatasetTask.objects.bulk_create([DatasetTask(dataset=dataset, task=task) for task in tasks], batch_size=5000)
+    runs = Run.objects.bulk_create([Run(name=f"bench-api-{r}") for r in range(API_CANDIDATES)])
+    for start in range(0, len(tasks), 1000):
+        Candidate.objects.bulk_create([
+            Candidate(task=task, source="import", run=run, kind=run.name, patch=f"diff --git a/x b/x\n# {task.id}\n",
+                      outcome="resolved" if rng.random() < 0.3 else "no", outcome_source="graded")
+            for task in tasks[start:start + 1000] for run in runs], batch_size=5000)
+    run = runs[3]
+    return {"api_tasks_path": f"/api/v1/tasks/?state=needs_review&page_size={API_PAGE}",
+            "tasks_page_path": "/tasks/?state=needs_review",
+            "api_candidates_path": f"/api/v1/datasets/{dataset.pk}/candidates/?run={run.name}&page_size={API_PAGE}",
+            "run_page_path": f"/runs/{run.pk}/"}
 
 
 def judged_dataset_seed(tasks: list, rng: random.Random):
@@ -456,7 +484,9 @@ def page_queries(seeded: dict) -> None:
              ("review", f"/tasks/{seeded['review_with_diff'][0]}/review/"),
              ("review_without_diff", f"/tasks/{seeded['review_without_diff'][0]}/review/"),
              ("dataset", seeded["dataset_path"]), ("matrix", seeded["matrix_path"]),
-             ("labelling", seeded["labelling_paths"][0]), ("agreement", seeded["agreement_path"])]
+             ("labelling", seeded["labelling_paths"][0]), ("agreement", seeded["agreement_path"]),
+             ("api_tasks", seeded["api_tasks_path"]), ("run_page", seeded["run_page_path"]),
+             ("api_candidates", seeded["api_candidates_path"])]
     for name, path in pages:
         started = time.perf_counter()
         client.get(path)  # templates and caches warm
@@ -654,11 +684,20 @@ def measure(load: Load) -> tuple:
                   static_p95)
     one_page_goal(load, "agreement", load.seeded["agreement_path"], f"web.agreement_{labels}", count, static_p50,
                   static_p95)
+    for api, page, label in (("api_tasks", "tasks_page", f"tasks_{TASKS}"),
+                             ("api_candidates", "run_page", f"candidates_{TASKS * API_CANDIDATES}")):
+        page_p95 = one_page_goal(load, page, load.seeded[f"{page}_path"], f"web.{page}_{label}", count, static_p50,
+                                 static_p95)
+        api_p95 = one_page_goal(load, api, load.seeded[f"{api}_path"], f"web.{api}_{label}", count, static_p50,
+                                static_p95)
+        report(f"web.{api}_{label}_p95_against_its_page", api_p95, "ms", page_p95, "ms (the page's p95)")
+        print(f"web.goal: the {api} p95 at most {API_AGAINST_PAGE} times its page's: "
+              f"{'met' if api_p95 <= API_AGAINST_PAGE * page_p95 else 'NOT met'}", flush=True)
     return step_summary(pages)
 
 
 def one_page_goal(load: "Load", name: str, path, label: str, count: int, static_p50: float,
-                  static_p95: float) -> None:
+                  static_p95: float) -> float:
     """One page alone at RATE, against the static file's figures and the target. `path` is one page,
     or a page per user (user i loads path[i])."""
     paths = path if isinstance(path, list) else [path] * USERS
@@ -670,6 +709,7 @@ def one_page_goal(load: "Load", name: str, path, label: str, count: int, static_
     print(f"web.goal: the {name} page p95 under {TARGET_MS:.0f} ms at {RATE} requests/s with no errors: "
           f"{'met' if p95 < TARGET_MS and not entry['errors'] else 'NOT met'} ({len(entry['errors'])} errors)",
           flush=True)
+    return p95
 
 
 def main(pages_only: bool = False) -> None:

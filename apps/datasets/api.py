@@ -26,9 +26,11 @@ from .candidates.uploads import UploadRefused, upload_start
 from .grading.grades import dataset_grade_start
 from apps.accounts.roles import user_can_review
 from apps.tasks.models import Task
+from apps.tasks.selectors import tasks_visible
 
 from .models import Candidate, Dataset, Execution, JudgeScore, Release
-from .releases import ReleaseRefused, release_file_found, release_start, release_withdraw
+from .releases import (ReleaseRefused, release_file_found, release_scope_of_dataset, release_start,
+                       release_withdraw)
 from .verifiers.execution import executions_advance
 from .verifiers.judging import candidates_unjudged, task_judge_start
 from .verifiers.measures import DEFAULT_SOURCES, measures_cached
@@ -196,8 +198,6 @@ class CandidateDetail(generics.RetrieveAPIView):
     permission_classes = [Unblinded]
 
     def get_queryset(self):
-        from apps.tasks.selectors import tasks_visible
-
         return _scored(Candidate.objects.filter(task__in=tasks_visible(user=self.request.user)))
 
 
@@ -366,7 +366,7 @@ class ReleaseList(APIView):
         data.is_valid(raise_exception=True)
         asked = data.validated_data
         dataset = get_object_or_404(Dataset, pk=asked["dataset"])
-        scope = selectors.release_scope_of_dataset(dataset, user=request.user)
+        scope = release_scope_of_dataset(dataset, user=request.user)
         try:
             release = release_start(name=asked["name"], scope=scope, since=asked.get("since"), user=request.user,
                                     states=tuple(asked.get("states") or (Task.State.ACCEPTED,)))

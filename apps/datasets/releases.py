@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
+from django.http import Http404
 from django.utils import timezone as django_timezone
 
 from apps.environments.models import Environment
@@ -35,7 +37,7 @@ from apps.tasks.models import (
     Validation,
     current_issue,
 )
-from apps.tasks.selectors import task_base_sha
+from apps.tasks.selectors import task_base_sha, tasks_visible
 from worker.engine.env.index_hashes import lock_hashes, simple_page
 from worker.engine.git.archive import archive_write, file_at, top_level_files
 from worker.engine.git.patches import NO_PATCHES, commits_patches
@@ -57,7 +59,7 @@ from worker.engine.verify.reproduction import files_added_patch
 
 from .models import RESOLVED, Candidate, Dataset, HackingReview, Import, Release
 from .registry import PEOPLE_LABELS
-from .selectors import dataset_tasks
+from .selectors import dataset_tasks, dataset_tasks_visible
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 CHUNK = 1000  # tasks read and written at a time
@@ -117,6 +119,16 @@ def states_chosen(text: str) -> tuple[str, ...]:
         raise ReleaseRefused(f"unknown task state {', '.join(unknown) or '(none given)'}: choose from "
                              f"{', '.join(Task.State.values)}")
     return tuple(state for state in Task.State.values if state in chosen)  # in one order: the same ask is equal
+
+
+def release_scope_of_dataset(dataset: Dataset, *, user):
+    """What releasing the dataset covers; Http404 when the person sees none of it, PermissionDenied when
+    it holds tasks of repositories they may not see."""
+    if not dataset_tasks_visible(dataset, user=user).exists():
+        raise Http404("No such dataset.")
+    if dataset_tasks(dataset).exclude(id__in=tasks_visible(user=user)).exists():
+        raise PermissionDenied("This dataset holds tasks of repositories you may not see: an admin can release it.")
+    return scope_of_dataset(dataset)
 
 
 def release_start(*, name: str, scope: ReleaseScope, states: tuple[str, ...] = (Task.State.ACCEPTED,),

@@ -6,9 +6,11 @@ from typing import Optional
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
+from apps.accounts.roles import ADMIN, user_can_review, user_roles
+
 from apps.repositories.services import repository_find
 from apps.tasks.models import Task, Validation
-from apps.tasks.selectors import tasks_visible
+from apps.tasks.selectors import repositories_named, tasks_visible
 from worker.engine.llm.clients import ModelError
 from worker.engine.run.pytest_run import FAILING, PASSING
 
@@ -319,9 +321,6 @@ def grade_runs_shown(grade: Grade, oracle: Oracle) -> list[RunShown]:
 
 def _repository_names_seen(user) -> "set[str] | None":
     """The repositories' names the person may see; None for admins (everything)."""
-    from apps.accounts.roles import ADMIN, user_roles
-    from apps.tasks.selectors import repositories_named
-
     return None if ADMIN in user_roles(user) else {one.name for one in repositories_named(user=user)}
 
 
@@ -354,26 +353,9 @@ def release_seen(*, user, pk: int) -> Optional[Release]:
     """A release or an export the person may see; None for one they may not (or none). Exports (judge
     training rows, trajectories) carry grades and who made each candidate: curators and admins only,
     as annotators label blind."""
-    from apps.accounts.roles import user_can_review
-
     release = _releases().filter(pk=pk).first()
     if release is None or not _release_visible(release, user=user, visible=_repository_names_seen(user)):
         return None
     if release.kind != Release.Kind.INSTANCES and not user_can_review(user):
         return None
     return release
-
-
-def release_scope_of_dataset(dataset: Dataset, *, user):
-    """What releasing the dataset covers; Http404 when the person sees none of it, PermissionDenied when
-    it holds tasks of repositories they may not see."""
-    from django.core.exceptions import PermissionDenied
-    from django.http import Http404
-
-    from .releases import scope_of_dataset
-
-    if not dataset_tasks_visible(dataset, user=user).exists():
-        raise Http404("No such dataset.")
-    if dataset_tasks(dataset).exclude(id__in=tasks_visible(user=user)).exists():
-        raise PermissionDenied("This dataset holds tasks of repositories you may not see: an admin can release it.")
-    return scope_of_dataset(dataset)

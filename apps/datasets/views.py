@@ -54,6 +54,7 @@ from .releases import (
     ReleaseRefused,
     export_start,
     release_file_found,
+    release_scope_of_dataset,
     release_start,
     release_withdraw,
     scope_of_repository,
@@ -362,7 +363,7 @@ def _release_scope(request):
     if not re.fullmatch(r"[0-9]{1,18}", pk or ""):
         raise Http404("Name what to release.")
     if kind == Release.Scope.DATASET:
-        return selectors.release_scope_of_dataset(get_object_or_404(Dataset, pk=pk), user=request.user)
+        return release_scope_of_dataset(get_object_or_404(Dataset, pk=pk), user=request.user)
     if kind == Release.Scope.REPOSITORY:
         repository = next((one for one in repositories_named(user=request.user) if one.pk == int(pk)), None)
         if repository is None:

@@ -16,7 +16,7 @@ from apps.labels.selectors import dataset_tasks_visible
 from tests.apps.api_calls import api_call, jobs_not_sent  # noqa: F401 - a fixture
 from tests.apps.test_api import bearer
 from tests.apps.test_execution_measures import succeeded
-from tests.apps.test_labels import candidate_make, dataset_of
+from tests.apps.test_labels import candidate_make, dataset_of, verifier_test_set_make
 from tests.apps.test_sampling import valid_task  # noqa: F401 - a fixture
 
 
@@ -28,10 +28,8 @@ def graded(valid_task):  # noqa: F811
                               logprob_yes=-0.1, logprob_no=-2.3)
     JudgeScore.objects.create(candidate=wrong, mode="patch", model="judge", prompt_version=1, p_yes=0.2,
                               logprob_yes=-1.6, logprob_no=-0.2)
-    from tests.apps.test_labels import _test_set
-
     Execution.objects.create(job=succeeded("execute", wrong), candidate=wrong, outcome="partial",
-                             outcomes={"t::a": "PASSED", "t::b": "FAILED"}, test_set_id=_test_set(valid_task).id)
+                             outcomes={"t::a": "PASSED", "t::b": "FAILED"}, test_set_id=verifier_test_set_make(valid_task).id)
     return {"task": valid_task, "right": right, "wrong": wrong, "dataset": dataset_of(valid_task)}
 
 

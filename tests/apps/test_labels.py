@@ -85,7 +85,7 @@ def test_the_annotators_page_holds_none_of_what_would_unblind_it_and_the_curator
                               p_yes=float(SENTINELS["p_yes"]), logprob_yes=-0.2, logprob_no=-1.7)
     tests = {f"tests/test_v.py::test_{n}": "PASSED" if n < 13 else "FAILED" for n in range(17)}
     Execution.objects.create(job=succeeded("execute", candidate), candidate=candidate, outcome="partial",
-                             outcomes=tests, test_set_id=_test_set(task).id)
+                             outcomes=tests, test_set_id=verifier_test_set_make(task).id)
     dataset = dataset_of(task)
     assert take(dataset, people["bob"]) == candidate
     label(dataset, candidate, people["bob"], "incorrect", 3, f"the {SENTINELS['rationale']} branch is wrong")
@@ -109,7 +109,7 @@ def test_the_annotators_page_holds_none_of_what_would_unblind_it_and_the_curator
     assert client_of(people["ann"]).get(reverse("labels:candidate", args=[dataset.pk, candidate.pk])).status_code == 403
 
 
-def _test_set(task):
+def verifier_test_set_make(task):
     from apps.datasets.models import ReproductionTests, VerifierTestSet
 
     reproduction = ReproductionTests.objects.create(job=succeeded("reproduce", task), task=task)

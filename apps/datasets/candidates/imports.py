@@ -16,7 +16,9 @@ from django.utils import timezone as django_timezone
 
 from apps.bulk_insert import rows_insert, text_storable
 from apps.repositories.models import Commit, Repository
+from apps.repositories.selectors import repositories_visible
 from apps.tasks.models import ImportedInstance, IssueVersion, Task, TaskStateChange
+from apps.tasks.selectors import tasks_visible
 from worker.engine.grade.swebench import Instance, Report, instances_read, predictions_read, report_read
 from worker.engine.grade.trajectories import Trajectories, trajectories_read
 from worker.engine.test_files import TestFileRules
@@ -83,8 +85,6 @@ def instances_import(*, path: Path, dataset_name: str = "", user=None) -> Import
 def _tasks_seen(user):
     """The tasks an import by `user` may touch: those of the repositories they see (every task from the
     command line, where `user` is None)."""
-    from apps.tasks.selectors import tasks_visible
-
     return Task.objects.all() if user is None else tasks_visible(user=user)
 
 
@@ -92,8 +92,6 @@ def _repositories_hidden(user, names: set) -> set:
     """Of the repositories named, those that exist and the person may not see."""
     if user is None:
         return set()
-    from apps.repositories.selectors import repositories_visible
-
     existing = set(Repository.objects.filter(name__in=names).values_list("name", flat=True))
     return existing - set(repositories_visible(user=user).filter(name__in=names).values_list("name", flat=True))
 

@@ -24,7 +24,8 @@ from worker.engine.sandbox.base import Limits
 
 from .hacking import candidate_hacking_store
 from ..candidates.imports import GRADED
-from ..models import Candidate, Grade
+from ..models import Candidate, Dataset, Grade
+from ..selectors import INSTANCES, dataset_tasks, dataset_tasks_visible
 from ..candidates.mutants import task_mutation_score_refresh
 
 GRADE = "grade"  # the job kind (registered in apps.datasets.apps)
@@ -69,9 +70,6 @@ def dataset_grade_work(job, progress) -> None:
     """The registered `run`: each task with an oracle (imported, or validated valid) that the person who
     asked sees gets its controls, then each of its candidates without a ground truth a grading job of
     its own. Running it twice starts nothing more."""
-    from ..models import Dataset
-    from ..selectors import INSTANCES, dataset_tasks, dataset_tasks_visible
-
     dataset = Dataset.objects.get(pk=job.subject_id)
     user = job.requested_by
     tasks = list((dataset_tasks_visible(dataset, user=user) if user else dataset_tasks(dataset)).filter(INSTANCES)
