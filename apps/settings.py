@@ -272,6 +272,7 @@ SPECTACULAR_SETTINGS = {
                    "`Authorization: Bearer TOKEN` (tokens are made on your account page).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],  # as every page: signed in
     "SWAGGER_UI_DIST": "SIDECAR",  # served from here: a server without internet reaches no CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

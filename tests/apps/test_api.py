@@ -314,6 +314,13 @@ def test_writes_past_the_rate_are_throttled_per_user_and_reads_are_not(curator_t
 # --- the schema -----------------------------------------------------------------------------------
 
 
+def test_the_schema_and_its_docs_are_for_people_signed_in(curator_token):
+    assert Client().get("/api/schema/").status_code == 401
+    assert Client().get("/api/docs/").status_code == 401
+    served = Client().get("/api/schema/", **curator_token)
+    assert served.status_code == 200 and b"operationId: repositories_list" in served.content
+
+
 def test_the_schema_validates_with_no_warning(tmp_path):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
     assert "operationId: repositories_list" in (tmp_path / "schema.yaml").read_text()
