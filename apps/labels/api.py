@@ -12,8 +12,9 @@ from rest_framework.views import APIView
 from apps.api import CONFLICT, ApiRefused, JobStartedSerializer, StrictSerializer, Unblinded, api_urlpatterns, job_accepted
 from apps.accounts.roles import user_roles
 from apps.datasets.models import Candidate, Dataset
-from apps.datasets.selectors import dataset_tasks_visible
+from apps.datasets.selectors import dataset_tasks, dataset_tasks_visible
 from apps.tasks.models import current_issue
+from apps.tasks.selectors import tasks_visible
 
 from . import selectors, services
 from .exports import label_export_start
@@ -190,6 +191,9 @@ class LabelExportCreate(APIView):
         """Every label with its rationale, confidence, seconds, annotator, final label and who settled it,
         written by a job."""
         dataset = _dataset_seen(request, pk)
+        if dataset_tasks(dataset).exclude(id__in=tasks_visible(user=request.user)).exists():
+            raise ApiRefused("This dataset holds tasks of repositories you may not see: an admin can export its "
+                             "labels.", code="permission_denied", status_code=403)
         data = ExportRequest(data=request.data)
         data.is_valid(raise_exception=True)
         export = label_export_start(dataset=dataset, user=request.user, **data.validated_data)

@@ -64,6 +64,25 @@ def test_two_annotators_label_blind_and_a_curator_settles_their_disagreement(cur
     assert Job.objects.get(pk=export["job"]["id"]).kind == "label_export"
 
 
+def test_labels_of_a_dataset_holding_tasks_one_may_not_see_are_exported_by_an_admin_only(curator, admin_user,
+                                                                                      valid_task, tmp_path):  # noqa: F811
+    from django.contrib.auth.models import Group
+
+    from apps.datasets.models import DatasetTask
+    from apps.repositories.models import Repository
+    from tests.conftest import commits_and_tasks_make
+
+    mixed = Dataset.objects.create(name="mixed", kind=Dataset.Kind.IMPORT)
+    hidden = Repository.objects.create(name="secret/repo", url="/nowhere/secret/repo")
+    hidden.allowed_groups.set([Group.objects.create(name="secret-team")])
+    DatasetTask.objects.bulk_create([DatasetTask(dataset=mixed, task=valid_task),
+                                     DatasetTask(dataset=mixed, task=commits_and_tasks_make(hidden, 1)[0])])
+    refused = api_call(Client(), "datasets_labels_export_create", mixed.pk, status=403, data={}, **bearer(curator))
+    assert "tasks of repositories you may not see" in refused["detail"]
+    assert not Job.objects.filter(kind="label_export").exists()
+    api_call(Client(), "datasets_labels_export_create", mixed.pk, status=202, data={}, **bearer(admin_user))
+
+
 def test_a_release_is_made_read_downloaded_and_withdrawn(accepted, curator, annotator, small_repository,  # noqa: F811
                                                          settings, tmp_path):
     settings.COMMITGYM_RELEASE_DIR = tmp_path / "releases"
