@@ -2,13 +2,17 @@
 pages, the write throttle, and the answer to a request that started a job (202 and the job's URL).
 Each app's resources live in its own `api.py`; apps/urls.py mounts them under /api/v1/."""
 
+from django.core.cache import caches
+from django.http import JsonResponse
 from django.urls import reverse
+from django.views import defaults
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, pagination, permissions, serializers, status, throttling
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.response import Response
 
 from apps.accounts.roles import BLINDED, user_can_mine, user_can_review
+from apps.accounts.models import ApiToken
 from apps.accounts.tokens import api_token_user
 
 TOKEN_KEYWORD = b"bearer"
@@ -63,9 +67,15 @@ class Unblinded(permissions.IsAuthenticated):
 
 
 class WriteThrottle(throttling.UserRateThrottle):
-    """Writes per user (so per token's owner), at COMMITGYM_API_WRITE_RATE; reads are not counted."""
+    """Writes per token (per person, signed in on the pages), at COMMITGYM_API_WRITE_RATE, counted in the
+    cache every server process shares; reads are not counted."""
 
     scope = "write"
+    cache = caches["throttle"]
+
+    def get_cache_key(self, request, view):
+        ident = f"token-{request.auth.prefix}" if isinstance(request.auth, ApiToken) else f"user-{request.user.pk}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}
 
     def allow_request(self, request, view):
         if request.method in permissions.SAFE_METHODS:
@@ -249,9 +259,16 @@ def form_checked(form) -> dict:
     return form.cleaned_data
 
 
+def server_error(request):
+    """The site's 500: under /api/, in the API's own shape (a script reads JSON even when the server
+    fails); elsewhere, Django's page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": "server_error", "detail": "The server failed on this request; the error is "
+                             "logged for its administrators.", "fields": {}}, status=500)
+    return defaults.server_error(request)
+
+
 def api_not_found(request, rest: str = ""):
     """Any other address under /api/: a 404 in the API's own shape, not the site's page."""
-    from django.http import JsonResponse
-
     return JsonResponse({"error": "not_found", "detail": f"No such address in the API: /{request.path.lstrip('/')}",
                          "fields": {}}, status=404)

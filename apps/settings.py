@@ -302,5 +302,15 @@ CELERY_TASK_TIME_LIMIT = _env_int("CELERY_TASK_TIME_LIMIT", 3 * 3600 + 300)
 # longest hard time limit, or a long job would run twice at once.
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 3600}
+# The API's write throttle counts in a cache every server process shares: Redis where the broker is
+# Redis (or COMMITGYM_THROTTLE_CACHE_URL), else each process's own memory.
+_THROTTLE_CACHE_URL = os.environ.get("COMMITGYM_THROTTLE_CACHE_URL", CELERY_BROKER_URL)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _THROTTLE_CACHE_URL,
+                  "KEY_PREFIX": "commitgym-throttle"}
+                 if _THROTTLE_CACHE_URL.startswith(("redis://", "rediss://"))
+                 else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}),
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -35,3 +35,5 @@ urlpatterns = [
     path("models/", include("apps.llm.urls")),
     path("jobs/", include("apps.jobs.urls")),
 ]
+
+handler500 = "apps.api.server_error"

@@ -294,21 +294,44 @@ def test_malformed_json_wrong_types_and_unknown_fields_are_refused_in_words(cura
     assert Repository.objects.count() == 1 and MiningJob.objects.count() == 1
 
 
-def test_writes_past_the_rate_are_throttled_per_user_and_reads_are_not(curator_token, small_repository, settings):
+def test_writes_past_the_rate_are_throttled_per_token_in_the_shared_cache_and_reads_are_not(
+        curator, small_repository, settings):
+    import redis
     from rest_framework.settings import api_settings
     from rest_framework.throttling import SimpleRateThrottle
 
     rates = {**api_settings.DEFAULT_THROTTLE_RATES, "write": "2/min"}
     SimpleRateThrottle.THROTTLE_RATES = rates
     try:
-        client = Client()
+        client, script, notebook = Client(), bearer(curator, "script"), bearer(curator, "notebook")
         for _ in range(2):
-            api_call(client, "repositories_mine_create", small_repository.pk, status=202, **curator_token)
-        slowed = api_call(client, "repositories_mine_create", small_repository.pk, status=429, **curator_token)
+            api_call(client, "repositories_mine_create", small_repository.pk, status=202, **script)
+        slowed = api_call(client, "repositories_mine_create", small_repository.pk, status=429, **script)
         assert slowed["error"] == "throttled"
-        api_call(client, "repositories_retrieve", small_repository.pk, status=200, **curator_token)
+        api_call(client, "repositories_retrieve", small_repository.pk, status=200, **script)
+        api_call(client, "repositories_mine_create", small_repository.pk, status=202, **notebook)  # its own count
     finally:
         SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+    # Counted in Redis, where every server process reads the same counts, not in this process's memory.
+    prefix = ApiToken.objects.get(user=curator, name="script").prefix
+    assert redis.Redis.from_url(settings.CELERY_BROKER_URL).keys(f"commitgym-throttle:*token-{prefix}*")
+
+
+def test_a_server_error_under_the_api_is_answered_in_its_shape(curator, monkeypatch):
+    from apps.datasets import selectors
+
+    def broken(**kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(selectors, "releases_listed", broken)
+    client = Client(raise_request_exception=False)
+    failed = client.get(reverse("api:releases"), **bearer(curator))
+    assert failed.status_code == 500 and failed.json() == {
+        "error": "server_error", "detail": "The server failed on this request; the error is logged for its "
+                                           "administrators.", "fields": {}}
+    client.force_login(curator)
+    page = client.get(reverse("datasets:releases"))  # a page fails as Django's page
+    assert page.status_code == 500 and page["Content-Type"].startswith("text/html")
 
 
 # --- the schema -----------------------------------------------------------------------------------
