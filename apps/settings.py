@@ -144,6 +144,11 @@ COMMITGYM_MIRROR_DIR = Path(os.environ.get("COMMITGYM_MIRROR_DIR", VAR_DIR / "mi
 COMMITGYM_UPLOAD_DIR = Path(os.environ.get("COMMITGYM_UPLOAD_DIR", VAR_DIR / "uploads"))
 # The most an upload may bring (every file together); larger files are imported by the commands.
 COMMITGYM_UPLOAD_MAX_BYTES = _env_int("COMMITGYM_UPLOAD_MAX_BYTES", 1 << 30)
+# Folders on the server whose files the API may import in place (os.pathsep between them; none by
+# default): a file past the upload cap is put there and named, not sent. Workers of the `curation`
+# queue must see them at the same paths.
+COMMITGYM_IMPORT_ROOTS = [Path(root) for root in os.environ.get("COMMITGYM_IMPORT_ROOTS", "").split(os.pathsep)
+                          if root.strip()]
 # An upload of predictions may bring a trajectory file per instance.
 DATA_UPLOAD_MAX_NUMBER_FILES = 2000
 # Releases' files, NAME@N/ each (and NAME@N.exports/ beside), unless a release names its own folder.
@@ -285,6 +290,7 @@ SPECTACULAR_SETTINGS = {
                                                 ("environment_failed", "environment failed"), ("none", "not validated")],
                             "LabelVerdictEnum": "apps.labels.models.Verdict",
                             "ReleaseKindEnum": "apps.datasets.models.Release.Kind",
+                            "UploadKindEnum": "apps.datasets.models.Upload.Kind",
                             "ReviewScoreEnum": "apps.tasks.models.Review.SCORES",
                             "YesNoEnum": [("yes", "Yes"), ("no", "No")]},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.api.errors_documented"],

@@ -1,48 +1,68 @@
 """Datasets in the API: datasets and their measures as JSON, candidates with their ground truth,
-judge scores, execution results and flags, grading started as jobs, and files uploaded to import.
+judge scores, execution results and flags; grading, verifying, mutants and samples started as jobs;
+files uploaded, or named where they lie on the server, to import.
 Grades, scores and who made a candidate are for curators and admins, as on the pages (annotators
 label blind)."""
 
 from django.conf import settings
-from django.http import FileResponse
 from django.db.models import OuterRef, Subquery
+from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.api import (ApiRefused, JobRefSerializer, JobStartedSerializer, ReadOrMine, ReadOrReview, StrictSerializer, Unblinded,
-                      CONFLICT, ErrorSerializer,
-                      api_urlpatterns, job_accepted, job_ref)
+from apps.accounts.roles import user_can_review
+from apps.api import (
+    CONFLICT,
+    ApiRefused,
+    ErrorSerializer,
+    JobRefSerializer,
+    JobStartedSerializer,
+    ReadOrMine,
+    ReadOrReview,
+    StrictSerializer,
+    Unblinded,
+    api_urlpatterns,
+    job_accepted,
+    job_ref,
+)
+from apps.jobs.models import Job
+from apps.tasks.models import Task
+from apps.tasks.selectors import tasks_visible
 from worker.engine.llm.clients import ModelError
+from worker.engine.sample.agent import AgentBudget
 from worker.engine.verify.judge import JUDGE_MODES
 
 from . import selectors
-from .candidates.uploads import UploadRefused, upload_start
+from .candidates.mutants import dataset_mutants_start
+from .candidates.sampling import CONFIRM_ABOVE, SAMPLES_PER_TASK, dataset_sample_start, sampling_estimate_said
+from .candidates.uploads import UploadRefused, path_import_start, upload_start
+from .dataset_jobs import dataset_job_latest
 from .grading.grades import dataset_grade_start
-from apps.accounts.roles import user_can_review
-from apps.tasks.models import Task
-from apps.tasks.selectors import tasks_visible
-
-from .models import Candidate, Dataset, Execution, JudgeScore, Release
-from .releases import (ReleaseRefused, release_file_found, release_scope_of_dataset, release_start,
-                       release_withdraw)
-from .verifiers.execution import executions_advance
-from .verifiers.judging import candidates_unjudged, task_judge_start
-from .verifiers.measures import DEFAULT_SOURCES, measures_cached
+from .models import Candidate, Dataset, Execution, JudgeScore, Release, Upload
+from .releases import (
+    ReleaseRefused,
+    release_file_found,
+    release_scope_of_dataset,
+    release_start,
+    release_withdraw,
+    release_writing,
+)
+from .verifiers.measures import measures_cached
+from .verifiers.verifying import DATASET_VERIFY, VerifyRefused, dataset_verify_start, verifiers_under_way
 
 
 def _dataset(request, pk: int) -> tuple[Dataset, object]:
     """The dataset and its tasks the person sees; a repository's dataset with none is a 404, as on its page."""
-    dataset = get_object_or_404(Dataset.objects.select_related("repository"), pk=pk)
-    tasks = selectors.dataset_tasks_visible(dataset, user=request.user)
-    if not tasks.exists():  # a dataset of tasks you may not see is not there for you
+    dataset = selectors.dataset_seen(user=request.user, pk=pk)
+    if dataset is None:
         raise ApiRefused("No such dataset.", code="not_found", status_code=404)
-    return dataset, tasks
+    return dataset, selectors.dataset_tasks_visible(dataset, user=request.user)
 
 
 class DatasetSerializer(serializers.Serializer):
@@ -222,51 +242,109 @@ class VerifyRequest(StrictSerializer):
 
 class StepSerializer(serializers.Serializer):
     task = serializers.CharField()
-    where = serializers.CharField(help_text="The execution verifier's step for the task.")
+    where = serializers.CharField(help_text="The execution verifier's step for the task when the job reached it.")
     sentence = serializers.CharField(allow_blank=True)
 
 
-class VerifyStartedSerializer(serializers.Serializer):
-    judgings = JobRefSerializer(many=True, help_text="A judging job per task with unscored candidates.")
-    execution = StepSerializer(many=True, help_text="Where each valid task's execution verifier stands: each step "
-                                                    "starts the next as it ends; ask again to start what is "
+class VerifyingSerializer(serializers.Serializer):
+    job = JobRefSerializer(allow_null=True, help_text="The latest verification's job; null before any.")
+    judge_mode = serializers.CharField(allow_blank=True)
+    judgings = JobRefSerializer(many=True, help_text="The judging jobs it started, one per task with unscored "
+                                                     "candidates.")
+    execution = StepSerializer(many=True, help_text="Where each valid task's execution verifier stood: each step "
+                                                    "starts the next as it ends; verify again to start what is "
                                                     "still missing.")
+    under_way = serializers.IntegerField(help_text="The verifiers' jobs queued or running on the dataset's tasks "
+                                                   "now: 0 when every result there will be is in.")
 
 
 class DatasetVerify(APIView):
     permission_classes = [ReadOrMine]
 
-    @extend_schema(request=VerifyRequest, responses={202: VerifyStartedSerializer, **CONFLICT})
+    @extend_schema(responses={200: VerifyingSerializer})
+    def get(self, request, pk: int):
+        """Where the dataset's verification stands: what its latest job started, and how many of the
+        verifiers' jobs are still under way."""
+        dataset, tasks = _dataset(request, pk)
+        verifying = dataset_job_latest(dataset, DATASET_VERIFY)
+        started = verifying.started if verifying else {}
+        judgings = Job.objects.filter(pk__in=started.get("judgings", [])).order_by("id")
+        return Response({
+            "job": job_ref(request, verifying.job) if verifying else None,
+            "judge_mode": verifying.options["judge_mode"] if verifying else "",
+            "judgings": [job_ref(request, job) for job in judgings],
+            "execution": [{"task": task, "where": where, "sentence": sentence}
+                          for task, (where, sentence) in sorted(started.get("execution", {}).items())],
+            "under_way": verifiers_under_way(tasks)})
+
+    @extend_schema(request=VerifyRequest, responses={202: JobStartedSerializer, **CONFLICT})
     def post(self, request, pk: int):
         """Start the verifiers' missing results for the dataset's valid tasks, as `manage.py verify` does,
-        without waiting: the judge's scores and the execution verifier's steps, as jobs."""
-        _, tasks = _dataset(request, pk)
+        as a job: a judging per task with unscored candidates, and each task's execution verifier one
+        step on. Follow it with GET on the same URL; a verification under way is returned, not a second."""
+        dataset, _ = _dataset(request, pk)
         data = VerifyRequest(data=request.data)
         data.is_valid(raise_exception=True)
         asked = data.validated_data
-        valid = list(tasks.filter(verdict="valid").select_related("repository", "commit"))
-        unjudged = set()
-        if asked["judge"]:  # checked before anything starts: a refusal leaves nothing queued
-            try:
-                unjudged = set(candidates_unjudged(Candidate.objects.filter(task__in=valid, source__in=DEFAULT_SOURCES),
-                                                   asked["judge_mode"]).values_list("task_id", flat=True))
-            except ModelError as error:
-                raise ApiRefused(f"The judge model cannot be used: {error}.", code="judge_unavailable",
-                                 status_code=409)
-        steps = executions_advance(valid) if asked["tests"] else {}
-        judgings = []
-        for task in (task for task in valid if task.id in unjudged):
-            judging = task_judge_start(task=task, mode=asked["judge_mode"], actor=request.user)
-            if judging is not None:
-                judgings.append(job_ref(request, judging.job))
-        names = {task.id: task.instance_id for task in valid}
-        return Response({"judgings": judgings, "execution": [
-            {"task": names[task_id], "where": where, "sentence": sentence}
-            for task_id, (where, sentence) in sorted(steps.items())]}, status=status.HTTP_202_ACCEPTED)
+        try:
+            verifying, created = dataset_verify_start(dataset=dataset, user=request.user,
+                                                      judge_mode=asked["judge_mode"], judge=asked["judge"],
+                                                      tests=asked["tests"])
+        except VerifyRefused as refused:
+            raise ApiRefused(str(refused), code="judge_unavailable", status_code=409)
+        return job_accepted(request, verifying.job, created=created,
+                            page_url=reverse("datasets:detail", args=[dataset.pk]))
+
+
+class DatasetMutants(APIView):
+    permission_classes = [ReadOrMine]
+
+    @extend_schema(request=None, responses={202: JobStartedSerializer})
+    def post(self, request, pk: int):
+        """Make the missing mutants of each valid task's gold patch (known-wrong candidates, one of each
+        kind the fix allows), as `manage.py make_mutants` does, as a job; grade them with the dataset's
+        grade."""
+        dataset, _ = _dataset(request, pk)
+        row, created = dataset_mutants_start(dataset=dataset, user=request.user)
+        return job_accepted(request, row.job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))
+
+
+class SampleRequest(StrictSerializer):
+    n = serializers.IntegerField(min_value=1, max_value=100, default=SAMPLES_PER_TASK,
+                                 help_text="Samples per task: the missing ones below n are made.")
+    steps = serializers.IntegerField(min_value=1, default=AgentBudget.steps, help_text="Steps per sample at most.")
+    tokens = serializers.IntegerField(min_value=1, default=AgentBudget.tokens, help_text="Tokens per sample at most.")
+    seconds = serializers.FloatField(min_value=1, default=AgentBudget.wall_seconds,
+                                     help_text="Wall-clock seconds per sample at most.")
+    confirm = serializers.BooleanField(default=False, help_text=f"Needed to start more than {CONFIRM_ABOVE} "
+                                                                "samples: the refusal says what they may cost.")
+
+
+class DatasetSample(APIView):
+    permission_classes = [ReadOrMine]
+
+    @extend_schema(request=SampleRequest, responses={202: JobStartedSerializer, **CONFLICT})
+    def post(self, request, pk: int):
+        """Sample candidate patches from the agent model for each valid task, as `manage.py
+        sample_candidates` does: one job starts a sampling job per missing sample, each graded once made."""
+        dataset, tasks = _dataset(request, pk)
+        data = SampleRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        asked = data.validated_data
+        budget = AgentBudget(steps=asked["steps"], tokens=asked["tokens"], wall_seconds=asked["seconds"])
+        at_most = tasks.filter(verdict="valid", source=Task.Source.MINED).count() * asked["n"]
+        try:
+            if at_most > CONFIRM_ABOVE and not asked["confirm"]:
+                raise ApiRefused(f"Up to {sampling_estimate_said(at_most, budget)} Send confirm: true to start it.",
+                                 code="confirm_needed", field="confirm", status_code=409)
+            row, created = dataset_sample_start(dataset=dataset, user=request.user, n=asked["n"], budget=budget)
+        except ModelError as error:
+            raise ApiRefused(f"The agent model cannot be used: {error}.", code="model_unavailable", status_code=409)
+        return job_accepted(request, row.job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))
 
 
 class UploadRequest(StrictSerializer):
-    kind = serializers.ChoiceField(choices=["instances", "predictions"])
+    kind = serializers.ChoiceField(choices=Upload.Kind.choices)
     file = serializers.FileField(help_text="A SWE-bench instances (.jsonl, .json, .parquet) or predictions "
                                            "(.jsonl, .json) file.")
     report = serializers.FileField(required=False, help_text="For predictions: the evaluation report (.json).")
@@ -296,6 +374,37 @@ class UploadCreate(APIView):
                                   run_name=asked.get("run_name", "").strip(), user=request.user)
         except UploadRefused as refused:
             raise ApiRefused(str(refused), code="upload_refused", field="file")
+        return job_accepted(request, upload.job, created=True, page_url=reverse("datasets:upload", args=[upload.pk]))
+
+
+class PathImportRequest(StrictSerializer):
+    kind = serializers.ChoiceField(choices=Upload.Kind.choices)
+    path = serializers.CharField(help_text="The file's absolute path on the server, under one of its "
+                                           "COMMITGYM_IMPORT_ROOTS: a SWE-bench instances (.jsonl, .json, .parquet) "
+                                           "or predictions (.jsonl, .json) file.")
+    report_path = serializers.CharField(required=False, allow_blank=True,
+                                        help_text="For predictions: the evaluation report (.json), likewise.")
+    dataset_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    run_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+class PathImportCreate(APIView):
+    permission_classes = [ReadOrMine]
+
+    @extend_schema(request=PathImportRequest, responses={202: JobStartedSerializer})
+    def post(self, request):
+        """Import a file where it lies on the server (no size cap: what is too large to upload is put in one
+        of the server's import folders and named), as a job; the file is read there and kept there."""
+        data = PathImportRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        asked = data.validated_data
+        try:
+            upload = path_import_start(kind=asked["kind"], path=asked["path"],
+                                       report_path=asked.get("report_path", "").strip(),
+                                       dataset_name=asked.get("dataset_name", "").strip(),
+                                       run_name=asked.get("run_name", "").strip(), user=request.user)
+        except UploadRefused as refused:
+            raise ApiRefused(str(refused), code="upload_refused", field="path")
         return job_accepted(request, upload.job, created=True, page_url=reverse("datasets:upload", args=[upload.pk]))
 
 
@@ -367,6 +476,10 @@ class ReleaseList(APIView):
         asked = data.validated_data
         dataset = get_object_or_404(Dataset, pk=asked["dataset"])
         scope = release_scope_of_dataset(dataset, user=request.user)
+        writing = release_writing(asked["name"])
+        if writing is not None and selectors.release_seen(user=request.user, pk=writing.pk) is not None:
+            return job_accepted(request, writing.job, created=False,  # asked twice: the one under way
+                                page_url=reverse("datasets:release", args=[writing.pk]))
         try:
             release = release_start(name=asked["name"], scope=scope, since=asked.get("since"), user=request.user,
                                     states=tuple(asked.get("states") or (Task.State.ACCEPTED,)))
@@ -428,8 +541,11 @@ urlpatterns = api_urlpatterns([
     path("datasets/<int:pk>/candidates/", CandidateList.as_view(), name="dataset_candidates"),
     path("datasets/<int:pk>/grade/", DatasetGrade.as_view(), name="dataset_grade"),
     path("datasets/<int:pk>/verify/", DatasetVerify.as_view(), name="dataset_verify"),
+    path("datasets/<int:pk>/mutants/", DatasetMutants.as_view(), name="dataset_mutants"),
+    path("datasets/<int:pk>/samples/", DatasetSample.as_view(), name="dataset_samples"),
     path("candidates/<int:pk>/", CandidateDetail.as_view(), name="candidate"),
     path("uploads/", UploadCreate.as_view(), name="uploads"),
+    path("imports/", PathImportCreate.as_view(), name="imports"),
     path("releases/", ReleaseList.as_view(), name="releases"),
     path("releases/<int:pk>/", ReleaseDetail.as_view(), name="release"),
     path("releases/<int:pk>/withdraw/", ReleaseWithdraw.as_view(), name="release_withdraw"),

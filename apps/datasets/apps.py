@@ -65,6 +65,18 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="dataset_grade", label="Grading a dataset", queue="curation",
                                   run="apps.datasets.grading.grades.dataset_grade_work", subject="datasets.dataset",
                                   cancellable=True, progress_unit="tasks", link=dataset_page))
+        job_kind_register(JobKind(name="dataset_verify", label="Verifying a dataset", queue="curation",
+                                  run="apps.datasets.verifiers.verifying.dataset_verify_work",
+                                  subject="datasets.dataset", cancellable=True, progress_unit="tasks",
+                                  link=dataset_page))
+        job_kind_register(JobKind(name="dataset_mutants", label="Mutants of a dataset", queue="curation",
+                                  run="apps.datasets.candidates.mutants.dataset_mutants_work",
+                                  subject="datasets.dataset", cancellable=True, progress_unit="tasks",
+                                  link=dataset_page))
+        job_kind_register(JobKind(name="dataset_sample", label="Sampling a dataset", queue="curation",
+                                  run="apps.datasets.candidates.sampling.dataset_sample_work",
+                                  subject="datasets.dataset", cancellable=True, progress_unit="tasks",
+                                  link=dataset_page))
         job_kind_register(JobKind(name="judge", label="Judging", queue="llm",
                                   run="apps.datasets.verifiers.judging.judge_job_work", subject="tasks.task",
                                   retry="apps.datasets.verifiers.judging.judge_job_retry",

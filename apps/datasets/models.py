@@ -89,6 +89,8 @@ class Upload(JobLife, models.Model):
     file_name = models.CharField(max_length=255)
     report_name = models.CharField(max_length=255, blank=True)
     trajectory_names = models.JSONField(default=list)
+    on_server = models.BooleanField(default=False, help_text="The files are read where they lie on the server "
+                                                             "(under COMMITGYM_IMPORT_ROOTS), and kept there.")
     dataset_name = models.CharField(max_length=200, blank=True, help_text="For instances: the dataset to import into.")
     run_name = models.CharField(max_length=200, blank=True, help_text="For predictions: the run, else each row's model.")
     job = models.OneToOneField("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="upload")
@@ -245,6 +247,20 @@ class Judging(JobLife, models.Model):
     model = models.CharField(max_length=255, blank=True)
     counts = models.JSONField(default=dict, help_text="{scored, failed} over the candidates judged.")
     detail = models.TextField(blank=True, help_text="The calls that failed, and why.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class DatasetJob(JobLife, models.Model):
+    """Work over a dataset's tasks as one person asked it (verify, make mutants, sample): its options,
+    and what it did or started; its life is its `job`'s. The work it starts runs as jobs of their own."""
+
+    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.CASCADE, related_name="dataset_job")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="jobs")
+    options = models.JSONField(default=dict, help_text="What was asked, as the kind reads it.")
+    started = models.JSONField(default=dict, help_text="What the job did or started, as the kind writes it.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -147,9 +147,9 @@ def release_start(*, name: str, scope: ReleaseScope, states: tuple[str, ...] = (
         raise ReleaseRefused(f"no task of the {scope.kind_label} {scope.label!r} is "
                              f"{' or '.join(states)}"
                              f"{f' with a commit after {since}' if since else ''}: nothing to release")
-    writing = Release.objects.filter(name=name, kind=Release.Kind.INSTANCES, job__state__in=Release.ACTIVE_STATES)
-    if writing.exists():
-        raise ReleaseRefused(f"a version of {name} is being written already (job {writing.first().job_id}): wait for "
+    writing = release_writing(name)
+    if writing is not None:
+        raise ReleaseRefused(f"a version of {name} is being written already (job {writing.job_id}): wait for "
                              "it to end")
     with transaction.atomic():
         release = Release.objects.create(
@@ -160,6 +160,12 @@ def release_start(*, name: str, scope: ReleaseScope, states: tuple[str, ...] = (
         release.job, _ = job_start(kind="release", subject=release, user=user)
         release.save(update_fields=["job"])
     return release
+
+
+def release_writing(name: str) -> Optional[Release]:
+    """The version of `name` being written now, if one is."""
+    return Release.objects.filter(name=name, kind=Release.Kind.INSTANCES, job__state__in=Release.ACTIVE_STATES) \
+        .select_related("job").first()
 
 
 def _scope_tasks(scope: ReleaseScope, states, since: Optional[date]):

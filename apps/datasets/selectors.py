@@ -77,6 +77,15 @@ def dataset_tasks_visible(dataset: Dataset, *, user) -> QuerySet:
     return dataset_tasks(dataset) & tasks_visible(user=user)
 
 
+def dataset_seen(*, user, pk: int) -> Optional[Dataset]:
+    """The dataset when the person sees at least one of its tasks; None when there is no such dataset or
+    its tasks are all hidden from them (it is not there for them: pages and the API answer 404)."""
+    dataset = Dataset.objects.select_related("repository").filter(pk=pk).first()
+    if dataset is None or not dataset_tasks_visible(dataset, user=user).exists():
+        return None
+    return dataset
+
+
 @dataclass
 class DatasetRow:
     dataset: Dataset

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from apps.api import CONFLICT, ApiRefused, JobStartedSerializer, StrictSerializer, Unblinded, api_urlpatterns, job_accepted
 from apps.accounts.roles import user_roles
 from apps.datasets.models import Candidate, Dataset
-from apps.datasets.selectors import dataset_tasks, dataset_tasks_visible
+from apps.datasets.selectors import dataset_seen, dataset_tasks, dataset_tasks_visible
 from apps.tasks.models import current_issue
 from apps.tasks.selectors import tasks_visible
 
@@ -22,8 +22,8 @@ from .models import Label, LabelExport, Settlement, Verdict
 
 
 def _dataset_seen(request, pk: int) -> Dataset:
-    dataset = get_object_or_404(Dataset, pk=pk)
-    if not dataset_tasks_visible(dataset, user=request.user).exists():
+    dataset = dataset_seen(user=request.user, pk=pk)
+    if dataset is None:
         raise ApiRefused("No such dataset.", code="not_found", status_code=404)
     return dataset
 

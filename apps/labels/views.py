@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -20,7 +20,7 @@ from unidiff.errors import UnidiffParseError
 from apps.accounts.roles import user_can_review, user_roles
 from apps.datasets.candidates.mutants import files_at_commits
 from apps.datasets.models import Candidate, Dataset, Execution, JudgeScore
-from apps.datasets.selectors import dataset_tasks_visible
+from apps.datasets.selectors import dataset_seen, dataset_tasks_visible
 from apps.pages import require_reviewer
 from apps.tasks.diffs import patch_files
 from apps.tasks.models import current_issue
@@ -40,8 +40,8 @@ CONTEXT_CHOICES = [("3", "3 lines"), ("25", "25 lines"), ("all", "whole files")]
 
 def _dataset_seen(request, pk: int) -> Dataset:
     """The dataset, when the person sees at least one of its tasks; else a 404."""
-    dataset = get_object_or_404(Dataset, pk=pk)
-    if not dataset_tasks_visible(dataset, user=request.user).exists():
+    dataset = dataset_seen(user=request.user, pk=pk)
+    if dataset is None:
         raise Http404("No such dataset.")
     return dataset
 

@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from apps.datasets.models import Candidate, Execution, Grade, JudgeScore
+from apps.datasets.models import Candidate, DatasetJob, Execution, Grade, JudgeScore, Sampling, Upload
 from apps.datasets.verifiers.measures import measures_cached
 from apps.jobs.models import Job
 from apps.jobs.services import job_run
@@ -128,19 +128,111 @@ def test_an_upload_is_imported_by_a_job_and_refused_at_once_when_it_cannot_be(cu
     assert len(list((tmp_path / "uploads").iterdir())) == 1  # nothing kept of the refused ones
 
 
-def test_verify_starts_the_judge_and_the_execution_verifiers_first_step_once(curator, annotator, graded):
-    client, auth = Client(), bearer(curator)
+def test_verify_is_a_job_that_starts_the_judge_and_the_execution_verifiers_first_step_once(curator, annotator,
+                                                                                           graded):
+    client, auth, dataset = Client(), bearer(curator), graded["dataset"]
     JudgeScore.objects.all().delete()
-    first = api_call(client, "datasets_verify_create", graded["dataset"].pk, status=202, **auth)
-    assert [job["kind"] for job in first["judgings"]] == ["judge"]
-    assert [step["task"] for step in first["execution"]] == [graded["task"].instance_id]
-    assert Job.objects.filter(kind="reproduce", subject_id=graded["task"].pk).count() == 1
-    again = api_call(client, "datasets_verify_create", graded["dataset"].pk, status=202, data={"tests": False},
-                     **auth)
-    assert again == {"judgings": [], "execution": []}  # the judging is under way: not a second one
-    assert Job.objects.filter(kind="judge").count() == 1
-    assert api_call(client, "datasets_verify_create", graded["dataset"].pk, status=403,
+    before = api_call(client, "datasets_verify_retrieve", dataset.pk, status=200, **auth)
+    assert before == {"job": None, "judge_mode": "", "judgings": [], "execution": [], "under_way": 0}
+    first = api_call(client, "datasets_verify_create", dataset.pk, status=202, **auth)
+    twice = api_call(client, "datasets_verify_create", dataset.pk, status=202, data={"tests": False}, **auth)
+    assert first["created"] and not twice["created"] and twice["job"] == first["job"]
+    under_way = Job.objects.filter(state__in=Job.ACTIVE_STATES)
+    assert first["job"]["kind"] == "dataset_verify" and list(under_way.values_list("kind", flat=True)) == [
+        "dataset_verify"]  # nothing else started in the request
+    job_run(job_id=first["job"]["id"])
+    stands = api_call(client, "datasets_verify_retrieve", dataset.pk, status=200, **auth)
+    assert stands["job"]["state"] == "succeeded" and stands["judge_mode"] == "patch"
+    assert [job["kind"] for job in stands["judgings"]] == ["judge"]
+    # The task's reproduction tests are written already: its next step is choosing verifier tests.
+    assert stands["execution"] == [{"task": graded["task"].instance_id, "where": "started",
+                                    "sentence": "verifier tests queued"}]
+    assert stands["under_way"] == 2 and set(under_way.values_list("kind", flat=True)) == {"judge", "verifier_tests"}
+    again = api_call(client, "datasets_verify_create", dataset.pk, status=202, data={"tests": False}, **auth)
+    assert again["created"]
+    job_run(job_id=again["job"]["id"])
+    assert api_call(client, "datasets_verify_retrieve", dataset.pk, status=200, **auth)["judgings"] == []
+    assert Job.objects.filter(kind="judge").count() == 1  # the judging under way: not a second
+    assert under_way.filter(kind="verifier_tests").count() == 1
+    assert api_call(client, "datasets_verify_create", dataset.pk, status=403,
                     **bearer(annotator))["error"] == "permission_denied"
+
+
+def test_mutants_are_made_by_one_job_once(curator, annotator, graded):
+    client, auth, dataset = Client(), bearer(curator), graded["dataset"]
+    first = api_call(client, "datasets_mutants_create", dataset.pk, status=202, **auth)
+    assert not Candidate.objects.filter(source="mutant").exists()  # nothing made in the request
+    job_run(job_id=first["job"]["id"])
+    made = DatasetJob.objects.get(job_id=first["job"]["id"]).started
+    kinds = set(Candidate.objects.filter(task=graded["task"], source="mutant").values_list("kind", flat=True))
+    assert set(made["made"][graded["task"].instance_id]) == kinds
+    assert kinds or made["skipped"][graded["task"].instance_id]  # none made: said why
+    again = api_call(client, "datasets_mutants_create", dataset.pk, status=202, **auth)
+    job_run(job_id=again["job"]["id"])
+    assert DatasetJob.objects.get(job_id=again["job"]["id"]).started["made"] == {graded["task"].instance_id: []}
+    assert Candidate.objects.filter(source="mutant").count() == len(kinds)
+    assert api_call(client, "datasets_mutants_create", dataset.pk, status=403, **bearer(annotator))
+
+
+def test_sampling_starts_a_job_per_missing_sample_and_a_large_run_must_be_confirmed(curator, graded):
+    client, auth, dataset = Client(), bearer(curator), graded["dataset"]
+    large = api_call(client, "datasets_samples_create", dataset.pk, status=409, data={"n": 11}, **auth)
+    assert large["error"] == "confirm_needed" and "Up to 11 samples from" in large["detail"]
+    assert not Job.objects.filter(kind__in=("dataset_sample", "sample")).exists()
+    unknown = api_call(client, "datasets_samples_create", dataset.pk, status=400, data={"colour": "red"}, **auth)
+    assert unknown["fields"] == {"colour": ["Unknown field."]}
+    wrong = api_call(client, "datasets_samples_create", dataset.pk, status=400, data={"n": 0}, **auth)
+    assert wrong["fields"] == {"n": ["Ensure this value is greater than or equal to 1."]}
+    started = api_call(client, "datasets_samples_create", dataset.pk, status=202,
+                       data={"n": 2, "steps": 3, "tokens": 500, "seconds": 60}, **auth)
+    assert started["job"]["kind"] == "dataset_sample" and not Sampling.objects.exists()
+    job_run(job_id=started["job"]["id"])
+    samplings = Sampling.objects.filter(task=graded["task"]).order_by("index")
+    assert [(s.index, s.budget["steps"], s.job.kind) for s in samplings] == [(0, 3, "sample"), (1, 3, "sample")]
+    assert DatasetJob.objects.get(job_id=started["job"]["id"]).started["samplings"] == [s.job_id for s in samplings]
+    confirmed = api_call(client, "datasets_samples_create", dataset.pk, status=202, data={"n": 11, "confirm": True},
+                         **auth)
+    job_run(job_id=confirmed["job"]["id"])
+    assert Sampling.objects.count() == 11  # the two under way are not started again
+
+
+def test_a_file_on_the_server_is_imported_in_place_only_from_the_import_folders(curator, annotator, settings,
+                                                                               tmp_path):
+    client, auth = Client(), bearer(curator)
+    drop, elsewhere = tmp_path / "drop", tmp_path / "elsewhere"
+    drop.mkdir(), elsewhere.mkdir()
+    row = b'{"instance_id": "x", "model_name_or_path": "agent", "model_patch": ""}\n'
+    (drop / "preds.jsonl").write_bytes(row)
+    (elsewhere / "secret.jsonl").write_bytes(row)
+    (drop / "escape.jsonl").symlink_to(elsewhere / "secret.jsonl")
+    asked = {"kind": "predictions", "path": str(drop / "preds.jsonl")}
+    settings.COMMITGYM_IMPORT_ROOTS = []
+    none = api_call(client, "imports_create", status=400, data=asked, **auth)
+    assert none["error"] == "upload_refused" and "imports no file in place" in none["detail"]
+    settings.COMMITGYM_IMPORT_ROOTS = [drop]
+    for path, said in ((str(elsewhere / "secret.jsonl"), "is not under a folder this server imports from"),
+                       (str(elsewhere / "absent.jsonl"), "is not under a folder this server imports from"),
+                       (str(drop / "escape.jsonl"), "is not under a folder this server imports from"),
+                       (str(drop / ".." / "elsewhere" / "secret.jsonl"), "is not under a folder"),
+                       ("drop/preds.jsonl", "by its absolute path"),
+                       (str(drop / "absent.jsonl"), "there is no file there")):
+        refused = api_call(client, "imports_create", status=400, data={**asked, "path": path}, **auth)
+        assert said in refused["detail"] and refused["fields"] == {"path": [refused["detail"]]}, path
+    assert api_call(client, "imports_create", status=403, data=asked, **bearer(annotator))
+    assert not Job.objects.exists()
+
+    started = api_call(client, "imports_create", status=202, data=asked, **auth)
+    job_run(job_id=started["job"]["id"])
+    upload = Upload.objects.get(job_id=started["job"]["id"])
+    assert upload.on_server and upload.imported is not None and (drop / "preds.jsonl").read_bytes() == row  # kept
+
+    # A link changed after the file was named does not lead the job out of the folders.
+    again = api_call(client, "imports_create", status=202, data=asked, **auth)
+    (drop / "preds.jsonl").unlink()
+    (drop / "preds.jsonl").symlink_to(elsewhere / "secret.jsonl")
+    job_run(job_id=again["job"]["id"])
+    failed = Job.objects.get(pk=again["job"]["id"])
+    assert failed.error_code == "upload_missing" and "is not under a folder" in failed.error_message
 
 
 def test_an_upload_reaches_no_task_of_a_repository_its_uploader_may_not_see(curator, graded, settings, tmp_path):

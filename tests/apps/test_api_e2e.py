@@ -1,6 +1,7 @@
 """The API alone, end to end, through the real parts (Redis, a worker process, the sandbox, the
 embedded judge) on the sample repository: register and mine, validate a fix, upload predictions,
-grade, judge, read best@k, release and download the instances, with the figures the pages show."""
+grade, verify (the judge and the execution verifier), read best@k, release and download the instances,
+with the figures the pages show."""
 
 import json
 import time
@@ -8,13 +9,16 @@ import time
 import pytest
 from django.test import Client
 from django.urls import reverse
+from unidiff import PatchSet
 
+from apps.datasets.candidates.mutants import files_at_commits
 from apps.datasets.models import Dataset
 from apps.datasets.selectors import dataset_tasks_visible
 from apps.datasets.verifiers.measures import measures_cached
 from apps.tasks.selectors import task_patches
 from apps.tasks.models import Task
 from tests.apps.api_calls import api_call
+from tests.apps.test_grading_e2e import reproduction_answer_record
 from tests.apps.test_api import bearer
 from worker.demo.sample_repo import sample_repo_write
 
@@ -31,6 +35,21 @@ def job_done(client, auth, job_id: int, *, timeout: float = 600) -> dict:
             return job
         time.sleep(0.5)
     raise AssertionError(f"job {job_id} did not end within {timeout} s")
+
+
+def verifiers_done(client, auth, dataset_id: int, *, timeout: float = 900) -> dict:
+    """Ask the verifiers on until none is under way and each task's execution verifier is at its end."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stands = api_call(client, "datasets_verify_retrieve", dataset_id, status=200, **auth)
+        if not stands["under_way"] and stands["job"]["state"] not in ("queued", "running"):
+            if all(step["where"] in ("done", "stopped", "not_here") for step in stands["execution"]):
+                assert all(step["where"] == "done" for step in stands["execution"]), stands["execution"]
+                return stands
+            job_done(client, auth, api_call(client, "datasets_verify_create", dataset_id, status=202,
+                                            data={"judge": False}, **auth)["job"]["id"])
+        time.sleep(0.5)
+    raise AssertionError(f"the verifiers did not end within {timeout} s")
 
 
 def test_a_script_mines_validates_grades_judges_and_releases_through_the_api_alone(
@@ -76,13 +95,24 @@ def test_a_script_mines_validates_grades_judges_and_releases_through_the_api_alo
     outcomes = {row["run"]: row["outcome"] for row in candidates if row["run"]}
     assert outcomes == {"agent-right": "resolved", "agent-empty": "no_patch"}
 
-    judged = api_call(client, "datasets_verify_create", dataset.pk, status=202, data={"tests": False}, **auth)
-    for job in judged["judgings"]:
-        job_done(client, auth, job["id"])
+    # Both verifiers: the judge (the embedded model), and the execution verifier from reproduction tests the
+    # test writer gave (recorded as an earlier answer: the fix's own tests), run against every candidate.
+    fixed = Task.objects.get(instance_id=task_id)
+    test_paths = [patched.path for patched in PatchSet(task_patches(task=fixed).test_patch)]
+    reproduction_answer_record(fixed, "\n\n".join(text for (text,) in files_at_commits(
+        fixed, test_paths, (fixed.commit.sha,)).values()))
+    verifying = api_call(client, "datasets_verify_create", dataset.pk, status=202, **auth)
+    job_done(client, auth, verifying["job"]["id"])
+    stands = verifiers_done(client, auth, dataset.pk)
+    assert [step["task"] for step in stands["execution"]] == [task_id]
     measures = api_call(client, "datasets_measures_retrieve", dataset.pk, status=200, **auth)
     # The page's figures are the same computation, cached under the same scope.
     page = measures_cached(dataset_tasks_visible(dataset, user=curator), judge_mode="patch").as_json()
     assert measures == page and measures["best_at_k"]["oracle"][0] == 1.0
+    assert measures["best_at_k"]["execution"][-1] == 1.0 and measures["best_at_k"]["judge"] is not None
+    verified = {row["run"]: (row["execution_outcome"], row["judge_p_yes"]) for row in api_call(
+        client, "datasets_candidates_list", dataset.pk, status=200, query={"task": task_id}, **auth)["results"]}
+    assert verified["agent-right"][0] == "resolved" and verified["agent-right"][1] is not None, verified
     shown = curator_client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
     assert f'{measures["best_at_k"]["oracle"][0]:.3f}' in shown
 

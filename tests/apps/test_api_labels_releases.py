@@ -94,6 +94,8 @@ def test_a_release_is_made_read_downloaded_and_withdrawn(accepted, curator, anno
     bad = api_call(client, "releases_create", status=400, data={"dataset": dataset.pk, "name": "no spaces"}, **auth)
     assert bad["error"] == "release_refused" and "cannot name a release" in bad["detail"]
     started = api_call(client, "releases_create", status=202, data={"dataset": dataset.pk, "name": "calc"}, **auth)
+    twice = api_call(client, "releases_create", status=202, data={"dataset": dataset.pk, "name": "calc"}, **auth)
+    assert started["created"] and not twice["created"] and twice["job"] == started["job"]  # not a second version
     job_run(job_id=started["job"]["id"])
     release = Release.objects.get(job_id=started["job"]["id"])
 

@@ -163,6 +163,21 @@ COMMENTED = FIXED.replace("def clamp(value, low, high):\n    if value < low:\n  
 WEAK = "from textkit.{module} import clamp\n\n\ndef test_high():\n    assert clamp(11, 0, 10) <= 10\n"
 
 
+def reproduction_answer_record(task: Task, tests: str) -> list[dict]:
+    """The test writer's answer for the task's reproduction tests (`tests`, a test module), recorded in the
+    model-call cache as an earlier answer would be; the messages it answers."""
+    prompt, variables = reproduction_request(task)
+    messages = prompt.messages(**variables)
+    parameters = {"max_tokens": REPRODUCTION_TOKENS, "temperature": 0.0, "seed": 0}
+    writer = role_settings("test_writer")
+    ModelCall.objects.create(
+        role="test_writer", backend=writer.backend, model=writer.model_name, prompt_name=prompt.name,
+        prompt_version=prompt.version, prompt_digest=prompt.digest, messages=messages, parameters=parameters,
+        cache_key=model_call_cache_key("test_writer", writer, prompt, messages, parameters), outcome="ok",
+        answer="```python\n" + tests + "```\n", task=task)
+    return messages
+
+
 def sample_history_extend(path, when, message, files):
     """One more commit on the sample repository, `when` a Unix time."""
     env = author_env(git_env(), Author("Ada Brennan", "ada.brennan@example.org", "+0000"), f"{when} +0000")
@@ -275,16 +290,8 @@ def test_each_mutant_kind_is_caught_by_tests_written_for_it_and_survives_weak_on
     # The execution verifier, through the workers. For the strong task the test writer's answer is one a capable
     # model gives (recorded in the model-call cache, as an earlier answer would be: the embedded model seldom
     # writes a test that parses); for the weak task the embedded model answers, whatever it writes.
-    prompt, variables = reproduction_request(strong_task)
-    messages = prompt.messages(**variables)
+    messages = reproduction_answer_record(strong_task, STRONG.format(module="bounds"))
     assert "clamp" in messages[1]["content"] and "items[0]" not in json.dumps(messages)  # the issue, never the fix
-    parameters = {"max_tokens": REPRODUCTION_TOKENS, "temperature": 0.0, "seed": 0}
-    writer = role_settings("test_writer")
-    ModelCall.objects.create(
-        role="test_writer", backend=writer.backend, model=writer.model_name, prompt_name=prompt.name,
-        prompt_version=prompt.version, prompt_digest=prompt.digest, messages=messages, parameters=parameters,
-        cache_key=model_call_cache_key("test_writer", writer, prompt, messages, parameters), outcome="ok",
-        answer="```python\n" + STRONG.format(module="bounds") + "```\n", task=strong_task)
     # Two samples from the built-in sampler (the embedded model, at most 5 steps: their patches may well be
     # wrong; the path must work): each a candidate with its trajectory, graded.
     sampled = manage("sample_candidates", strong_task.instance_id, "-n", "2", "--steps", "5", "--json")

@@ -12,8 +12,10 @@ from apps.tasks.selectors import task_patches
 from worker.engine.git.repo import BlobReader, GitError
 from worker.engine.grade.mutants import mutants_make
 
-from ..models import RESOLVED, Candidate
+from ..dataset_jobs import dataset_job_note, dataset_job_of, dataset_job_start, dataset_job_tasks
+from ..models import RESOLVED, Candidate, Dataset, DatasetJob
 
+DATASET_MUTANTS = "dataset_mutants"  # the job kind (registered in apps.datasets.apps)
 FILE_BYTES = 1 << 20  # a source file larger than this is not mutated
 # The outcomes where the hidden tests judged the mutant: one that did not apply or whose run broke
 # says nothing of the tests.
@@ -38,6 +40,28 @@ def task_mutants_make(task: Task) -> tuple[list[str], str]:
     if not made and not have:
         return [], "the fix has nothing a mutant kind changes (or is not Python 3)"
     return [mutant.kind for mutant in made], ""
+
+
+def dataset_mutants_start(*, dataset: Dataset, user) -> tuple[DatasetJob, bool]:
+    """Queue making the mutants of the dataset's valid tasks (or return the job under way)."""
+    return dataset_job_start(kind=DATASET_MUTANTS, dataset=dataset, user=user, options={})
+
+
+def dataset_mutants_work(job, progress) -> None:
+    """The registered `run`: each valid task's missing mutants, as `manage.py make_mutants` makes them
+    (graded by the dataset's grading, like any candidate without a ground truth); what each task got, or
+    why none, kept on the row. Running it twice makes nothing more."""
+    row = dataset_job_of(job)
+    tasks = dataset_job_tasks(row)
+    started = {"made": {}, "skipped": {}}
+    for done, task in enumerate(tasks):
+        made, why = task_mutants_make(task)
+        started["made"][task.instance_id] = made
+        if why:
+            started["skipped"][task.instance_id] = why
+        dataset_job_note(row, started)
+        if not progress.go_on(done + 1, len(tasks)):
+            return
 
 
 def files_at_commits(task: Task, paths: list[str], shas: tuple[str, ...]) -> dict[str, tuple[Optional[str], ...]]:

@@ -27,11 +27,14 @@ from worker.engine.sample.agent import TEMPERATURE, AgentBudget, agent_run, comm
 from worker.engine.sample.tools import sandbox_command_runner
 
 from ..grading.grades import candidate_grade_start, grading_validation
-from ..models import Candidate, Run, Sampling
+from ..dataset_jobs import dataset_job_note, dataset_job_of, dataset_job_start, dataset_job_tasks
+from ..models import Candidate, Dataset, DatasetJob, Run, Sampling
 
 SAMPLE = "sample"  # the job kind (registered in apps.datasets.apps)
+DATASET_SAMPLE = "dataset_sample"  # starts the samplings of a dataset's tasks (registered there too)
 AGENT_PROMPT = "agent"
 SAMPLES_PER_TASK = 26  # as in the paper
+CONFIRM_ABOVE = 10  # samples: a larger run is started only when confirmed
 RECENT_CALLS = 200  # of the agent model's, whose mean time estimates a run's
 
 
@@ -60,6 +63,32 @@ def sampling_start(*, task: Task, index: int, budget: AgentBudget, actor=None) -
     return sampling
 
 
+def dataset_sample_start(*, dataset: Dataset, user, n: int, budget: AgentBudget) -> tuple[DatasetJob, bool]:
+    """Queue the missing samples below n of each of the dataset's valid tasks (or return the job under
+    way); an agent model that cannot be used is refused here (ModelError), before anything is queued."""
+    role_settings("agent")
+    return dataset_job_start(kind=DATASET_SAMPLE, dataset=dataset, user=user,
+                             options={"n": n, "budget": asdict(budget)})
+
+
+def dataset_sample_work(job, progress) -> None:
+    """The registered `run`: a sampling job per missing sample (each graded once made); the jobs it
+    started kept on the row. Imported instances have no environment here: left out, and said."""
+    row = dataset_job_of(job)
+    model, budget = role_settings("agent").model_name, AgentBudget(**row.options["budget"])
+    tasks = dataset_job_tasks(row)
+    started = {"samplings": [], "skipped": {}}
+    for done, task in enumerate(tasks):
+        if task.imported:
+            started["skipped"][task.instance_id] = "an imported instance has no environment here"
+        for index in [] if task.imported else samples_missing(task, row.options["n"], model):
+            started["samplings"].append(sampling_start(task=task, index=index, budget=budget,
+                                                       actor=job.requested_by).job_id)
+        dataset_job_note(row, started)
+        if not progress.go_on(done + 1, len(tasks)):
+            return
+
+
 def sampling_estimate(samples: int, budget: AgentBudget) -> dict:
     """What a run of `samples` samples may cost at most (every sample using all its steps and tokens),
     and how long its model calls take, from the agent model's last answers here (None before any)."""
@@ -69,6 +98,16 @@ def sampling_estimate(samples: int, budget: AgentBudget) -> dict:
     calls = samples * budget.steps
     return {"samples": samples, "tokens_at_most": samples * budget.tokens, "calls_at_most": calls,
             "seconds_estimate": calls * sum(seconds) / len(seconds) if seconds else None, "model": model}
+
+
+def sampling_estimate_said(samples: int, budget: AgentBudget) -> str:
+    """What a run of `samples` samples may cost, in a sentence."""
+    estimate = sampling_estimate(samples, budget)
+    time_said = (f"about {estimate['seconds_estimate'] / 3600:.1f} hours of model time"
+                 if estimate["seconds_estimate"] is not None else "a time not known yet (the agent model has not "
+                                                                  "answered here before)")
+    return (f"{samples} samples from {estimate['model']}: at most {estimate['calls_at_most']:,} model calls and "
+            f"{estimate['tokens_at_most']:,} tokens, {time_said}.")
 
 
 def sample_job_work(job, progress) -> None:

@@ -4,10 +4,11 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.datasets.candidates.sampling import (
+    CONFIRM_ABOVE,
     SAMPLE,
     SAMPLES_PER_TASK,
     samples_missing,
-    sampling_estimate,
+    sampling_estimate_said,
     sampling_start,
 )
 from apps.datasets.models import Grade, Sampling
@@ -17,8 +18,6 @@ from apps.jobs.on_demand import WorkerOnDemand
 from apps.llm.calls import role_settings
 from worker.engine.llm.clients import ModelError
 from worker.engine.sample.agent import AgentBudget
-
-CONFIRM_ABOVE = 10  # samples: a larger run asks first
 
 
 class Command(BaseCommand):
@@ -65,12 +64,7 @@ class Command(BaseCommand):
         """Say what a large run may cost, and ask (or refuse, with nobody to ask)."""
         if samples <= CONFIRM_ABOVE:
             return
-        estimate = sampling_estimate(samples, budget)
-        time_said = (f"about {estimate['seconds_estimate'] / 3600:.1f} hours of model time"
-                     if estimate["seconds_estimate"] is not None else "a time not known yet (the agent model has not "
-                                                                      "answered here before)")
-        self.stderr.write(f"{samples} samples from {estimate['model']}: at most {estimate['calls_at_most']:,} model "
-                          f"calls and {estimate['tokens_at_most']:,} tokens, {time_said}.")
+        self.stderr.write(sampling_estimate_said(samples, budget))
         if yes:
             return
         if not sys.stdin.isatty():
