@@ -4,8 +4,8 @@ curator's settlement, the dataset's agreement figures and the labels' export as 
 
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -178,6 +178,42 @@ class LabelAgreement(APIView):
                          "labels": figures["label_count"], "as_of": figures["as_of"]})
 
 
+class GivenLabelSerializer(LabelSerializer):
+    task = serializers.CharField(source="candidate.task.instance_id", read_only=True)
+    annotator = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    answer = serializers.CharField(read_only=True, help_text="A hidden control's known answer; empty otherwise.")
+
+    class Meta(LabelSerializer.Meta):
+        fields = LabelSerializer.Meta.fields + ["task", "annotator", "control", "answer"]
+        read_only_fields = fields
+
+
+@extend_schema(parameters=[
+    OpenApiParameter("annotator", str, description="An annotator's user name."),
+    OpenApiParameter("verdict", str, enum=Verdict.values),
+    OpenApiParameter("task", str, description="A task's instance id."),
+])
+class LabelList(generics.ListAPIView):
+    """The labels given through the dataset's queue on tasks you see, newest first, as given (curators and
+    admins; the export writes them all at once, as a file)."""
+
+    serializer_class = GivenLabelSerializer
+    permission_classes = [Unblinded]
+
+    def get_queryset(self):
+        dataset = _dataset_seen(self.request, self.kwargs["pk"])
+        labels = selectors.dataset_labels(dataset, user=self.request.user).select_related(
+            "annotator", "candidate__task").defer("candidate__patch", "candidate__trajectory", "candidate__made")
+        query = self.request.query_params
+        if query.get("annotator"):
+            labels = labels.filter(annotator__username=query["annotator"])
+        if query.get("verdict"):
+            labels = labels.filter(verdict=query["verdict"])
+        if query.get("task"):
+            labels = labels.filter(candidate__task__instance_id=query["task"])
+        return labels
+
+
 class ExportRequest(StrictSerializer):
     format = serializers.ChoiceField(choices=LabelExport.Format.values, default=LabelExport.Format.JSONL)
     pseudonymize = serializers.BooleanField(default=False)
@@ -203,6 +239,7 @@ class LabelExportCreate(APIView):
 urlpatterns = api_urlpatterns([
     path("datasets/<int:pk>/labels/", LabelQueue.as_view(), name="labels"),
     path("datasets/<int:pk>/labels/agreement/", LabelAgreement.as_view(), name="labels_agreement"),
+    path("datasets/<int:pk>/labels/given/", LabelList.as_view(), name="labels_given"),
     path("datasets/<int:pk>/labels/export/", LabelExportCreate.as_view(), name="labels_export"),
     path("datasets/<int:pk>/labels/candidates/<int:candidate_id>/settle/", LabelSettle.as_view(),
          name="labels_settle"),

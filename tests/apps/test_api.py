@@ -14,11 +14,14 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.accounts.models import ApiToken
+from apps.datasets.models import Candidate, Dataset
+from apps.labels.models import Label
+from apps.tasks.models import Task
 from apps.accounts.tokens import api_token_create
 from apps.jobs.models import Job
 from apps.repositories.models import Commit, MiningJob, Repository
 from tests.apps.api_calls import api_call, api_operations, jobs_not_sent  # noqa: F401 - a fixture
-from tests.conftest import commits_and_tasks_make, mining_job_make
+from tests.conftest import commits_and_tasks_make, mining_job_make, user_with_role
 from tests.gitrepo import GitRepo
 
 
@@ -240,6 +243,24 @@ def test_a_list_costs_the_same_queries_at_ten_rows_and_at_a_hundred(curator_toke
     with CaptureQueriesContext(connection) as thirty:
         api_call(client, "jobs_list", status=200, query={"page_size": 30}, **curator_token)
     assert len(ten) == len(thirty)
+
+    # Tasks, candidates (with their judge score and execution result) and labels: the same.
+    dataset = Dataset.objects.get(repository=small_repository)
+    tasks = list(Task.objects.filter(repository=small_repository).order_by("id")[:110])
+    candidates = Candidate.objects.bulk_create([Candidate(task=task, source="import", kind="agent", patch="+x\n")
+                                                for task in tasks])
+    annotator = user_with_role("ann", "annotator")
+    Label.objects.bulk_create([Label(candidate=candidate, annotator=annotator, dataset=dataset, verdict="correct",
+                                     confidence=2, seconds=10, order="random") for candidate in candidates])
+    for operation, args in (("tasks_list", []), ("datasets_candidates_list", [dataset.pk]),
+                            ("datasets_labels_given_list", [dataset.pk])):
+        counts = []
+        for size in (10, 100):
+            with CaptureQueriesContext(connection) as captured:
+                body = api_call(client, operation, *args, status=200, query={"page_size": size}, **curator_token)
+            assert len(body["results"]) == size, operation
+            counts.append(len(captured))
+        assert counts[0] == counts[1], (operation, counts)
 
 
 def test_a_dropped_commit_is_kept_by_hand_with_a_note(curator, curator_token, small_repository):

@@ -56,6 +56,14 @@ def test_two_annotators_label_blind_and_a_curator_settles_their_disagreement(cur
 
     agreement = api_call(client, "datasets_labels_agreement_retrieve", dataset.pk, status=200, **cur)
     assert agreement["labels"] == 2 and agreement["pairs"] == 1 and agreement["raw"] == 0.0
+
+    given = api_call(client, "datasets_labels_given_list", dataset.pk, status=200, **cur)["results"]
+    assert [(row["annotator"], row["verdict"], row["rationale"], row["task"]) for row in given] == [
+        ("bob", "correct", "", valid_task.instance_id), ("ann", "incorrect", "drops the digits", valid_task.instance_id)]
+    only_ann = api_call(client, "datasets_labels_given_list", dataset.pk, status=200, query={"annotator": "ann"}, **cur)
+    assert [row["verdict"] for row in only_ann["results"]] == ["incorrect"]
+    blind = api_call(client, "datasets_labels_given_list", dataset.pk, status=403, **ann)  # others' labels, unseen
+    assert blind["error"] == "permission_denied"
     assert [(pair["first"], pair["second"]) for pair in agreement["cohens"]] == [("ann", "bob")]
     assert api_call(client, "datasets_labels_agreement_retrieve", dataset.pk, status=403, **ann)["error"] == \
         "permission_denied"
