@@ -314,7 +314,7 @@ _THROTTLE_CACHE_URL = os.environ.get("COMMITGYM_THROTTLE_CACHE_URL", CELERY_BROK
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _THROTTLE_CACHE_URL,
-                  "KEY_PREFIX": "commitgym-throttle"}
+                  "KEY_PREFIX": "commitgym-throttle", "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}
                  if _THROTTLE_CACHE_URL.startswith(("redis://", "rediss://"))
                  else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}),
 }

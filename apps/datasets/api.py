@@ -31,7 +31,6 @@ from apps.api import (
     job_accepted,
     job_ref,
 )
-from apps.jobs.models import Job
 from apps.tasks.models import Task
 from apps.tasks.selectors import tasks_visible
 from worker.engine.llm.clients import ModelError
@@ -41,8 +40,9 @@ from worker.engine.verify.judge import JUDGE_MODES
 from . import selectors
 from .candidates.mutants import dataset_mutants_start
 from .candidates.sampling import CONFIRM_ABOVE, SAMPLES_PER_TASK, dataset_sample_start, sampling_estimate_said
-from .candidates.uploads import UploadRefused, path_import_start, upload_start
-from .dataset_jobs import dataset_job_latest
+from .candidates.in_place import path_import_start
+from .candidates.uploads import UploadRefused, upload_start
+from .dataset_jobs import DatasetJobBusy
 from .grading.grades import dataset_grade_start
 from .models import Candidate, Dataset, Execution, JudgeScore, Release, Upload
 from .releases import (
@@ -54,7 +54,7 @@ from .releases import (
     release_writing,
 )
 from .verifiers.measures import measures_cached
-from .verifiers.verifying import DATASET_VERIFY, VerifyRefused, dataset_verify_start, verifiers_under_way
+from .verifiers.verifying import VerifyRefused, dataset_verify_start, verification_seen
 
 
 def _dataset(request, pk: int) -> tuple[Dataset, object]:
@@ -266,16 +266,9 @@ class DatasetVerify(APIView):
         """Where the dataset's verification stands: what its latest job started, and how many of the
         verifiers' jobs are still under way."""
         dataset, tasks = _dataset(request, pk)
-        verifying = dataset_job_latest(dataset, DATASET_VERIFY)
-        started = verifying.started if verifying else {}
-        judgings = Job.objects.filter(pk__in=started.get("judgings", [])).order_by("id")
-        return Response({
-            "job": job_ref(request, verifying.job) if verifying else None,
-            "judge_mode": verifying.options["judge_mode"] if verifying else "",
-            "judgings": [job_ref(request, job) for job in judgings],
-            "execution": [{"task": task, "where": where, "sentence": sentence}
-                          for task, (where, sentence) in sorted(started.get("execution", {}).items())],
-            "under_way": verifiers_under_way(tasks)})
+        stands = verification_seen(dataset, tasks)
+        return Response({**stands, "job": job_ref(request, stands["job"]) if stands["job"] else None,
+                         "judgings": [job_ref(request, job) for job in stands["judgings"]]})
 
     @extend_schema(request=VerifyRequest, responses={202: JobStartedSerializer, **CONFLICT})
     def post(self, request, pk: int):
@@ -292,6 +285,8 @@ class DatasetVerify(APIView):
                                                       tests=asked["tests"])
         except VerifyRefused as refused:
             raise ApiRefused(str(refused), code="judge_unavailable", status_code=409)
+        except DatasetJobBusy as busy:
+            raise ApiRefused(str(busy), code="job_under_way", status_code=409)
         return job_accepted(request, verifying.job, created=created,
                             page_url=reverse("datasets:detail", args=[dataset.pk]))
 
@@ -305,16 +300,21 @@ class DatasetMutants(APIView):
         kind the fix allows), as `manage.py make_mutants` does, as a job; grade them with the dataset's
         grade."""
         dataset, _ = _dataset(request, pk)
-        row, created = dataset_mutants_start(dataset=dataset, user=request.user)
+        try:
+            row, created = dataset_mutants_start(dataset=dataset, user=request.user)
+        except DatasetJobBusy as busy:
+            raise ApiRefused(str(busy), code="job_under_way", status_code=409)
         return job_accepted(request, row.job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))
 
 
 class SampleRequest(StrictSerializer):
     n = serializers.IntegerField(min_value=1, max_value=100, default=SAMPLES_PER_TASK,
                                  help_text="Samples per task: the missing ones below n are made.")
-    steps = serializers.IntegerField(min_value=1, default=AgentBudget.steps, help_text="Steps per sample at most.")
-    tokens = serializers.IntegerField(min_value=1, default=AgentBudget.tokens, help_text="Tokens per sample at most.")
-    seconds = serializers.FloatField(min_value=1, default=AgentBudget.wall_seconds,
+    steps = serializers.IntegerField(min_value=1, max_value=1000, default=AgentBudget.steps,
+                                     help_text="Steps per sample at most.")
+    tokens = serializers.IntegerField(min_value=1, max_value=10_000_000, default=AgentBudget.tokens,
+                                      help_text="Tokens per sample at most.")
+    seconds = serializers.FloatField(min_value=1, max_value=24 * 3600, default=AgentBudget.wall_seconds,
                                      help_text="Wall-clock seconds per sample at most.")
     confirm = serializers.BooleanField(default=False, help_text=f"Needed to start more than {CONFIRM_ABOVE} "
                                                                 "samples: the refusal says what they may cost.")
@@ -340,6 +340,8 @@ class DatasetSample(APIView):
             row, created = dataset_sample_start(dataset=dataset, user=request.user, n=asked["n"], budget=budget)
         except ModelError as error:
             raise ApiRefused(f"The agent model cannot be used: {error}.", code="model_unavailable", status_code=409)
+        except DatasetJobBusy as busy:
+            raise ApiRefused(str(busy), code="job_under_way", status_code=409)
         return job_accepted(request, row.job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))
 
 
@@ -379,10 +381,10 @@ class UploadCreate(APIView):
 
 class PathImportRequest(StrictSerializer):
     kind = serializers.ChoiceField(choices=Upload.Kind.choices)
-    path = serializers.CharField(help_text="The file's absolute path on the server, under one of its "
+    path = serializers.CharField(max_length=4096, help_text="The file's absolute path on the server, under one of its "
                                            "COMMITGYM_IMPORT_ROOTS: a SWE-bench instances (.jsonl, .json, .parquet) "
                                            "or predictions (.jsonl, .json) file.")
-    report_path = serializers.CharField(required=False, allow_blank=True,
+    report_path = serializers.CharField(required=False, allow_blank=True, max_length=4096,
                                         help_text="For predictions: the evaluation report (.json), likewise.")
     dataset_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     run_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
@@ -476,13 +478,15 @@ class ReleaseList(APIView):
         asked = data.validated_data
         dataset = get_object_or_404(Dataset, pk=asked["dataset"])
         scope = release_scope_of_dataset(dataset, user=request.user)
+        states = tuple(asked.get("states") or (Task.State.ACCEPTED,))
         writing = release_writing(asked["name"])
-        if writing is not None and selectors.release_seen(user=request.user, pk=writing.pk) is not None:
+        if writing is not None and writing.dataset_id == dataset.pk and writing.created_by_id == request.user.pk \
+                and set(writing.states) == set(states) and writing.since == asked.get("since"):
             return job_accepted(request, writing.job, created=False,  # asked twice: the one under way
                                 page_url=reverse("datasets:release", args=[writing.pk]))
         try:
             release = release_start(name=asked["name"], scope=scope, since=asked.get("since"), user=request.user,
-                                    states=tuple(asked.get("states") or (Task.State.ACCEPTED,)))
+                                    states=states)
         except ReleaseRefused as refused:
             raise ApiRefused(f"No release made: {refused}.", code="release_refused", field="name")
         return job_accepted(request, release.job, created=True, page_url=reverse("datasets:release", args=[release.pk]))

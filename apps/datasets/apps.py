@@ -113,3 +113,6 @@ class DatasetsConfig(AppConfig):
         job_kind_register(JobKind(name="upload_import", label="Import of an upload", queue="curation",
                                   run="apps.datasets.candidates.uploads.upload_import_work", subject="datasets.upload",
                                   retry="apps.datasets.candidates.uploads.upload_import_retry", link=upload_page))
+        job_kind_register(JobKind(name="path_import", label="Import of a file on the server", queue="curation",
+                                  run="apps.datasets.candidates.in_place.path_import_work", subject="datasets.upload",
+                                  retry="apps.datasets.candidates.uploads.upload_import_retry", link=upload_page))

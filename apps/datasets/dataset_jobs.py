@@ -6,20 +6,33 @@ from typing import Optional
 
 from django.db import transaction
 
-from apps.jobs.services import job_start
+from apps.jobs.services import JobFailed, job_start
 from apps.tasks.models import Task
 
 from .models import Dataset, DatasetJob
-from .selectors import dataset_tasks, dataset_tasks_visible
+from .selectors import dataset_tasks_visible
+
+
+class DatasetJobBusy(Exception):
+    """Work of this kind is under way on the dataset as someone else, or with other options, asked it."""
 
 
 def dataset_job_start(*, kind: str, dataset: Dataset, user, options: dict) -> tuple[DatasetJob, bool]:
-    """(its row, True), or (the one of this kind under way on the dataset, with its own options, False)."""
+    """(its row, True); (the one under way, False) when the same person asked the same; DatasetJobBusy
+    when the one under way was asked by another person (it covers the tasks they see) or otherwise."""
     with transaction.atomic():
         job, created = job_start(kind=kind, subject=dataset, user=user)
         if created:
             return DatasetJob.objects.create(job=job, dataset=dataset, options=options), True
-    return DatasetJob.objects.select_related("job").get(job=job), False
+    row = DatasetJob.objects.select_related("job").get(job=job)
+    if row.job.requested_by_id != getattr(user, "pk", None):
+        raise DatasetJobBusy(f"Another person's {job.kind.replace('_', ' ')} of this dataset is under way "
+                             f"(job {job.pk}): ask again when it ends.")
+    if row.options != options:
+        raise DatasetJobBusy(f"Your {job.kind.replace('_', ' ')} of this dataset is under way (job {job.pk}) with "
+                             f"other options ({', '.join(f'{k}={v}' for k, v in sorted(row.options.items()))}): "
+                             "ask again when it ends, or cancel it.")
+    return row, False
 
 
 def dataset_job_latest(dataset: Dataset, kind: str) -> Optional[DatasetJob]:
@@ -31,9 +44,12 @@ def dataset_job_of(job) -> DatasetJob:
 
 
 def dataset_job_tasks(dataset_job: DatasetJob) -> list[Task]:
-    """The dataset's valid tasks that the person who asked sees, in a stable order."""
+    """The dataset's valid tasks that the person who asked sees, in a stable order; JobFailed when that
+    person is gone (what they saw cannot be told any more)."""
     user = dataset_job.job.requested_by
-    tasks = dataset_tasks_visible(dataset_job.dataset, user=user) if user else dataset_tasks(dataset_job.dataset)
+    if user is None:
+        raise JobFailed("requester_gone", "the person who asked for it was removed: ask again")
+    tasks = dataset_tasks_visible(dataset_job.dataset, user=user)
     return list(tasks.filter(verdict="valid").select_related("repository", "commit").order_by("id"))
 
 

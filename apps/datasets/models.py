@@ -102,12 +102,20 @@ class Upload(JobLife, models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self):
-        return f"upload {self.pk} of {self.file_name}"
+        return f"upload {self.pk} of {self.file_shown}"
 
     @property
     def folder_path(self) -> Path:
         return Path(self.folder)
 
+    @property
+    def file_shown(self) -> str:
+        """Its file's name: a file on the server is not shown by the folders it lies in."""
+        return self.file_name.rsplit("/", 1)[-1]
+
+    @property
+    def report_shown(self) -> str:
+        return self.report_name.rsplit("/", 1)[-1]
 
 class Run(models.Model):
     """A set of candidates made the same way: one agent's predictions, say."""

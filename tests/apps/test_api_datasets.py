@@ -3,6 +3,7 @@
 grading started as jobs, and uploads refused at once or imported by a job."""
 
 import json
+import os
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -18,6 +19,7 @@ from tests.apps.test_api import bearer
 from tests.apps.test_execution_measures import succeeded
 from tests.apps.test_labels import candidate_make, dataset_of, verifier_test_set_make
 from tests.apps.test_sampling import valid_task  # noqa: F401 - a fixture
+from tests.conftest import user_with_role
 
 
 @pytest.fixture
@@ -135,8 +137,16 @@ def test_verify_is_a_job_that_starts_the_judge_and_the_execution_verifiers_first
     before = api_call(client, "datasets_verify_retrieve", dataset.pk, status=200, **auth)
     assert before == {"job": None, "judge_mode": "", "judgings": [], "execution": [], "under_way": 0}
     first = api_call(client, "datasets_verify_create", dataset.pk, status=202, **auth)
-    twice = api_call(client, "datasets_verify_create", dataset.pk, status=202, data={"tests": False}, **auth)
+    twice = api_call(client, "datasets_verify_create", dataset.pk, status=202, **auth)
     assert first["created"] and not twice["created"] and twice["job"] == first["job"]
+    # Asked otherwise, or by another person (whose tasks it would not cover), it is said, not handed over.
+    otherwise = api_call(client, "datasets_verify_create", dataset.pk, status=409, data={"tests": False}, **auth)
+    assert otherwise["error"] == "job_under_way" and "with other options (judge=True, judge_mode=patch, " \
+        "tests=True)" in otherwise["detail"]
+    other = api_call(client, "datasets_verify_create", dataset.pk, status=409,
+                     **bearer(user_with_role("cora", "curator")))
+    assert other["detail"] == (f"Another person's dataset verify of this dataset is under way (job "
+                               f"{first['job']['id']}): ask again when it ends.")
     under_way = Job.objects.filter(state__in=Job.ACTIVE_STATES)
     assert first["job"]["kind"] == "dataset_verify" and list(under_way.values_list("kind", flat=True)) == [
         "dataset_verify"]  # nothing else started in the request
@@ -156,6 +166,34 @@ def test_verify_is_a_job_that_starts_the_judge_and_the_execution_verifiers_first
     assert under_way.filter(kind="verifier_tests").count() == 1
     assert api_call(client, "datasets_verify_create", dataset.pk, status=403,
                     **bearer(annotator))["error"] == "permission_denied"
+
+
+def test_where_verification_stands_names_only_the_tasks_the_reader_sees(curator, admin_user, graded):
+    from django.contrib.auth.models import Group
+
+    from apps.datasets.models import Dataset, DatasetTask
+    from apps.repositories.models import Repository
+    from apps.tasks.models import Task
+    from tests.conftest import commits_and_tasks_make
+
+    hidden = Repository.objects.create(name="secret/repo", url="/nowhere/secret/repo")
+    hidden.allowed_groups.set([Group.objects.create(name="secret-team")])
+    secret = commits_and_tasks_make(hidden, 1)[0]
+    Task.objects.filter(pk=secret.pk).update(verdict="valid")
+    mixed = Dataset.objects.create(name="mixed", kind=Dataset.Kind.IMPORT)
+    DatasetTask.objects.bulk_create([DatasetTask(dataset=mixed, task=graded["task"]),
+                                     DatasetTask(dataset=mixed, task=secret)])
+    client = Client()
+    started = api_call(client, "datasets_verify_create", mixed.pk, status=202, data={"judge": False},
+                       **bearer(admin_user))
+    job_run(job_id=started["job"]["id"])
+    everything = api_call(client, "datasets_verify_retrieve", mixed.pk, status=200, **bearer(admin_user))
+    assert [step["task"] for step in everything["execution"]] == sorted([graded["task"].instance_id,
+                                                                         secret.instance_id])
+    assert everything["under_way"] == 2
+    seen = api_call(client, "datasets_verify_retrieve", mixed.pk, status=200, **bearer(curator))
+    assert [step["task"] for step in seen["execution"]] == [graded["task"].instance_id]
+    assert seen["under_way"] == 1 and secret.instance_id not in json.dumps(seen)
 
 
 def test_mutants_are_made_by_one_job_once(curator, annotator, graded):
@@ -210,11 +248,15 @@ def test_a_file_on_the_server_is_imported_in_place_only_from_the_import_folders(
     none = api_call(client, "imports_create", status=400, data=asked, **auth)
     assert none["error"] == "upload_refused" and "imports no file in place" in none["detail"]
     settings.COMMITGYM_IMPORT_ROOTS = [drop]
+    os.mkfifo(drop / "pipe.jsonl")
     for path, said in ((str(elsewhere / "secret.jsonl"), "is not under a folder this server imports from"),
                        (str(elsewhere / "absent.jsonl"), "is not under a folder this server imports from"),
                        (str(drop / "escape.jsonl"), "is not under a folder this server imports from"),
-                       (str(drop / ".." / "elsewhere" / "secret.jsonl"), "is not under a folder"),
+                       (str(drop / ".." / "elsewhere" / "secret.jsonl"), "with no '..'"),
+                       (str(drop / ".." / "drop" / "preds.jsonl"), "with no '..'"),
                        ("drop/preds.jsonl", "by its absolute path"),
+                       (str(drop / ("x" * 300) / "a.jsonl"), "a path this long is not kept"),
+                       (str(drop / "pipe.jsonl"), "there is no file there"),
                        (str(drop / "absent.jsonl"), "there is no file there")):
         refused = api_call(client, "imports_create", status=400, data={**asked, "path": path}, **auth)
         assert said in refused["detail"] and refused["fields"] == {"path": [refused["detail"]]}, path
@@ -224,6 +266,7 @@ def test_a_file_on_the_server_is_imported_in_place_only_from_the_import_folders(
     started = api_call(client, "imports_create", status=202, data=asked, **auth)
     job_run(job_id=started["job"]["id"])
     upload = Upload.objects.get(job_id=started["job"]["id"])
+    assert started["job"]["kind"] == "path_import" and upload.folder == ""
     assert upload.on_server and upload.imported is not None and (drop / "preds.jsonl").read_bytes() == row  # kept
 
     # A link changed after the file was named does not lead the job out of the folders.

@@ -53,10 +53,10 @@ def dataset_mutants_work(job, progress) -> None:
     why none, kept on the row. Running it twice makes nothing more."""
     row = dataset_job_of(job)
     tasks = dataset_job_tasks(row)
-    started = {"made": {}, "skipped": {}}
+    started = {"made": dict(row.started.get("made", {})), "skipped": dict(row.started.get("skipped", {}))}
     for done, task in enumerate(tasks):
         made, why = task_mutants_make(task)
-        started["made"][task.instance_id] = made
+        started["made"][task.instance_id] = started["made"].get(task.instance_id, []) + made  # a second run adds
         if why:
             started["skipped"][task.instance_id] = why
         dataset_job_note(row, started)

@@ -77,7 +77,7 @@ def dataset_sample_work(job, progress) -> None:
     row = dataset_job_of(job)
     model, budget = role_settings("agent").model_name, AgentBudget(**row.options["budget"])
     tasks = dataset_job_tasks(row)
-    started = {"samplings": [], "skipped": {}}
+    started = {"samplings": list(row.started.get("samplings", [])), "skipped": {}}  # a second run adds
     for done, task in enumerate(tasks):
         if task.imported:
             started["skipped"][task.instance_id] = "an imported instance has no environment here"

@@ -3,8 +3,8 @@ that is cheap (names, sizes, the report's shape), kept under COMMITGYM_UPLOAD_DI
 job on the `curation` queue: the same import the commands run. The upload's page follows the job and
 shows the import's counts when it ends. Workers of that queue must see the folder (shared storage
 when they run on other machines). Once imported, the files are removed; a failed import keeps them
-for a retry. A file too large to send is named instead where it lies on the server, under one of
-COMMITGYM_IMPORT_ROOTS (the API's imports): read there by the same job, and left there."""
+for a retry. A file too large to send is named instead where it lies on the server (in_place.py).
+The same kind of import serves both, as the registered retry of either."""
 
 import shutil
 import uuid
@@ -45,56 +45,6 @@ def upload_start(*, kind: str, file, report=None, trajectories=(), dataset_name:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return upload
-
-
-def path_import_start(*, kind: str, path: str, report_path: str = "", dataset_name: str = "", run_name: str = "",
-                      user=None) -> Upload:
-    """Queue the import of a file where it lies on the server, under COMMITGYM_IMPORT_ROOTS (read there,
-    kept there, with no size cap); UploadRefused, with nothing queued, when it cannot be."""
-    if kind not in Upload.Kind.values:
-        raise UploadRefused("Say whether the file holds instances or predictions.")
-    suffixes = INSTANCE_SUFFIXES if kind == Upload.Kind.INSTANCES else PREDICTION_SUFFIXES
-    file = server_file(path, suffixes, what=f"an {kind} file" if kind == "instances" else f"a {kind} file")
-    report = server_file(report_path, (".json",), what="a report") if report_path else None
-    if kind == Upload.Kind.INSTANCES and report:
-        raise UploadRefused("A report goes with a predictions file, not with instances.")
-    if len(str(file)) > Upload._meta.get_field("file_name").max_length:
-        raise UploadRefused(f"{file}: a path this long is not kept; move the file higher up.")
-    if report is not None:
-        try:
-            report_read(report)
-        except NotARow as refused:
-            raise UploadRefused(str(refused)) from None
-    with transaction.atomic():
-        upload = Upload.objects.create(kind=kind, folder=str(file.parent), file_name=str(file), on_server=True,
-                                       report_name=str(report or ""), created_by=user, dataset_name=dataset_name,
-                                       run_name=run_name)
-        upload.job, _ = job_start(kind="upload_import", subject=upload, user=user)
-        upload.save(update_fields=["job"])
-    return upload
-
-
-def server_file(text: str, suffixes: tuple, *, what: str) -> Path:
-    """The file a path names, links followed, when it lies under one of COMMITGYM_IMPORT_ROOTS; nothing
-    is said of a path elsewhere, not even whether it exists."""
-    roots = [Path(root).resolve() for root in settings.COMMITGYM_IMPORT_ROOTS]
-    if not roots:
-        raise UploadRefused("This server imports no file in place: COMMITGYM_IMPORT_ROOTS names no folder. "
-                            "Upload the file instead.")
-    path = Path(text)
-    if not path.is_absolute():
-        raise UploadRefused(f"{text or 'The path'}: name the file by its absolute path on the server.")
-    resolved = path.resolve()
-    if not any(resolved.is_relative_to(root) for root in roots):
-        raise UploadRefused(f"{text} is not under a folder this server imports from "
-                            f"({', '.join(str(root) for root in roots)}).")
-    if not resolved.is_file():
-        raise UploadRefused(f"{text}: there is no file there.")
-    if resolved.suffix.lower() not in suffixes:
-        raise UploadRefused(f"{resolved.name}: {what} is expected as {', '.join(suffixes)}.")
-    if not resolved.stat().st_size:
-        raise UploadRefused(f"{resolved.name} is empty.")
-    return resolved
 
 
 def _files_check(kind: str, file, report, trajectories: list) -> None:
@@ -168,26 +118,8 @@ def upload_import_work(job, progress) -> None:
     upload = Upload.objects.select_related("created_by").get(job=job)
     if upload.imported_id:
         return
-    path, report, trajectories = _files_of(upload)
-    try:
-        imported = _import(upload, path, report, trajectories)
-    except ImportUnreadable as unreadable:
-        raise JobFailed("import_unreadable", f"nothing imported: {unreadable}") from None
-    progress.complete(lambda: Upload.objects.filter(id=upload.id).update(imported=imported))
-    if not upload.on_server:
-        shutil.rmtree(upload.folder, ignore_errors=True)
-
-
-def _files_of(upload: Upload) -> tuple[Path, Optional[Path], Optional[Path]]:
-    """The file, report and trajectories the import reads; a file on the server is checked again where
-    it lies now (a link changed since it was named may not lead out of the import roots)."""
-    if upload.on_server:
-        try:
-            file = server_file(upload.file_name, (Path(upload.file_name).suffix.lower(),), what="the file")
-            report = server_file(upload.report_name, (".json",), what="a report") if upload.report_name else None
-        except UploadRefused as refused:
-            raise JobFailed("upload_missing", f"nothing imported: {refused}") from None
-        return file, report, None
+    if upload.on_server:  # never removed: imported by its own kind (in_place.py), never from here
+        raise JobFailed("upload_missing", "this import names a file on the server: it is imported in place")
     folder = Path(upload.folder)
     if not (folder / "file" / upload.file_name).is_file():
         raise JobFailed("upload_missing", f"the uploaded files are not in {folder} on this worker (they are kept "
@@ -197,22 +129,29 @@ def _files_of(upload: Upload) -> tuple[Path, Optional[Path], Optional[Path]]:
         trajectories = folder / "trajectories"
         if len(upload.trajectory_names) == 1:
             trajectories = trajectories / upload.trajectory_names[0]
-    return (folder / "file" / upload.file_name, folder / "report" / upload.report_name if upload.report_name else None,
-            trajectories)
+    imported = upload_files_import(upload, folder / "file" / upload.file_name,
+                                   folder / "report" / upload.report_name if upload.report_name else None,
+                                   trajectories)
+    progress.complete(lambda: Upload.objects.filter(id=upload.id).update(imported=imported))
+    shutil.rmtree(folder, ignore_errors=True)
 
 
-def _import(upload: Upload, path: Path, report: Optional[Path], trajectories: Optional[Path]):
-    if upload.kind == Upload.Kind.INSTANCES:
-        return instances_import(path=path, dataset_name=upload.dataset_name, user=upload.created_by)
-    imported, _ = predictions_import(path=path, run_name=upload.run_name, user=upload.created_by,
-                                     report_path=report, trajectories_path=trajectories)
-    return imported
+def upload_files_import(upload: Upload, path: Path, report: Optional[Path], trajectories: Optional[Path]):
+    """The import an upload asks for, of these files: its Import; JobFailed when they cannot be read."""
+    try:
+        if upload.kind == Upload.Kind.INSTANCES:
+            return instances_import(path=path, dataset_name=upload.dataset_name, user=upload.created_by)
+        imported, _ = predictions_import(path=path, run_name=upload.run_name, user=upload.created_by,
+                                         report_path=report, trajectories_path=trajectories)
+        return imported
+    except ImportUnreadable as unreadable:
+        raise JobFailed("import_unreadable", f"nothing imported: {unreadable}") from None
 
 
 def upload_import_retry(job, user):
     """The registered `retry` of an import that failed: the same files, imported again."""
     upload = Upload.objects.get(job=job)
     with transaction.atomic():
-        upload.job, _ = job_start(kind="upload_import", subject=upload, user=user)
+        upload.job, _ = job_start(kind=job.kind, subject=upload, user=user)
         upload.save(update_fields=["job"])
     return upload.job

@@ -8,7 +8,7 @@ from django.db.models import Q
 from apps.jobs.models import Job
 from worker.engine.llm.clients import ModelError
 
-from ..dataset_jobs import dataset_job_note, dataset_job_of, dataset_job_start, dataset_job_tasks
+from ..dataset_jobs import dataset_job_latest, dataset_job_note, dataset_job_of, dataset_job_start, dataset_job_tasks
 from ..models import Candidate, Dataset, DatasetJob
 from .execution import EXECUTE, REPRODUCE, VERIFIER_TESTS, task_execution_advance
 from .judging import JUDGE, candidates_unjudged, judge_identity, task_judge_start
@@ -44,13 +44,15 @@ def dataset_verify_work(job, progress) -> None:
     if options["judge"]:
         unjudged = set(candidates_unjudged(Candidate.objects.filter(task__in=tasks, source__in=DEFAULT_SOURCES),
                                            options["judge_mode"]).values_list("task_id", flat=True))
-    started = {"judgings": [], "execution": {}}
+    # A second run (its worker lost) adds to what the first one started.
+    started = {"judgings": list(verifying.started.get("judgings", [])),
+               "execution": dict(verifying.started.get("execution", {}))}
     for done, task in enumerate(tasks):
         if task.id in unjudged:
             judging = task_judge_start(task=task, mode=options["judge_mode"], actor=user)
             if judging is not None:
                 started["judgings"].append(judging.job_id)
-        if options["tests"]:
+        if options["tests"] and task.instance_id not in started["execution"]:
             started["execution"][task.instance_id] = list(task_execution_advance(task, actor=user))
         dataset_job_note(verifying, started)
         if not progress.go_on(done + 1, len(tasks)):
@@ -64,3 +66,22 @@ def verifiers_under_way(tasks) -> int:
     on_candidates = Q(subject_type="datasets.candidate", kind=EXECUTE,
                       subject_id__in=Candidate.objects.filter(task__in=tasks).values("id"))
     return Job.objects.filter(on_tasks | on_candidates, state__in=Job.ACTIVE_STATES).count()
+
+
+def verification_seen(dataset: Dataset, tasks) -> dict:
+    """Where the dataset's latest verification stands, as a reader who sees `tasks` (a queryset) may see
+    it: its job, the judgings it started and each task's execution step, of those tasks only (another
+    curator's verification may have reached tasks this reader may not see), and the verifiers' jobs
+    still under way on them."""
+    verifying = dataset_job_latest(dataset, DATASET_VERIFY)
+    started = verifying.started if verifying else {}
+    seen = dict(tasks.values_list("instance_id", "id"))
+    return {
+        "job": verifying.job if verifying else None,
+        "judge_mode": verifying.options["judge_mode"] if verifying else "",
+        "judgings": list(Job.objects.filter(pk__in=started.get("judgings", []), subject_type="tasks.task",
+                                            subject_id__in=seen.values()).order_by("id")),
+        "execution": [{"task": task, "where": where, "sentence": sentence}
+                      for task, (where, sentence) in sorted(started.get("execution", {}).items()) if task in seen],
+        "under_way": verifiers_under_way(tasks),
+    }
