@@ -339,6 +339,16 @@ def test_writes_past_the_rate_are_throttled_per_person_in_the_shared_cache_and_r
         f"commitgym-throttle:*throttle_write_{connection.settings_dict['NAME']}_{curator.pk}")
 
 
+def test_writes_go_through_when_the_throttles_cache_is_out_of_reach(curator_token, small_repository, monkeypatch):
+    from apps.api import WriteThrottle
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("Redis is down")
+
+    monkeypatch.setattr(WriteThrottle.cache, "get", unreachable)
+    api_call(Client(), "repositories_mine_create", small_repository.pk, status=202, **curator_token)
+
+
 def test_a_server_error_under_the_api_is_answered_in_its_shape(curator, monkeypatch):
     from apps.datasets import selectors
 

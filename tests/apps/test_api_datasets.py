@@ -306,3 +306,26 @@ def test_an_upload_reaches_no_task_of_a_repository_its_uploader_may_not_see(cura
     made = Import.objects.filter(kind="instances").get()
     assert made.refused[0]["reason"] == f"{repository.name} cannot take imported tasks from you"
     assert not repository.tasks.filter(instance_id=instance["instance_id"]).exists()
+
+
+def test_a_file_held_for_import_is_read_as_it_was_checked_whatever_its_path_leads_to_later(settings, tmp_path):
+    from apps.datasets.candidates.in_place import server_file_held
+
+    drop, elsewhere = tmp_path / "drop", tmp_path / "elsewhere"
+    drop.mkdir(), elsewhere.mkdir()
+    (drop / "preds.jsonl").write_text("checked\n")
+    (elsewhere / "secret.jsonl").write_text("secret\n")
+    settings.COMMITGYM_IMPORT_ROOTS = [drop]
+    with server_file_held(str(drop / "preds.jsonl"), (".jsonl",), what="a file") as held:
+        (drop / "preds.jsonl").unlink()  # swapped, between the check and the reading, for a link out
+        (drop / "preds.jsonl").symlink_to(elsewhere / "secret.jsonl")
+        assert held.name == "preds.jsonl" and held.read_text() == "checked\n"
+
+
+def test_a_dataset_job_whose_requester_is_gone_fails_instead_of_seeing_every_task(curator, graded):
+    started = api_call(Client(), "datasets_mutants_create", graded["dataset"].pk, status=202, **bearer(curator))
+    curator.delete()
+    job_run(job_id=started["job"]["id"])
+    failed = Job.objects.get(pk=started["job"]["id"])
+    assert (failed.state, failed.error_code) == ("failed", "requester_gone")
+    assert not Candidate.objects.filter(source="mutant").exists()
