@@ -60,7 +60,8 @@ DATASET_TASKS, DATASET_CANDIDATES = 500, 26
 LABELLED_TASKS, LABELLED_CANDIDATES, LABELS, ANNOTATORS = 400, 25, 20_000, 50  # 10,000 candidates, two labels each
 MATRIX_TESTS = 100  # verifier tests of the task whose matrix page is loaded
 API_CANDIDATES = 26  # per task, over every task: 260,000 candidates for the API's candidate list
-API_PAGE = 100  # rows a page, as the run page shows
+API_TASKS_PAGE = 50  # rows a page: the rows the task list shows
+API_CANDIDATES_PAGE = 100  # rows a page: the rows a run's page shows
 RATE = 20  # requests per second: 20 users, a page a second each
 API_AGAINST_PAGE = 1.5  # the API's p95 at most this many times its page's
 MEASURE_SECONDS = 25
@@ -361,9 +362,10 @@ def api_dataset_seed(tasks: list, rng: random.Random) -> dict:
                       outcome="resolved" if rng.random() < 0.3 else "no", outcome_source="graded")
             for task in rest[start:start + 1000] for run in runs], batch_size=5000)
     run = runs[3]
-    return {"api_tasks_path": f"/api/v1/tasks/?state=needs_review&page_size={API_PAGE}",
+    return {"api_tasks_path": f"/api/v1/tasks/?state=needs_review&page_size={API_TASKS_PAGE}",
             "tasks_page_path": "/tasks/?state=needs_review",
-            "api_candidates_path": f"/api/v1/datasets/{dataset.pk}/candidates/?run={run.name}&page_size={API_PAGE}",
+            "api_candidates_path": f"/api/v1/datasets/{dataset.pk}/candidates/?run={run.name}"
+                                   f"&page_size={API_CANDIDATES_PAGE}",
             "run_page_path": f"/runs/{run.pk}/", "candidates": Candidate.objects.count()}
 
 

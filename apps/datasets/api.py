@@ -142,6 +142,34 @@ class DatasetMeasures(APIView):
 
 
 
+class DatasetRunSerializer(serializers.Serializer):
+    name = serializers.CharField(source="run.name")
+    candidates = serializers.IntegerField(source="tasks", help_text="Its candidates on the dataset's tasks.")
+    resolved = serializers.IntegerField()
+    ungraded = serializers.IntegerField()
+    no_patch = serializers.IntegerField()
+    instances = serializers.IntegerField(help_text="What its resolved rate is over: the dataset's instances.")
+    resolved_rate = serializers.FloatField(allow_null=True, help_text="Resolved over every instance, as "
+                                                                      "SWE-bench counts a run; null while ungraded.")
+    candidates_url = serializers.SerializerMethodField()
+
+    def get_candidates_url(self, row) -> str:
+        url = reverse("api:dataset_candidates", args=[self.context["dataset"].pk])
+        return self.context["request"].build_absolute_uri(f"{url}?run={row.run.name}")
+
+
+class DatasetRuns(APIView):
+    permission_classes = [Unblinded]
+
+    @extend_schema(responses={200: DatasetRunSerializer(many=True)})
+    def get(self, request, pk: int):
+        """The runs with candidates on the dataset's tasks, by name, each with its resolved rate, as the
+        dataset's page shows them (a short list: not paged); each run's candidates on their own list."""
+        dataset, tasks = _dataset(request, pk)
+        rows = selectors.runs_summarised(tasks=tasks)
+        return Response(DatasetRunSerializer(rows, many=True, context={"request": request, "dataset": dataset}).data)
+
+
 class CandidateSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
     task = serializers.SlugRelatedField(slug_field="instance_id", read_only=True)
@@ -543,6 +571,7 @@ urlpatterns = api_urlpatterns([
     path("datasets/<int:pk>/", DatasetDetail.as_view(), name="dataset"),
     path("datasets/<int:pk>/measures/", DatasetMeasures.as_view(), name="dataset_measures"),
     path("datasets/<int:pk>/candidates/", CandidateList.as_view(), name="dataset_candidates"),
+    path("datasets/<int:pk>/runs/", DatasetRuns.as_view(), name="dataset_runs"),
     path("datasets/<int:pk>/grade/", DatasetGrade.as_view(), name="dataset_grade"),
     path("datasets/<int:pk>/verify/", DatasetVerify.as_view(), name="dataset_verify"),
     path("datasets/<int:pk>/mutants/", DatasetMutants.as_view(), name="dataset_mutants"),

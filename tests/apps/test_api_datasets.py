@@ -64,6 +64,17 @@ def test_candidates_carry_the_ground_truth_and_both_verifiers_for_curators_only(
         assert refused["error"] == "permission_denied" and "label patches without them" in refused["detail"]
 
 
+def test_runs_carry_their_resolved_rate_over_the_datasets_instances(curator, annotator, graded):
+    client, auth, dataset = Client(), bearer(curator), graded["dataset"]
+    runs = api_call(client, "datasets_runs_list", dataset.pk, status=200, **auth)
+    # One instance (the valid task): the right run resolves it, the wrong one does not.
+    assert [(r["name"], r["candidates"], r["resolved"], r["instances"], r["resolved_rate"]) for r in runs] == [
+        ("agent-right", 1, 1, 1, 1.0), ("agent-wrong", 1, 0, 1, 0.0)]
+    listed = client.get(runs[0]["candidates_url"], **auth).json()["results"]
+    assert [row["id"] for row in listed] == [graded["right"].pk]
+    assert api_call(client, "datasets_runs_list", dataset.pk, status=403, **bearer(annotator))
+
+
 def test_the_measures_are_the_pages_own_figures(curator, graded):
     dataset = graded["dataset"]
     body = api_call(Client(), "datasets_measures_retrieve", dataset.pk, status=200, **bearer(curator))
