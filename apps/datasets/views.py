@@ -11,6 +11,7 @@ from django.core.paginator import Paginator
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_POST
 
 from apps.accounts.roles import user_can_mine, user_can_review
@@ -32,6 +33,7 @@ from .verifiers.measures import (
     overlap_over_time,
     scope_cached,
     scope_fingerprint,
+    scope_key,
     self_assessment_probe,
 )
 from .models import (
@@ -110,19 +112,30 @@ def dataset_detail(request, pk: int):
         request.GET.get("page"))
     judge_mode = request.GET.get("mode") if request.GET.get("mode") in JUDGE_MODES else JUDGE_MODES[0]
     fingerprint = scope_fingerprint(tasks)  # the figures below are cached under it
+    # The figures' section is kept rendered under the same fingerprint (the template's cache tag): each is
+    # computed only when that section is drawn again.
+    figures = {
+        "runs": lambda: scope_cached(fingerprint, lambda: selectors.runs_summarised(tasks=tasks), "runs"),
+        "candidates": lambda: scope_cached(fingerprint, lambda: selectors.candidate_counts(tasks=tasks),
+                                           "candidate_counts"),
+        "measures": lambda: measures_page(measures_cached(tasks, judge_mode=judge_mode, fingerprint=fingerprint)),
+        "self_assessment": lambda: scope_cached(
+            fingerprint, lambda: self_assessment_probe(tasks, fingerprint=fingerprint), "self_assessment"),
+        "style_probe": lambda: scope_cached(fingerprint, lambda: style_probe(tasks, fingerprint=fingerprint),
+                                            "style_probe"),
+        "overlap_over_time": lambda: overlap_over_time(dataset, judge_mode),
+        "suspicious": lambda: scope_cached(fingerprint, lambda: selectors.suspicious_counts(tasks=tasks),
+                                           "suspicious"),
+    }
     context = {
         "dataset": dataset,
         "page": page,
-        "runs": scope_cached(fingerprint, lambda: selectors.runs_summarised(tasks=tasks), "runs"),
-        "candidates": scope_cached(fingerprint, lambda: selectors.candidate_counts(tasks=tasks), "candidate_counts"),
         "imports": selectors.imports_recent(dataset=dataset),
         "judge_modes": JUDGE_MODES, "judge_mode": judge_mode,
-        "measures": measures_page(measures_cached(tasks, judge_mode=judge_mode, fingerprint=fingerprint)),
-        "self_assessment": scope_cached(fingerprint, lambda: self_assessment_probe(tasks, fingerprint=fingerprint),
-                                        "self_assessment"),
-        "style_probe": scope_cached(fingerprint, lambda: style_probe(tasks, fingerprint=fingerprint), "style_probe"),
-        "overlap_over_time": overlap_over_time(dataset, judge_mode),
-        "suspicious": scope_cached(fingerprint, lambda: selectors.suspicious_counts(tasks=tasks), "suspicious"),
+        # A verify run that found nothing new still adds its snapshot to the overlap over time.
+        "figures_key": scope_key(fingerprint, "dataset_figures_html", dataset.pk,
+                                 dataset.snapshots.order_by("-id").values_list("id", flat=True).first()),
+        **{name: SimpleLazyObject(compute) for name, compute in figures.items()},
         **DATASET_PAGE.context(dataset=dataset, tasks=tasks, user=request.user, fingerprint=fingerprint),
     }
     return render(request, "datasets/dataset_detail.html", context)

@@ -210,10 +210,15 @@ def scope_fingerprint(tasks: QuerySet) -> list:
                 n=Count("id"), last=Max("job__finished_at"))]
 
 
+def scope_key(fingerprint: list, *key) -> str:
+    """A cache key for what is computed from a scope with this fingerprint (and `key`)."""
+    return "scope:" + hashlib.sha256(json.dumps([key, fingerprint], sort_keys=True, default=str).encode()).hexdigest()
+
+
 def scope_cached(fingerprint: list, compute: Callable[[], object], *key) -> object:
     """What `compute` gives, kept in the cache under `key` and the scope's fingerprint. Requests that
     miss together in one process wait for the first one's result rather than each computing it."""
-    name = "scope:" + hashlib.sha256(json.dumps([key, fingerprint], sort_keys=True, default=str).encode()).hexdigest()
+    name = scope_key(fingerprint, *key)
     found = cache.get(name, _MISSING)
     if found is not _MISSING:
         return found
