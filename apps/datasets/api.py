@@ -50,8 +50,8 @@ from .releases import (
     release_file_found,
     release_scope_of_dataset,
     release_start,
+    release_asked_again,
     release_withdraw,
-    release_writing,
 )
 from .verifiers.measures import measures_cached
 from .verifiers.verifying import VerifyRefused, dataset_verify_start, verification_seen
@@ -308,15 +308,21 @@ class DatasetVerify(APIView):
         data.is_valid(raise_exception=True)
         asked = data.validated_data
         try:
-            verifying, created = dataset_verify_start(dataset=dataset, user=request.user,
-                                                      judge_mode=asked["judge_mode"], judge=asked["judge"],
-                                                      tests=asked["tests"])
+            return _dataset_job_accepted(request, dataset, lambda: dataset_verify_start(
+                dataset=dataset, user=request.user, judge_mode=asked["judge_mode"], judge=asked["judge"],
+                tests=asked["tests"]))
         except VerifyRefused as refused:
             raise ApiRefused(str(refused), code="judge_unavailable", status_code=409)
-        except DatasetJobBusy as busy:
-            raise ApiRefused(str(busy), code="job_under_way", status_code=409)
-        return job_accepted(request, verifying.job, created=created,
-                            page_url=reverse("datasets:detail", args=[dataset.pk]))
+
+
+def _dataset_job_accepted(request, dataset: Dataset, start) -> Response:
+    """202 for the dataset job `start()` queued, or for the same one asked again while under way; 409
+    when one of its kind runs as another person, or with other options, asked it."""
+    try:
+        row, created = start()
+    except DatasetJobBusy as busy:
+        raise ApiRefused(str(busy), code="job_under_way", status_code=409) from None
+    return job_accepted(request, row.job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))
 
 
 class DatasetMutants(APIView):
@@ -328,11 +334,8 @@ class DatasetMutants(APIView):
         kind the fix allows), as `manage.py make_mutants` does, as a job; grade them with the dataset's
         grade."""
         dataset, _ = _dataset(request, pk)
-        try:
-            row, created = dataset_mutants_start(dataset=dataset, user=request.user)
-        except DatasetJobBusy as busy:
-            raise ApiRefused(str(busy), code="job_under_way", status_code=409)
-        return job_accepted(request, row.job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))
+        return _dataset_job_accepted(request, dataset,
+                                     lambda: dataset_mutants_start(dataset=dataset, user=request.user))
 
 
 class SampleRequest(StrictSerializer):
@@ -365,12 +368,10 @@ class DatasetSample(APIView):
             if at_most > CONFIRM_ABOVE and not asked["confirm"]:
                 raise ApiRefused(f"Up to {sampling_estimate_said(at_most, budget)} Send confirm: true to start it.",
                                  code="confirm_needed", field="confirm", status_code=409)
-            row, created = dataset_sample_start(dataset=dataset, user=request.user, n=asked["n"], budget=budget)
+            return _dataset_job_accepted(request, dataset, lambda: dataset_sample_start(
+                dataset=dataset, user=request.user, n=asked["n"], budget=budget))
         except ModelError as error:
             raise ApiRefused(f"The agent model cannot be used: {error}.", code="model_unavailable", status_code=409)
-        except DatasetJobBusy as busy:
-            raise ApiRefused(str(busy), code="job_under_way", status_code=409)
-        return job_accepted(request, row.job, created=created, page_url=reverse("datasets:detail", args=[dataset.pk]))
 
 
 class UploadRequest(StrictSerializer):
@@ -507,10 +508,10 @@ class ReleaseList(APIView):
         dataset = get_object_or_404(Dataset, pk=asked["dataset"])
         scope = release_scope_of_dataset(dataset, user=request.user)
         states = tuple(asked.get("states") or (Task.State.ACCEPTED,))
-        writing = release_writing(asked["name"])
-        if writing is not None and writing.dataset_id == dataset.pk and writing.created_by_id == request.user.pk \
-                and set(writing.states) == set(states) and writing.since == asked.get("since"):
-            return job_accepted(request, writing.job, created=False,  # asked twice: the one under way
+        writing = release_asked_again(name=asked["name"], dataset=dataset, states=states, since=asked.get("since"),
+                                      user=request.user)
+        if writing is not None:
+            return job_accepted(request, writing.job, created=False,
                                 page_url=reverse("datasets:release", args=[writing.pk]))
         try:
             release = release_start(name=asked["name"], scope=scope, since=asked.get("since"), user=request.user,

@@ -2,7 +2,7 @@
 what it did: verify, make mutants, sample. Each kind registers its `run` (apps.py), reads its options
 and writes what it started; asking while one is under way returns that one."""
 
-from typing import Optional
+from typing import Iterator, Optional
 
 from django.db import transaction
 
@@ -53,6 +53,11 @@ def dataset_job_tasks(dataset_job: DatasetJob) -> list[Task]:
     return list(tasks.filter(verdict="valid").select_related("repository", "commit").order_by("id"))
 
 
-def dataset_job_note(dataset_job: DatasetJob, started: dict) -> None:
-    """What the job has done so far, kept as it goes (a job cancelled half-way says how far it got)."""
-    DatasetJob.objects.filter(pk=dataset_job.pk).update(started=started)
+def dataset_job_each_task(dataset_job: DatasetJob, tasks: list[Task], progress, started: dict) -> Iterator[Task]:
+    """Each task in turn; after each, `started` (what the kind has done so far) is kept on the row, so a
+    job cancelled half-way says how far it got, and the job's progress moves on (or it stops there)."""
+    for done, task in enumerate(tasks):
+        yield task
+        DatasetJob.objects.filter(pk=dataset_job.pk).update(started=started)
+        if not progress.go_on(done + 1, len(tasks)):
+            return

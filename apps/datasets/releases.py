@@ -168,6 +168,16 @@ def release_writing(name: str) -> Optional[Release]:
         .select_related("job").first()
 
 
+def release_asked_again(*, name: str, dataset, states: tuple, since: Optional[date], user) -> Optional[Release]:
+    """The version of `name` being written now when the same person asked it of the same dataset, states
+    and date (asked twice: that one, not a second); None otherwise (release_start then says why not)."""
+    writing = release_writing(name)
+    if writing is not None and writing.dataset_id == dataset.pk and writing.created_by_id == user.pk \
+            and set(writing.states) == set(states) and writing.since == since:
+        return writing
+    return None
+
+
 def _scope_tasks(scope: ReleaseScope, states, since: Optional[date]):
     if scope.kind == Release.Scope.DATASET:
         tasks = dataset_tasks(scope.dataset)

@@ -320,14 +320,14 @@ def test_an_upload_reaches_no_task_of_a_repository_its_uploader_may_not_see(cura
 
 
 def test_a_file_held_for_import_is_read_as_it_was_checked_whatever_its_path_leads_to_later(settings, tmp_path):
-    from apps.datasets.candidates.in_place import server_file_held
+    from apps.datasets.candidates.in_place import server_file, server_file_held
 
     drop, elsewhere = tmp_path / "drop", tmp_path / "elsewhere"
     drop.mkdir(), elsewhere.mkdir()
     (drop / "preds.jsonl").write_text("checked\n")
     (elsewhere / "secret.jsonl").write_text("secret\n")
     settings.COMMITGYM_IMPORT_ROOTS = [drop]
-    with server_file_held(str(drop / "preds.jsonl"), (".jsonl",), what="a file") as held:
+    with server_file_held(server_file(str(drop / "preds.jsonl"), (".jsonl",), what="a file")) as held:
         (drop / "preds.jsonl").unlink()  # swapped, between the check and the reading, for a link out
         (drop / "preds.jsonl").symlink_to(elsewhere / "secret.jsonl")
         assert held.name == "preds.jsonl" and held.read_text() == "checked\n"

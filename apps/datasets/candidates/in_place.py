@@ -33,9 +33,7 @@ def path_import_start(*, kind: str, path: str, report_path: str = "", dataset_na
     if kind == Upload.Kind.INSTANCES and report_path:
         raise UploadRefused("A report goes with a predictions file, not with instances.")
     file = server_file(path, _suffixes(kind), what=f"an {kind} file" if kind == "instances" else f"a {kind} file")
-    report = server_file(report_path, (".json",), what="a report") if report_path else None
-    if report is not None:
-        _report_check(report_path)
+    report = _report_checked(report_path) if report_path else None
     with transaction.atomic():
         upload = Upload.objects.create(kind=kind, folder="", file_name=str(file), report_name=str(report or ""),
                                        on_server=True, created_by=user, dataset_name=dataset_name,
@@ -71,19 +69,18 @@ def server_file(text: str, suffixes: tuple, *, what: str) -> Path:
 
 
 @contextmanager
-def server_file_held(text: str, suffixes: tuple, *, what: str) -> Iterator[Path]:
-    """The file `server_file` finds, opened once and checked as the open file (a regular file, under
-    the roots where it really lies), as a path that leads to that open file whatever its own path
-    leads to later: a link of the same name, in a folder of ours, to /proc/self/fd/N."""
-    path = server_file(text, suffixes, what=what)
+def server_file_held(path: Path) -> Iterator[Path]:
+    """The file `server_file` found at `path`, opened once and checked as the open file (a regular file,
+    under the roots where it really lies), as a path that leads to that open file whatever `path` leads
+    to later: a link of the same name, in a folder of ours, to /proc/self/fd/N."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
-        raise UploadRefused(f"{text}: the file cannot be opened ({error.strerror}).") from None
+        raise UploadRefused(f"{path}: the file cannot be opened ({error.strerror}).") from None
     try:
         where = Path(os.readlink(f"/proc/self/fd/{descriptor}"))
         if not stat.S_ISREG(os.fstat(descriptor).st_mode) or not _under(where, _roots()):
-            raise UploadRefused(f"{text} changed while it was opened: it is not a file under a folder this "
+            raise UploadRefused(f"{path} changed while it was opened: it is not a file under a folder this "
                                 "server imports from.")
         with tempfile.TemporaryDirectory(prefix="commitgym-import-") as folder:
             held = Path(folder) / path.name
@@ -100,24 +97,28 @@ def path_import_work(job, progress) -> None:
     if upload.imported_id:
         return
     try:
-        with server_file_held(upload.file_name, _suffixes(upload.kind), what="the file") as file, \
-                (server_file_held(upload.report_name, (".json",), what="a report") if upload.report_name
-                 else nullcontext()) as report:
+        file_path = server_file(upload.file_name, _suffixes(upload.kind), what="the file")
+        report_path = server_file(upload.report_name, (".json",), what="a report") if upload.report_name else None
+        with server_file_held(file_path) as file, \
+                (server_file_held(report_path) if report_path else nullcontext()) as report:
             imported = upload_files_import(upload, file, report, None)
     except UploadRefused as refused:
         raise JobFailed("upload_missing", f"nothing imported: {refused}") from None
     progress.complete(lambda: Upload.objects.filter(id=upload.id).update(imported=imported))
 
 
-def _report_check(text: str) -> None:
-    """A report is small and read whole here: say at once when it is none of the report shapes."""
-    with server_file_held(text, (".json",), what="a report") as report:
+def _report_checked(text: str) -> Path:
+    """Where the report lies: it is small and read whole here, to say at once when it is none of the
+    report shapes."""
+    path = server_file(text, (".json",), what="a report")
+    with server_file_held(path) as report:
         if report.stat().st_size > REPORT_MAX_BYTES:
-            raise UploadRefused(f"{Path(text).name} is larger than {REPORT_MAX_BYTES >> 20} MiB: not a report.")
+            raise UploadRefused(f"{path.name} is larger than {REPORT_MAX_BYTES >> 20} MiB: not a report.")
         try:
             report_read(report)
         except NotARow as refused:
             raise UploadRefused(str(refused)) from None
+    return path
 
 
 def _suffixes(kind: str) -> tuple:

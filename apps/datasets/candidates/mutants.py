@@ -12,7 +12,7 @@ from apps.tasks.selectors import task_patches
 from worker.engine.git.repo import BlobReader, GitError
 from worker.engine.grade.mutants import mutants_make
 
-from ..dataset_jobs import dataset_job_note, dataset_job_of, dataset_job_start, dataset_job_tasks
+from ..dataset_jobs import dataset_job_each_task, dataset_job_of, dataset_job_start, dataset_job_tasks
 from ..models import RESOLVED, Candidate, Dataset, DatasetJob
 
 DATASET_MUTANTS = "dataset_mutants"  # the job kind (registered in apps.datasets.apps)
@@ -54,14 +54,11 @@ def dataset_mutants_work(job, progress) -> None:
     row = dataset_job_of(job)
     tasks = dataset_job_tasks(row)
     started = {"made": dict(row.started.get("made", {})), "skipped": dict(row.started.get("skipped", {}))}
-    for done, task in enumerate(tasks):
+    for task in dataset_job_each_task(row, tasks, progress, started):
         made, why = task_mutants_make(task)
         started["made"][task.instance_id] = started["made"].get(task.instance_id, []) + made  # a second run adds
         if why:
             started["skipped"][task.instance_id] = why
-        dataset_job_note(row, started)
-        if not progress.go_on(done + 1, len(tasks)):
-            return
 
 
 def files_at_commits(task: Task, paths: list[str], shas: tuple[str, ...]) -> dict[str, tuple[Optional[str], ...]]:

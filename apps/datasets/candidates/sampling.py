@@ -27,7 +27,7 @@ from worker.engine.sample.agent import TEMPERATURE, AgentBudget, agent_run, comm
 from worker.engine.sample.tools import sandbox_command_runner
 
 from ..grading.grades import candidate_grade_start, grading_validation
-from ..dataset_jobs import dataset_job_note, dataset_job_of, dataset_job_start, dataset_job_tasks
+from ..dataset_jobs import dataset_job_each_task, dataset_job_of, dataset_job_start, dataset_job_tasks
 from ..models import Candidate, Dataset, DatasetJob, Run, Sampling
 
 SAMPLE = "sample"  # the job kind (registered in apps.datasets.apps)
@@ -78,15 +78,12 @@ def dataset_sample_work(job, progress) -> None:
     model, budget = role_settings("agent").model_name, AgentBudget(**row.options["budget"])
     tasks = dataset_job_tasks(row)
     started = {"samplings": list(row.started.get("samplings", [])), "skipped": {}}  # a second run adds
-    for done, task in enumerate(tasks):
+    for task in dataset_job_each_task(row, tasks, progress, started):
         if task.imported:
             started["skipped"][task.instance_id] = "an imported instance has no environment here"
         for index in [] if task.imported else samples_missing(task, row.options["n"], model):
             started["samplings"].append(sampling_start(task=task, index=index, budget=budget,
                                                        actor=job.requested_by).job_id)
-        dataset_job_note(row, started)
-        if not progress.go_on(done + 1, len(tasks)):
-            return
 
 
 def sampling_estimate(samples: int, budget: AgentBudget) -> dict:

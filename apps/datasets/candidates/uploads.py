@@ -3,8 +3,8 @@ that is cheap (names, sizes, the report's shape), kept under COMMITGYM_UPLOAD_DI
 job on the `curation` queue: the same import the commands run. The upload's page follows the job and
 shows the import's counts when it ends. Workers of that queue must see the folder (shared storage
 when they run on other machines). Once imported, the files are removed; a failed import keeps them
-for a retry. A file too large to send is named instead where it lies on the server (in_place.py).
-The same kind of import serves both, as the registered retry of either."""
+for a retry. A file too large to send is named instead where it lies on the server (in_place.py),
+imported by a kind of its own with the same import and the same retry."""
 
 import shutil
 import uuid

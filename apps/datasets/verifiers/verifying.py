@@ -8,7 +8,13 @@ from django.db.models import Q
 from apps.jobs.models import Job
 from worker.engine.llm.clients import ModelError
 
-from ..dataset_jobs import dataset_job_latest, dataset_job_note, dataset_job_of, dataset_job_start, dataset_job_tasks
+from ..dataset_jobs import (
+    dataset_job_each_task,
+    dataset_job_latest,
+    dataset_job_of,
+    dataset_job_start,
+    dataset_job_tasks,
+)
 from ..models import Candidate, Dataset, DatasetJob
 from .execution import EXECUTE, REPRODUCE, VERIFIER_TESTS, task_execution_advance
 from .judging import JUDGE, candidates_unjudged, judge_identity, task_judge_start
@@ -47,16 +53,13 @@ def dataset_verify_work(job, progress) -> None:
     # A second run (its worker lost) adds to what the first one started.
     started = {"judgings": list(verifying.started.get("judgings", [])),
                "execution": dict(verifying.started.get("execution", {}))}
-    for done, task in enumerate(tasks):
+    for task in dataset_job_each_task(verifying, tasks, progress, started):
         if task.id in unjudged:
             judging = task_judge_start(task=task, mode=options["judge_mode"], actor=user)
             if judging is not None:
                 started["judgings"].append(judging.job_id)
         if options["tests"] and task.instance_id not in started["execution"]:
             started["execution"][task.instance_id] = list(task_execution_advance(task, actor=user))
-        dataset_job_note(verifying, started)
-        if not progress.go_on(done + 1, len(tasks)):
-            return
 
 
 def verifiers_under_way(tasks) -> int:
@@ -75,13 +78,14 @@ def verification_seen(dataset: Dataset, tasks) -> dict:
     still under way on them."""
     verifying = dataset_job_latest(dataset, DATASET_VERIFY)
     started = verifying.started if verifying else {}
-    seen = dict(tasks.values_list("instance_id", "id"))
+    steps = started.get("execution", {})
+    seen = set(tasks.filter(instance_id__in=list(steps)).values_list("instance_id", flat=True))
     return {
         "job": verifying.job if verifying else None,
         "judge_mode": verifying.options["judge_mode"] if verifying else "",
         "judgings": list(Job.objects.filter(pk__in=started.get("judgings", []), subject_type="tasks.task",
-                                            subject_id__in=seen.values()).order_by("id")),
+                                            subject_id__in=tasks.values("id")).order_by("id")),
         "execution": [{"task": task, "where": where, "sentence": sentence}
-                      for task, (where, sentence) in sorted(started.get("execution", {}).items()) if task in seen],
+                      for task, (where, sentence) in sorted(steps.items()) if task in seen],
         "under_way": verifiers_under_way(tasks),
     }
